@@ -1,0 +1,185 @@
+#include "common/atomic_output.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+namespace iris {
+
+namespace {
+
+// Paths of live partial files, readable from a signal handler: fixed slots of fixed size,
+// published with atomics, so the handler never allocates or locks.
+constexpr int kSlots = 16;
+constexpr size_t kPathMax = 4096;
+char g_paths[kSlots][kPathMax];
+std::atomic<bool> g_used[kSlots];
+std::atomic<bool> g_handlers_installed{false};
+
+int claim_slot(const std::string& path) {
+  if (path.size() >= kPathMax) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (g_used[i].load() == false) {
+      std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
+      if (g_used[i].compare_exchange_strong(expected, true)) return i;
+    }
+  }
+  return -1;
+}
+
+void release_slot(int slot) {
+  if (slot >= 0) g_used[slot].store(false);
+}
+
+extern "C" void on_fatal_signal(int sig) {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i].load()) unlink(g_paths[i]);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+void install_partial_file_cleanup() {
+  if (g_handlers_installed.exchange(true)) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path, bool overwrite) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!overwrite && fs::exists(fs::symlink_status(final_path, ec)))
+    return usage_error(final_path + ": already exists (use --force to replace it)");
+  if (fs::is_directory(final_path, ec)) return usage_error(final_path + ": is a folder");
+  AtomicOutputFile f;
+  f.final_path_ = final_path;
+  f.overwrite_ = overwrite;
+  std::string templ = final_path + ".partial-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  f.fd_ = mkostemp(buf.data(), O_CLOEXEC);
+  if (f.fd_ < 0) return io_error(final_path + ": cannot create a temporary file beside it: " + errno_text());
+  f.partial_path_ = buf.data();
+  f.cleanup_slot_ = claim_slot(f.partial_path_);
+  fchmod(f.fd_, 0644);
+  return f;
+}
+
+AtomicOutputFile& AtomicOutputFile::operator=(AtomicOutputFile&& o) noexcept {
+  if (this != &o) {
+    abandon();
+    fd_ = o.fd_;
+    pos_ = o.pos_;
+    overwrite_ = o.overwrite_;
+    final_path_ = std::move(o.final_path_);
+    partial_path_ = std::move(o.partial_path_);
+    cleanup_slot_ = o.cleanup_slot_;
+    o.fd_ = -1;
+    o.cleanup_slot_ = -1;
+    o.partial_path_.clear();
+  }
+  return *this;
+}
+
+AtomicOutputFile::~AtomicOutputFile() { abandon(); }
+
+void AtomicOutputFile::abandon() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!partial_path_.empty()) {
+    unlink(partial_path_.c_str());
+    partial_path_.clear();
+  }
+  release_slot(cleanup_slot_);
+  cleanup_slot_ = -1;
+}
+
+Status AtomicOutputFile::write_at(uint64_t offset, std::span<const uint8_t> data) {
+  const uint8_t* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = pwrite(fd_, p, std::min<size_t>(left, size_t(1) << 30), off_t(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error(partial_path_ + ": write failed: " + errno_text());
+    }
+    p += n;
+    left -= size_t(n);
+    offset += uint64_t(n);
+  }
+  pos_ = std::max(pos_, offset);
+  return Status::ok();
+}
+
+Status AtomicOutputFile::append(std::span<const uint8_t> data) { return write_at(pos_, data); }
+
+Status AtomicOutputFile::pad_to(uint64_t offset) {
+  static const uint8_t kZeros[4096] = {};
+  while (pos_ < offset) {
+    uint64_t n = std::min<uint64_t>(sizeof kZeros - (pos_ % sizeof kZeros), offset - pos_);
+    IRIS_TRY(append({kZeros, size_t(n)}));
+  }
+  return Status::ok();
+}
+
+Status AtomicOutputFile::commit() {
+  if (fd_ < 0) return internal_error("commit of a closed output file");
+  if (ftruncate(fd_, off_t(pos_)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());
+  if (fsync(fd_) != 0) return io_error(partial_path_ + ": fsync failed: " + errno_text());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return io_error(partial_path_ + ": close failed: " + errno_text());
+  }
+  fd_ = -1;
+  int rc;
+  if (overwrite_) {
+    rc = rename(partial_path_.c_str(), final_path_.c_str());
+  } else {
+    rc = int(syscall(SYS_renameat2, AT_FDCWD, partial_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE));
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      // Filesystem without RENAME_NOREPLACE: link() also refuses to replace.
+      rc = link(partial_path_.c_str(), final_path_.c_str());
+      if (rc == 0) unlink(partial_path_.c_str());
+    }
+  }
+  if (rc != 0) {
+    if (errno == EEXIST) return usage_error(final_path_ + ": appeared while writing; not replaced (use --force)");
+    return io_error(final_path_ + ": rename failed: " + errno_text());
+  }
+  partial_path_.clear();
+  release_slot(cleanup_slot_);
+  cleanup_slot_ = -1;
+  // Make the rename itself durable.
+  std::string dir = std::filesystem::path(final_path_).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::ok();
+}
+
+}  // namespace iris

@@ -1,0 +1,56 @@
+// An output file that appears under its final name only when complete.
+//
+// Data goes to `DIR/NAME.partial-XXXXXX` (same folder, so the final rename is atomic). On
+// commit() the file is fsynced and renamed; without --force an existing destination is never
+// replaced (renameat2 RENAME_NOREPLACE). If the object dies uncommitted, or the process gets
+// SIGINT/SIGTERM/SIGHUP, the partial file is unlinked: a failed run leaves nothing behind.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+
+namespace iris {
+
+class AtomicOutputFile {
+ public:
+  // Fails if `final_path` exists and !overwrite, or its folder is not writable.
+  static Result<AtomicOutputFile> create(const std::string& final_path, bool overwrite);
+
+  AtomicOutputFile() = default;
+  AtomicOutputFile(AtomicOutputFile&& o) noexcept { *this = std::move(o); }
+  AtomicOutputFile& operator=(AtomicOutputFile&& o) noexcept;
+  AtomicOutputFile(const AtomicOutputFile&) = delete;
+  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
+  ~AtomicOutputFile();
+
+  int fd() const { return fd_; }
+  const std::string& partial_path() const { return partial_path_; }
+  const std::string& final_path() const { return final_path_; }
+
+  Status write_at(uint64_t offset, std::span<const uint8_t> data);
+  Status append(std::span<const uint8_t> data);  // at the current end position
+  uint64_t position() const { return pos_; }
+  Status pad_to(uint64_t offset);                 // zero-fill up to `offset`
+
+  // fsync + rename into place (+ fsync of the folder). After this the object owns nothing.
+  Status commit();
+  // Removes the partial file now (also done by the destructor).
+  void abandon();
+
+ private:
+  int fd_ = -1;
+  uint64_t pos_ = 0;
+  bool overwrite_ = false;
+  std::string final_path_;
+  std::string partial_path_;
+  int cleanup_slot_ = -1;
+};
+
+// Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every live partial file and then
+// re-raise the signal with its default action. Idempotent.
+void install_partial_file_cleanup();
+
+}  // namespace iris

@@ -1,0 +1,83 @@
+#include "common/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace iris {
+
+namespace {
+constexpr uint64_t kPage = 4096;
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return io_error(path + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_input(path + ": not a regular file");
+  }
+  MappedFile f;
+  f.path_ = path;
+  f.size_ = uint64_t(st.st_size);
+  if (f.size_ > 0) {
+    void* p = mmap(nullptr, f.size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      return io_error(path + ": cannot mmap: " + std::strerror(e));
+    }
+    f.data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  return f;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+static void page_range(uint64_t offset, uint64_t n, uint64_t size, uint64_t* begin, uint64_t* len) {
+  uint64_t b = offset & ~(kPage - 1);
+  uint64_t e = std::min(offset + n, size);
+  *begin = b;
+  *len = e > b ? e - b : 0;
+}
+
+void MappedFile::will_need(uint64_t offset, uint64_t n) const {
+  if (!data_) return;
+  uint64_t b, len;
+  page_range(offset, n, size_, &b, &len);
+  if (len) madvise(const_cast<uint8_t*>(data_) + b, len, MADV_WILLNEED);
+}
+
+void MappedFile::release(uint64_t offset, uint64_t n) const {
+  if (!data_) return;
+  uint64_t b, len;
+  page_range(offset, n, size_, &b, &len);
+  if (len) madvise(const_cast<uint8_t*>(data_) + b, len, MADV_DONTNEED);
+}
+
+}  // namespace iris

@@ -1,0 +1,43 @@
+// A read-only memory map of a whole file.
+//
+// Sources and archives are read through the map; callers drop pages they are done with
+// (release()) so that streaming over a file far larger than memory keeps RSS bounded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+
+namespace iris {
+
+class MappedFile {
+ public:
+  static Result<MappedFile> open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  const uint8_t* data() const { return data_; }
+  std::span<const uint8_t> bytes(uint64_t offset, uint64_t n) const { return {data_ + offset, size_t(n)}; }
+
+  // Hints the kernel to read [offset, offset+n) ahead, sequentially.
+  void will_need(uint64_t offset, uint64_t n) const;
+  // Drops [offset, offset+n) from this process's resident set (the page cache keeps it).
+  void release(uint64_t offset, uint64_t n) const;
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace iris

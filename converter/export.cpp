@@ -1,0 +1,156 @@
+#include "converter/export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "common/checked_math.h"
+#include "common/float_bits.h"
+#include "converter/progress.h"
+#include "formats/iris_archive.h"
+#include "formats/safetensors_writer.h"
+#include "formats/tile_layout.h"
+
+namespace iris {
+
+namespace {
+
+constexpr uint64_t kChunk = 16ull << 20;
+
+bool is_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
+
+float load_float(DType d, const uint8_t* p) {
+  switch (d) {
+    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
+    default: { double v; std::memcpy(&v, p, 8); return float(v); }
+  }
+}
+
+void store_float(DType d, float v, uint8_t* p) {
+  switch (d) {
+    case DType::kBF16: { uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); break; }
+    case DType::kF16: { uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); break; }
+    default: std::memcpy(p, &v, 4); break;
+  }
+}
+
+ComponentProducer copy_component(const IrisArchive& a, const StoredComponent& c) {
+  return [&a, &c](ByteSink& sink) -> Status {
+    auto bytes = a.bytes(c);
+    for (uint64_t pos = 0; pos < bytes.size(); pos += kChunk) {
+      uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - pos);
+      IRIS_TRY(sink.write(bytes.subspan(pos, n)));
+      a.mapping().release(a.absolute_offset(c) + pos, n);
+    }
+    return Status::ok();
+  };
+}
+
+ComponentProducer convert_component(const IrisArchive& a, const StoredComponent& c, DType from, DType to) {
+  return [&a, &c, from, to](ByteSink& sink) -> Status {
+    auto bytes = a.bytes(c);
+    const uint64_t in_size = dtype_bits(from) / 8, out_size = dtype_bits(to) / 8;
+    const uint64_t per_chunk = kChunk / in_size;
+    std::vector<uint8_t> buf;
+    for (uint64_t i = 0; i * in_size < bytes.size(); i += per_chunk) {
+      uint64_t n = std::min<uint64_t>(per_chunk, bytes.size() / in_size - i);
+      buf.resize(n * out_size);
+      for (uint64_t j = 0; j < n; ++j) store_float(to, load_float(from, bytes.data() + (i + j) * in_size), buf.data() + j * out_size);
+      IRIS_TRY(sink.write(buf));
+    }
+    return Status::ok();
+  };
+}
+
+// Row-major codes again, exactly as the source checkpoint packed them.
+ComponentProducer untile_component(const IrisArchive& a, const StoredComponent& c, MatrixGeometry g, Layout l) {
+  return [&a, &c, g, l](ByteSink& sink) -> Status {
+    auto tiled = a.bytes(c);
+    const uint64_t sb = stripe_bytes(g, l.tile_n);
+    std::vector<uint8_t> rows(l.tile_n * g.row_bytes());
+    for (uint64_t b = 0; b < g.batch; ++b)
+      for (uint64_t r = 0; r < g.n; r += l.tile_n) {
+        const uint8_t* stripe = tiled.data() + b * g.padded_n * g.padded_row_bytes() + (r / l.tile_n) * sb;
+        untile_stripe(g, l.tile_n, l.tile_k, stripe, r, rows.data());
+        IRIS_TRY(sink.write({rows.data(), std::min(l.tile_n, g.n - r) * g.row_bytes()}));
+      }
+    return Status::ok();
+  };
+}
+
+// The companion tensors a quantized tensor was converted from, rebuilt from its components.
+Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<SafetensorsEntry>* out) {
+  const std::string ctx = a.path() + ": tensor '" + t.desc.name + "': ";
+  auto parts = t.source.find("tensors");
+  if (parts == t.source.end() || !parts->is_array() || parts->empty())
+    return unsupported(ctx + "has no source record, so it cannot be exported in its original form");
+  for (const auto& p : *parts) {
+    std::string role = p.value("role", ""), name = p.value("name", ""), dt = p.value("dtype", "");
+    const StoredComponent* c = t.component(role);
+    auto dtype = dtype_from_safetensors(dt);
+    if (!c || !dtype || name.empty() || !p.contains("shape"))
+      return invalid_input(ctx + "source record for role '" + role + "' is incomplete");
+    std::vector<uint64_t> shape = p["shape"].get<std::vector<uint64_t>>();
+    auto need = dtype_bytes(*dtype, checked_numel(shape).value_or(0));
+    ComponentProducer prod;
+    if (role == "codes" && t.desc.layout.kind == LayoutKind::kTiled) {
+      IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(t.desc));
+      if (!need || *need != g.batch * g.n * g.row_bytes()) return invalid_input(ctx + "source shape of '" + name + "' disagrees with the codes");
+      prod = untile_component(a, *c, g, t.desc.layout);
+    } else {
+      if (!need || *need != c->spec.bytes) return invalid_input(ctx + "source shape of '" + name + "' disagrees with component '" + role + "'");
+      prod = copy_component(a, *c);
+    }
+    out->push_back({name, *dtype, shape, std::move(prod)});
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ExportReport> run_export(const ExportOptions& o) {
+  std::optional<DType> target;
+  if (o.dtype == "bf16") target = DType::kBF16;
+  else if (o.dtype == "f16") target = DType::kF16;
+  else if (o.dtype == "f32") target = DType::kF32;
+  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
+  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
+  std::vector<SafetensorsEntry> entries;
+  std::string cannot;
+  size_t cannot_count = 0;
+  for (const auto& t : a.manifest().tensors) {
+    if (is_quantized(t.desc.format)) {
+      if (target) {
+        // Dequantization arrives with the codecs; say so for each tensor, write nothing.
+        cannot += (cannot.empty() ? "" : "\n") + a.path() + ": tensor '" + t.desc.name + "': cannot dequantize " +
+                  format_name(t.desc.format) + " to " + o.dtype + " yet (use --dtype keep)";
+        ++cannot_count;
+        continue;
+      }
+      IRIS_TRY(source_entries(a, t, &entries));
+      continue;
+    }
+    const StoredComponent& c = t.components[0];
+    if (target && is_float(t.desc.dtype) && t.desc.dtype != *target)
+      entries.push_back({t.desc.name, *target, t.desc.shape, convert_component(a, c, t.desc.dtype, *target)});
+    else
+      entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, copy_component(a, c)});
+  }
+  if (cannot_count) return unsupported(cannot);
+  ExportReport r;
+  r.tensors = entries.size();
+  ProgressBar bar("export", o.show_progress);
+  SafetensorsWriteOptions wo;
+  wo.overwrite = o.overwrite;
+  wo.progress = [&](uint64_t d, uint64_t total) {
+    r.bytes = total;
+    bar.update(d, total);
+  };
+  IRIS_TRY(write_safetensors(o.output, std::move(entries), wo));
+  return r;
+}
+
+}  // namespace iris

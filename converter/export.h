@@ -1,0 +1,28 @@
+// `iris export`: an archive back to a standard safetensors file.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace iris {
+
+struct ExportOptions {
+  std::string archive;
+  std::string output;
+  std::string dtype = "keep";  // keep | bf16 | f16 | f32
+  bool overwrite = false;
+  bool show_progress = true;
+};
+
+struct ExportReport {
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+// keep: unquantized tensors bit for bit, quantized tensors as the companion tensors they
+// came from (bytes exactly as in the source checkpoint). bf16/f16/f32: float tensors
+// converted, quantized tensors dequantized.
+Result<ExportReport> run_export(const ExportOptions& options);
+
+}  // namespace iris

@@ -1,0 +1,133 @@
+#include "converter/inspect.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "converter/progress.h"
+#include "formats/iris_archive.h"
+#include "formats/snapshot.h"
+#include "formats/source_tensors.h"
+
+namespace iris {
+
+using nlohmann::json;
+
+namespace {
+
+bool is_archive(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[7] = {};
+  in.read(magic, 7);
+  return in.gcount() == 7 && std::string(magic, 7) == "IRISMDL";
+}
+
+std::string layout_text(const json& l) {
+  std::string k = l.value("kind", "");
+  if (k != "tiled") return k;
+  return "tiled " + std::to_string(l.value("tile_n", 0)) + "x" + std::to_string(l.value("tile_k", 0)) + " pad " +
+         std::to_string(l.value("padded_n", 0)) + "x" + std::to_string(l.value("padded_k", 0));
+}
+
+Result<json> inspect_archive(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(path));
+  const Manifest& m = a.manifest();
+  json tensors = json::array();
+  uint64_t total = 0;
+  std::map<std::string, uint64_t> by_format;
+  for (const auto& t : m.tensors) {
+    json tj = tensor_desc_to_json(t.desc);
+    uint64_t bytes = 0;
+    json comps = json::array();
+    for (const auto& c : t.components) {
+      bytes += c.spec.bytes;
+      comps.push_back({{"role", c.spec.role}, {"dtype", std::string(dtype_archive_name(c.spec.dtype))}, {"shape", c.spec.shape},
+                       {"offset", a.absolute_offset(c)}, {"bytes", c.spec.bytes}});
+    }
+    tj["bytes"] = bytes;
+    tj["offset"] = t.components.empty() ? 0 : a.absolute_offset(t.components[0]);
+    tj["components"] = comps;
+    total += bytes;
+    by_format[tj["format"].get<std::string>()] += 1;
+    tensors.push_back(std::move(tj));
+  }
+  json files = json::array();
+  for (const auto& f : m.files) files.push_back({{"name", f.name}, {"bytes", f.raw_size}, {"stored_bytes", f.size}});
+  return json{{"kind", "archive"},
+              {"path", path},
+              {"format_version", std::to_string(a.preamble().version_major) + "." + std::to_string(a.preamble().version_minor)},
+              {"model_type", m.model_type},
+              {"tool", m.tool},
+              {"provenance", m.provenance},
+              {"file_bytes", a.mapping().size()},
+              {"tensor_bytes", total},
+              {"tensor_count", m.tensors.size()},
+              {"formats", by_format},
+              {"files", files},
+              {"tensors", tensors}};
+}
+
+Result<json> inspect_snapshot(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(Snapshot s, Snapshot::open(path));
+  IRIS_ASSIGN_OR_RETURN(auto sources, group_source_tensors(s));
+  json tensors = json::array();
+  uint64_t total = 0;
+  std::map<std::string, uint64_t> by_format;
+  for (const auto& st : sources) {
+    TensorDesc d = st.desc;
+    d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
+    json tj = tensor_desc_to_json(d);
+    tj.erase("layout");
+    uint64_t bytes = 0;
+    for (const auto& p : st.parts) bytes += p.ref.tensor->size;
+    tj["bytes"] = bytes;
+    tj["offset"] = st.parts[0].ref.tensor->offset;
+    tj["file"] = st.parts[0].ref.file->path();
+    tj["source"] = st.source_json();
+    total += bytes;
+    by_format[tj["format"].get<std::string>()] += 1;
+    tensors.push_back(std::move(tj));
+  }
+  json files = json::array();
+  for (const auto& f : s.aux_files()) files.push_back({{"name", f.name}, {"bytes", f.bytes.size()}});
+  return json{{"kind", "snapshot"},   {"path", path},           {"resolved", s.resolved_from()},
+              {"model_type", s.config().model_type}, {"quantization_config", s.config().quantization_config},
+              {"tensor_bytes", total}, {"tensor_count", sources.size()}, {"formats", by_format},
+              {"files", files},       {"warnings", s.warnings()}, {"tensors", tensors}};
+}
+
+}  // namespace
+
+Result<json> inspect_path(const std::string& path) {
+  if (is_archive(path)) return inspect_archive(path);
+  return inspect_snapshot(path);
+}
+
+void print_inspection(const json& j) {
+  std::printf("%s: %s", j["path"].get<std::string>().c_str(), j["kind"].get<std::string>().c_str());
+  if (j.contains("format_version")) std::printf(" v%s", j["format_version"].get<std::string>().c_str());
+  std::string mt = j.value("model_type", "");
+  std::printf(", model_type %s\n", mt.empty() ? "(none)" : mt.c_str());
+  size_t w = 4;
+  for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
+  std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");
+  for (const auto& t : j["tensors"]) {
+    std::string shape = t["shape"].dump();
+    std::string layout = t.contains("layout") ? layout_text(t["layout"]) : "";
+    std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t["name"].get<std::string>().c_str(), shape.c_str(),
+                t["format"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), layout.c_str(),
+                (unsigned long long)t["bytes"].get<uint64_t>(), (unsigned long long)t["offset"].get<uint64_t>());
+    if (t.contains("params")) std::printf("%-*s    params %s\n", int(w), "", t["params"].dump().c_str());
+  }
+  std::printf("total: %llu tensors, %s of tensor data", (unsigned long long)j["tensor_count"].get<uint64_t>(),
+              human_bytes(double(j["tensor_bytes"].get<uint64_t>())).c_str());
+  for (const auto& [k, v] : j["formats"].items()) std::printf(", %llu %s", (unsigned long long)v.get<uint64_t>(), k.c_str());
+  std::printf("\n");
+  if (!j["files"].empty()) {
+    std::printf("files:");
+    for (const auto& f : j["files"]) std::printf(" %s (%llu B)", f["name"].get<std::string>().c_str(), (unsigned long long)f["bytes"].get<uint64_t>());
+    std::printf("\n");
+  }
+}
+
+}  // namespace iris

@@ -1,0 +1,119 @@
+// The `iris` command line: convert, inspect, export, verify.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+#include "common/atomic_output.h"
+#include "converter/convert.h"
+#include "converter/export.h"
+#include "converter/inspect.h"
+#include "converter/progress.h"
+#include "converter/verify_command.h"
+
+namespace {
+
+constexpr const char* kExitCodes = R"(Exit codes:
+  0  success
+  2  usage error (bad options, output exists without --force)
+  3  invalid or corrupt input (source checkpoint or archive)
+  4  verification failed (archive well-formed, but a check failed)
+  5  I/O error (read, write, rename, disk full)
+  6  no usable GPU for --device cuda
+  7  unsupported (valid input this version cannot handle)
+ 70  internal error (a bug: please report it))";
+
+int fail(const iris::Status& s) {
+  std::istringstream lines(s.message());
+  for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "iris: error: %s\n", line.c_str());
+  return static_cast<int>(s.kind());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  iris::install_partial_file_cleanup();
+  CLI::App app{"iris: convert Hugging Face checkpoints into kernel-ready .iris archives", "iris"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", IRIS_VERSION);
+
+  // convert
+  iris::ConvertOptions co;
+  bool quiet = false, json_out = false;
+  auto* convert = app.add_subcommand("convert", "Convert a snapshot (folder, .safetensors file or HF repo id) into an .iris archive");
+  convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, or org/name[@revision] in the HF cache")->required();
+  convert->add_option("-o,--output", co.output, "Archive to write (written as OUT.partial-XXXXXX, renamed when complete)")->required();
+  convert->add_flag("--force", co.overwrite, "Replace OUT if it exists (only once the new archive is complete)");
+  convert->add_option("--tile-n", co.tile_n, "Rows per tile of quantized codes")->capture_default_str();
+  convert->add_option("--tile-k", co.tile_k, "Columns per tile of quantized codes (multiple of 64)")->capture_default_str();
+  convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
+  convert->add_flag("--json", json_out, "Print a JSON summary on stdout");
+  convert->footer("Example:\n  iris convert ~/models/gpt-oss-20b -o gpt-oss-20b.iris\n  iris convert openai/gpt-oss-20b@main -o g.iris --force");
+
+  // inspect
+  std::string inspect_path;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "List the tensors of an archive, a snapshot or a safetensors file");
+  inspect->add_option("PATH", inspect_path, "Archive, snapshot folder, .safetensors file or HF repo id")->required();
+  inspect->add_flag("--json", inspect_json, "Machine-readable output");
+  inspect->footer("Example:\n  iris inspect model.iris\n  iris inspect ~/models/llama --json | jq '.tensors[0]'");
+
+  // export
+  iris::ExportOptions eo;
+  auto* exp = app.add_subcommand("export", "Write an archive back out as a standard safetensors file");
+  exp->add_option("ARCHIVE", eo.archive, "The .iris archive")->required();
+  exp->add_option("-o,--output", eo.output, "safetensors file to write")->required();
+  exp->add_option("--dtype", eo.dtype, "keep | bf16 | f16 | f32")->check(CLI::IsMember({"keep", "bf16", "f16", "f32"}))->capture_default_str();
+  exp->add_flag("--force", eo.overwrite, "Replace OUTPUT if it exists");
+  exp->add_flag("-q,--quiet", quiet, "No progress bar");
+  exp->footer("Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32");
+
+  // verify
+  iris::VerifyOptions vo;
+  auto* verify = app.add_subcommand("verify", "Check an archive: structure, every checksum, and (with --device cuda) the GPU kernels");
+  verify->add_option("ARCHIVE", vo.archive, "The .iris archive")->required();
+  verify->add_option("--device", vo.device, "cpu: structure and checksums; cuda: also GPU dequant vs CPU reference")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  verify->add_flag("--json", vo.json, "Print the report as JSON on stdout");
+  verify->add_flag("-v,--verbose", vo.verbose, "List passing tensors too");
+  verify->add_flag("-q,--quiet", quiet, "No progress bar");
+  verify->footer("Example:\n  iris verify model.iris && echo ok\n  iris verify model.iris --device cuda --json > report.json");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : static_cast<int>(iris::ErrorKind::kUsage);
+  }
+
+  if (convert->parsed()) {
+    co.show_progress = !quiet;
+    auto r = iris::run_convert(co);
+    if (!r.is_ok()) return fail(r.status());
+    for (const auto& w : r->warnings) std::fprintf(stderr, "iris: warning: %s\n", w.c_str());
+    if (json_out) std::printf("%s\n", r->to_json().dump(2).c_str());
+    else if (!quiet && iris::stderr_is_terminal())
+      std::fprintf(stderr, "wrote %s: %zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), r->tensors,
+                   r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
+    return 0;
+  }
+  if (inspect->parsed()) {
+    auto r = iris::inspect_path(inspect_path);
+    if (!r.is_ok()) return fail(r.status());
+    if (inspect_json) std::printf("%s\n", r->dump(2).c_str());
+    else iris::print_inspection(*r);
+    return 0;
+  }
+  if (exp->parsed()) {
+    eo.show_progress = !quiet;
+    auto r = iris::run_export(eo);
+    if (!r.is_ok()) return fail(r.status());
+    return 0;
+  }
+  if (verify->parsed()) {
+    vo.show_progress = !quiet;
+    return iris::run_verify_command(vo);
+  }
+  return static_cast<int>(iris::ErrorKind::kUsage);
+}

@@ -1,0 +1,17 @@
+// Component producers: the code that turns source bytes into archive bytes, one component
+// at a time, touching only a bounded window of the source at once.
+#pragma once
+
+#include "common/mapped_file.h"
+#include "formats/byte_sink.h"
+#include "formats/tensor_desc.h"
+
+namespace iris {
+
+// Copies [offset, offset + size) of a mapped file, dropping pages from RSS as it goes.
+ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size);
+
+// Tiles row-major codes (`batch` matrices of n rows of g.row_bytes()) starting at `offset`.
+ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixGeometry g, Layout layout);
+
+}  // namespace iris

@@ -1,0 +1,56 @@
+// Streams an .iris v2 archive to disk, tensor by tensor.
+//
+// Tensors are described up front (so every offset is known before a byte is written) and
+// their components are produced one at a time by callbacks that push bytes into a sink: the
+// whole model is never in memory. The file is written as OUT.partial-XXXXXX, checked, fsynced
+// and renamed; any failure removes it (common/atomic_output.h).
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "formats/byte_sink.h"
+#include "formats/manifest.h"
+
+namespace iris {
+
+
+struct WriteOptions {
+  bool overwrite = false;
+  // Called with (bytes written so far, total bytes) after each chunk.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct WriteSummary {
+  uint64_t file_bytes = 0;
+  uint64_t data_bytes = 0;
+  uint64_t manifest_bytes = 0;
+};
+
+class IrisWriter {
+ public:
+  void set_model_type(std::string t) { manifest_.model_type = std::move(t); }
+  void set_tool(nlohmann::json t) { manifest_.tool = std::move(t); }
+  void set_provenance(nlohmann::json p) { manifest_.provenance = std::move(p); }
+  // One producer per component of component_specs(desc), in that order.
+  void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers);
+  // Embedded small files (config, tokenizer): stored zstd-compressed.
+  void add_file(std::string name, std::string bytes);
+
+  Result<WriteSummary> write(const std::string& path, const WriteOptions& options);
+
+ private:
+  struct Pending {
+    TensorDesc desc;
+    nlohmann::json source;
+    std::vector<ComponentProducer> producers;
+  };
+  Manifest manifest_;
+  std::vector<Pending> pending_;
+  std::vector<std::pair<std::string, std::string>> files_;
+};
+
+}  // namespace iris

@@ -1,0 +1,20 @@
+// Guards applied to untrusted JSON before and while it is parsed.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace iris {
+
+constexpr int kMaxJsonDepth = 64;
+
+// Parses `text` as JSON, refusing nesting deeper than kMaxJsonDepth and, when
+// `reject_duplicate_keys`, an object key repeated at the top level. `what` names the source
+// in error messages ("model.safetensors: header").
+Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
+                                            bool reject_duplicate_keys = true);
+
+}  // namespace iris

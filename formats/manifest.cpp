@@ -1,0 +1,253 @@
+#include "formats/manifest.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "common/checked_math.h"
+#include "common/hashing.h"
+#include "formats/iris_preamble.h"
+
+namespace iris {
+
+using nlohmann::json;
+
+const StoredComponent* ArchiveTensor::component(const std::string& role) const {
+  for (const auto& c : components)
+    if (c.spec.role == role) return &c;
+  return nullptr;
+}
+
+json tensor_desc_to_json(const TensorDesc& d) {
+  json t;
+  t["name"] = d.name;
+  t["shape"] = d.shape;
+  t["dtype"] = std::string(dtype_archive_name(d.dtype));
+  t["format"] = is_quantized(d.format) ? std::string(format_name(d.format)) : std::string(dtype_archive_name(d.dtype));
+  if (is_quantized(d.format)) t["params"] = d.params;
+  json l;
+  l["kind"] = layout_kind_name(d.layout.kind);
+  if (d.layout.kind == LayoutKind::kTiled) {
+    l["tile_n"] = d.layout.tile_n;
+    l["tile_k"] = d.layout.tile_k;
+    if (auto g = matrix_geometry(d); g.is_ok()) {
+      l["padded_n"] = g->padded_n;
+      l["padded_k"] = g->padded_k;
+    }
+  }
+  t["layout"] = l;
+  return t;
+}
+
+json manifest_to_json(const Manifest& m) {
+  json j;
+  j["format"] = "iris";
+  j["format_version"] = {kIrisVersionMajor, kIrisVersionMinor};
+  j["alignment"] = m.alignment;
+  j["model_type"] = m.model_type;
+  j["tool"] = m.tool;
+  j["provenance"] = m.provenance;
+  json tensors = json::array();
+  for (const auto& t : m.tensors) {
+    json tj = tensor_desc_to_json(t.desc);
+    json comps = json::array();
+    for (const auto& c : t.components) {
+      comps.push_back({{"role", c.spec.role},
+                       {"dtype", std::string(dtype_archive_name(c.spec.dtype))},
+                       {"shape", c.spec.shape},
+                       {"offset", c.offset},
+                       {"bytes", c.spec.bytes},
+                       {"xxh3", hash_hex(c.xxh3)}});
+    }
+    tj["components"] = comps;
+    tj["source"] = t.source;
+    tensors.push_back(std::move(tj));
+  }
+  j["tensors"] = std::move(tensors);
+  json files = json::array();
+  for (const auto& f : m.files)
+    files.push_back({{"name", f.name},
+                     {"encoding", f.encoding},
+                     {"offset", f.offset},
+                     {"bytes", f.size},
+                     {"raw_bytes", f.raw_size},
+                     {"xxh3", hash_hex(f.xxh3)}});
+  j["files"] = std::move(files);
+  return j;
+}
+
+namespace {
+
+struct Range {
+  uint64_t begin, end;
+  std::string what;
+};
+
+Result<uint64_t> get_u64(const json& o, const char* key, const std::string& ctx) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number_unsigned()) return invalid_input(ctx + "'" + key + "' missing or not an unsigned integer");
+  return it->get<uint64_t>();
+}
+
+Result<std::string> get_str(const json& o, const char* key, const std::string& ctx) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_string()) return invalid_input(ctx + "'" + key + "' missing or not a string");
+  return it->get<std::string>();
+}
+
+Result<std::vector<uint64_t>> get_shape(const json& o, const char* key, const std::string& ctx) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_array() || it->size() > 16) return invalid_input(ctx + "'" + key + "' missing or not a list of at most 16 dims");
+  std::vector<uint64_t> s;
+  for (const auto& v : *it) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= (uint64_t(1) << 48))
+      return invalid_input(ctx + "'" + key + "' holds " + v.dump() + ", not a dimension in [0, 2^48)");
+    s.push_back(v.get<uint64_t>());
+  }
+  return s;
+}
+
+Result<uint64_t> get_hash(const json& o, const std::string& ctx) {
+  IRIS_ASSIGN_OR_RETURN(std::string h, get_str(o, "xxh3", ctx));
+  uint64_t v;
+  if (!parse_hash_hex(h, &v)) return invalid_input(ctx + "'xxh3' is not 16 lowercase hex digits");
+  return v;
+}
+
+Status check_range(uint64_t offset, uint64_t bytes, uint64_t alignment, uint64_t data_size, const std::string& ctx,
+                   std::vector<Range>* ranges, std::string what) {
+  if (offset % alignment != 0) return invalid_input(ctx + "offset " + std::to_string(offset) + " is not " + std::to_string(alignment) + "-aligned");
+  auto end = checked_add(offset, bytes);
+  if (!end || *end > data_size)
+    return invalid_input(ctx + "bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") run past the " +
+                         std::to_string(data_size) + "-byte data section");
+  ranges->push_back({offset, *end, std::move(what)});
+  return Status::ok();
+}
+
+Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx) {
+  TensorDesc d;
+  IRIS_ASSIGN_OR_RETURN(d.name, get_str(t, "name", ctx));
+  IRIS_ASSIGN_OR_RETURN(d.shape, get_shape(t, "shape", ctx));
+  IRIS_ASSIGN_OR_RETURN(std::string dt, get_str(t, "dtype", ctx));
+  auto dtype = dtype_from_archive_name(dt);
+  if (!dtype) return invalid_input(ctx + "unknown dtype '" + dt + "'");
+  d.dtype = *dtype;
+  IRIS_ASSIGN_OR_RETURN(std::string fmt, get_str(t, "format", ctx));
+  if (auto f = format_from_name(fmt)) {
+    d.format = *f;
+    auto p = t.find("params");
+    if (p == t.end() || !p->is_object()) return invalid_input(ctx + "quantized tensor without a 'params' object");
+    d.params = *p;
+  } else if (fmt == dt) {
+    d.format = Format::kRaw;
+  } else {
+    return invalid_input(ctx + "unknown format '" + fmt + "'");
+  }
+  auto l = t.find("layout");
+  if (l == t.end() || !l->is_object()) return invalid_input(ctx + "'layout' missing");
+  IRIS_ASSIGN_OR_RETURN(std::string kind, get_str(*l, "kind", ctx + "layout: "));
+  if (kind == "row_major") {
+    d.layout.kind = LayoutKind::kRowMajor;
+  } else if (kind == "flat") {
+    d.layout.kind = LayoutKind::kFlat;
+  } else if (kind == "tiled") {
+    d.layout.kind = LayoutKind::kTiled;
+    IRIS_ASSIGN_OR_RETURN(d.layout.tile_n, get_u64(*l, "tile_n", ctx + "layout: "));
+    IRIS_ASSIGN_OR_RETURN(d.layout.tile_k, get_u64(*l, "tile_k", ctx + "layout: "));
+    IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
+    IRIS_ASSIGN_OR_RETURN(uint64_t pn, get_u64(*l, "padded_n", ctx + "layout: "));
+    IRIS_ASSIGN_OR_RETURN(uint64_t pk, get_u64(*l, "padded_k", ctx + "layout: "));
+    if (pn != g.padded_n || pk != g.padded_k)
+      return invalid_input(ctx + "layout padding " + std::to_string(pn) + "x" + std::to_string(pk) +
+                           " disagrees with shape and tile (" + std::to_string(g.padded_n) + "x" + std::to_string(g.padded_k) + ")");
+  } else {
+    return invalid_input(ctx + "unknown layout kind '" + kind + "'");
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std::string& path) {
+  const std::string mctx = path + ": manifest: ";
+  if (!j.is_object()) return invalid_input(mctx + "not a JSON object");
+  Manifest m;
+  IRIS_ASSIGN_OR_RETURN(std::string fmt, get_str(j, "format", mctx));
+  if (fmt != "iris") return invalid_input(mctx + "'format' is not \"iris\"");
+  IRIS_ASSIGN_OR_RETURN(m.alignment, get_u64(j, "alignment", mctx));
+  if (m.alignment != kIrisAlignment) return invalid_input(mctx + "alignment must be 4096");
+  if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string()) m.model_type = mt->get<std::string>();
+  if (auto t = j.find("tool"); t != j.end()) m.tool = *t;
+  if (auto p = j.find("provenance"); p != j.end()) m.provenance = *p;
+  auto tensors = j.find("tensors");
+  if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");
+  std::vector<Range> ranges;
+  std::unordered_set<std::string> names;
+  for (const auto& tj : *tensors) {
+    if (!tj.is_object()) return invalid_input(mctx + "a tensor entry is not an object");
+    std::string name = tj.contains("name") && tj["name"].is_string() ? tj["name"].get<std::string>() : "?";
+    const std::string ctx = path + ": tensor '" + name + "': ";
+    ArchiveTensor at;
+    IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx));
+    if (!names.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
+    auto specs = component_specs(at.desc);
+    if (!specs.is_ok()) return specs.status().with_context(path + ": ");
+    auto comps = tj.find("components");
+    if (comps == tj.end() || !comps->is_array()) return invalid_input(ctx + "'components' missing");
+    if (comps->size() != specs->size())
+      return invalid_input(ctx + std::to_string(comps->size()) + " components listed, its descriptor needs " + std::to_string(specs->size()));
+    for (size_t i = 0; i < specs->size(); ++i) {
+      const json& cj = (*comps)[i];
+      const ComponentSpec& want = (*specs)[i];
+      const std::string cctx = ctx + "component '" + want.role + "': ";
+      if (!cj.is_object()) return invalid_input(cctx + "not an object");
+      IRIS_ASSIGN_OR_RETURN(std::string role, get_str(cj, "role", cctx));
+      IRIS_ASSIGN_OR_RETURN(std::string cdt, get_str(cj, "dtype", cctx));
+      IRIS_ASSIGN_OR_RETURN(auto shape, get_shape(cj, "shape", cctx));
+      StoredComponent c;
+      c.spec = want;
+      IRIS_ASSIGN_OR_RETURN(c.offset, get_u64(cj, "offset", cctx));
+      IRIS_ASSIGN_OR_RETURN(uint64_t bytes, get_u64(cj, "bytes", cctx));
+      IRIS_ASSIGN_OR_RETURN(c.xxh3, get_hash(cj, cctx));
+      if (role != want.role || cdt != dtype_archive_name(want.dtype) || shape != want.shape || bytes != want.bytes)
+        return invalid_input(cctx + "listed as " + role + " " + cdt + " " + json(shape).dump() + " (" + std::to_string(bytes) +
+                             " bytes) but the descriptor needs " + want.role + " " + std::string(dtype_archive_name(want.dtype)) +
+                             " " + json(want.shape).dump() + " (" + std::to_string(want.bytes) + " bytes)");
+      IRIS_TRY(check_range(c.offset, c.spec.bytes, m.alignment, data_size, cctx, &ranges, name + "/" + role));
+      at.components.push_back(std::move(c));
+    }
+    if (auto s = tj.find("source"); s != tj.end()) at.source = *s;
+    m.tensors.push_back(std::move(at));
+  }
+  if (auto files = j.find("files"); files != j.end()) {
+    if (!files->is_array()) return invalid_input(mctx + "'files' is not a list");
+    std::unordered_set<std::string> fnames;
+    for (const auto& fj : *files) {
+      StoredFile f;
+      IRIS_ASSIGN_OR_RETURN(f.name, get_str(fj, "name", mctx + "file: "));
+      const std::string fctx = path + ": embedded file '" + f.name + "': ";
+      if (!fnames.insert(f.name).second) return invalid_input(fctx + "listed twice");
+      IRIS_ASSIGN_OR_RETURN(f.encoding, get_str(fj, "encoding", fctx));
+      if (f.encoding != "zstd" && f.encoding != "raw") return invalid_input(fctx + "unknown encoding '" + f.encoding + "'");
+      IRIS_ASSIGN_OR_RETURN(f.offset, get_u64(fj, "offset", fctx));
+      IRIS_ASSIGN_OR_RETURN(f.size, get_u64(fj, "bytes", fctx));
+      IRIS_ASSIGN_OR_RETURN(f.raw_size, get_u64(fj, "raw_bytes", fctx));
+      if (f.raw_size > kMaxManifestSize) return invalid_input(fctx + "raw size too large");
+      if (f.encoding == "raw" && f.raw_size != f.size) return invalid_input(fctx + "raw file with two sizes");
+      IRIS_ASSIGN_OR_RETURN(f.xxh3, get_hash(fj, fctx));
+      IRIS_TRY(check_range(f.offset, f.size, m.alignment, data_size, fctx, &ranges, "file " + f.name));
+      m.files.push_back(std::move(f));
+    }
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sweep with the furthest end seen so far; empty ranges occupy no bytes and overlap nothing.
+  const Range* furthest = nullptr;
+  for (const auto& r : ranges) {
+    if (r.end == r.begin) continue;
+    if (furthest && r.begin < furthest->end) return invalid_input(path + ": " + r.what + " overlaps " + furthest->what);
+    if (!furthest || r.end > furthest->end) furthest = &r;
+  }
+  return m;
+}
+
+}  // namespace iris

@@ -1,0 +1,145 @@
+#include "formats/safetensors_file.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/checked_math.h"
+#include "formats/json_limits.h"
+
+namespace iris {
+
+namespace {
+
+using nlohmann::json;
+
+std::string tensor_ctx(const std::string& path, const std::string& name) {
+  return path + ": tensor '" + name + "': ";
+}
+
+// A JSON number that is a non-negative integer below `limit`.
+bool read_u64(const json& j, uint64_t limit, uint64_t* out) {
+  if (j.is_number_unsigned()) {
+    *out = j.get<uint64_t>();
+    return *out < limit;
+  }
+  return false;  // negative, fractional or not a number
+}
+
+Status parse_entry(const std::string& path, const std::string& name, const json& e, SafetensorsTensor* t) {
+  const std::string ctx = tensor_ctx(path, name);
+  if (name.empty()) return invalid_input(path + ": a tensor has an empty name");
+  if (!e.is_object()) return invalid_input(ctx + "entry is not a JSON object");
+  auto dt = e.find("dtype");
+  auto sh = e.find("shape");
+  auto off = e.find("data_offsets");
+  if (dt == e.end() || sh == e.end() || off == e.end())
+    return invalid_input(ctx + "entry needs 'dtype', 'shape' and 'data_offsets'");
+  if (!dt->is_string()) return invalid_input(ctx + "'dtype' is not a string");
+  auto dtype = dtype_from_safetensors(dt->get<std::string>());
+  if (!dtype) return invalid_input(ctx + "unknown dtype '" + dt->get<std::string>() + "'");
+  if (!sh->is_array()) return invalid_input(ctx + "'shape' is not an array");
+  if (sh->size() > SafetensorsFile::kMaxRank)
+    return invalid_input(ctx + "rank " + std::to_string(sh->size()) + " exceeds " +
+                         std::to_string(SafetensorsFile::kMaxRank));
+  t->name = name;
+  t->dtype = *dtype;
+  t->shape.clear();
+  for (const auto& d : *sh) {
+    uint64_t v;
+    if (!read_u64(d, SafetensorsFile::kMaxDim, &v))
+      return invalid_input(ctx + "shape dimension " + d.dump() + " is not an integer in [0, 2^48)");
+    t->shape.push_back(v);
+  }
+  if (!off->is_array() || off->size() != 2)
+    return invalid_input(ctx + "'data_offsets' is not a [begin, end] pair");
+  uint64_t b, en;
+  if (!read_u64((*off)[0], SafetensorsFile::kMaxDim, &b) || !read_u64((*off)[1], SafetensorsFile::kMaxDim, &en))
+    return invalid_input(ctx + "'data_offsets' " + off->dump() + " are not integers in [0, 2^48)");
+  if (en < b) return invalid_input(ctx + "data_offsets end " + std::to_string(en) + " is before begin " + std::to_string(b));
+  auto numel = checked_numel(t->shape);
+  if (!numel) return invalid_input(ctx + "element count overflows 64 bits");
+  t->numel = *numel;
+  auto bytes = dtype_bytes(t->dtype, t->numel);
+  if (!bytes) {
+    if (checked_mul(t->numel, dtype_bits(t->dtype)))
+      return invalid_input(ctx + std::to_string(t->numel) + " elements of " + std::string(dtype_st_name(t->dtype)) +
+                           " do not fill whole bytes");
+    return invalid_input(ctx + "byte size overflows 64 bits");
+  }
+  if (en - b != *bytes)
+    return invalid_input(ctx + "data_offsets span " + std::to_string(en - b) + " bytes but shape and dtype need " +
+                         std::to_string(*bytes));
+  t->offset = b;  // relative for now
+  t->size = *bytes;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
+                                std::vector<SafetensorsTensor>* tensors,
+                                std::map<std::string, std::string>* metadata) {
+  IRIS_ASSIGN_OR_RETURN(json j, parse_untrusted_json(header, path + ": header"));
+  if (!j.is_object()) return invalid_input(path + ": header is not a JSON object");
+  tensors->clear();
+  metadata->clear();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) return invalid_input(path + ": __metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) return invalid_input(path + ": __metadata__ value of '" + m.key() + "' is not a string");
+        (*metadata)[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    SafetensorsTensor t;
+    IRIS_TRY(parse_entry(path, it.key(), *it, &t));
+    tensors->push_back(std::move(t));
+  }
+  // Contiguous, gap-free, non-overlapping, and covering the buffer exactly (FORMATS.md 1.3 rules 6, 8).
+  std::stable_sort(tensors->begin(), tensors->end(), [](const auto& a, const auto& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.size < b.size;
+  });
+  uint64_t expect = 0;
+  for (const auto& t : *tensors) {
+    if (t.offset != expect) {
+      return invalid_input(tensor_ctx(path, t.name) + "data_offsets begin " + std::to_string(t.offset) +
+                           (t.offset < expect ? " overlaps the previous tensor (which ends at "
+                                              : " leaves a gap after the previous tensor (which ends at ") +
+                           std::to_string(expect) + ")");
+    }
+    expect = t.offset + t.size;
+  }
+  if (expect != data_size)
+    return invalid_input(path + ": tensors cover " + std::to_string(expect) + " data bytes but the file holds " +
+                         std::to_string(data_size) + (expect > data_size ? " (truncated file?)" : " (trailing bytes)"));
+  return Status::ok();
+}
+
+Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  SafetensorsFile f;
+  IRIS_ASSIGN_OR_RETURN(f.map_, MappedFile::open(path));
+  const uint64_t size = f.map_.size();
+  if (size < 8) return invalid_input(path + ": file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  uint64_t n;
+  std::memcpy(&n, f.map_.data(), 8);  // little-endian host assumed (x86-64, aarch64)
+  if (n > kMaxHeaderSize)
+    return invalid_input(path + ": header length " + std::to_string(n) + " exceeds the 100000000-byte limit");
+  if (n > size - 8)
+    return invalid_input(path + ": header length " + std::to_string(n) + " runs past the end of the " +
+                         std::to_string(size) + "-byte file");
+  std::string_view header(reinterpret_cast<const char*>(f.map_.data()) + 8, size_t(n));
+  IRIS_TRY(parse_safetensors_header(path, header, size - 8 - n, &f.tensors_, &f.metadata_));
+  for (size_t i = 0; i < f.tensors_.size(); ++i) {
+    f.tensors_[i].offset += 8 + n;
+    f.index_.emplace(f.tensors_[i].name, i);
+  }
+  return f;
+}
+
+const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+}  // namespace iris

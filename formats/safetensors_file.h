@@ -1,0 +1,58 @@
+// A validated, memory-mapped safetensors file (FORMATS.md section 1).
+//
+// open() applies every rule of the reference reader, plus the ones it leaves out: duplicate
+// names are rejected, JSON nesting is capped, and any error names the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mapped_file.h"
+#include "common/status.h"
+#include "formats/dtype.h"
+
+namespace iris {
+
+struct SafetensorsTensor {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t numel = 0;
+  uint64_t offset = 0;  // absolute byte offset in the file
+  uint64_t size = 0;    // bytes
+};
+
+class SafetensorsFile {
+ public:
+  static constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the reference reader's cap
+  static constexpr uint64_t kMaxDim = uint64_t(1) << 48;   // the JSON schema's bound
+  static constexpr size_t kMaxRank = 16;
+
+  static Result<SafetensorsFile> open(const std::string& path);
+
+  const std::string& path() const { return map_.path(); }
+  uint64_t file_size() const { return map_.size(); }
+  const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }  // in offset order
+  const SafetensorsTensor* find(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::span<const uint8_t> data(const SafetensorsTensor& t) const { return map_.bytes(t.offset, t.size); }
+  const MappedFile& mapping() const { return map_; }
+
+ private:
+  MappedFile map_;
+  std::vector<SafetensorsTensor> tensors_;
+  std::unordered_map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Parses just a header (the bytes after the 8-byte length). Exposed for tests and for
+// validating a header before any data exists.
+Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
+                                std::vector<SafetensorsTensor>* tensors,
+                                std::map<std::string, std::string>* metadata);
+
+}  // namespace iris

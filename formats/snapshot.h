@@ -1,0 +1,79 @@
+// A Hugging Face checkpoint snapshot: its safetensors shards, resolved through the index,
+// and the small JSON/tokenizer files that travel with it.
+//
+// SRC may be a snapshot folder, a single .safetensors file, or a repo id (`org/name` or
+// `org/name@revision`) looked up in the local Hugging Face cache (FORMATS.md 1.5, 1.6).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "formats/safetensors_file.h"
+
+namespace iris {
+
+struct ModelConfig {
+  std::string model_type;                  // "" when config.json is absent or has none
+  std::string torch_dtype;                 // config "dtype"/"torch_dtype", e.g. "bfloat16"
+  nlohmann::json quantization_config;      // null when absent
+  std::vector<std::string> skip_modules;   // modules_to_not_convert, llm_int8_skip_modules, ignore, ...
+};
+
+// One tensor of the snapshot and the shard that holds it.
+struct SnapshotTensor {
+  const SafetensorsFile* file;
+  const SafetensorsTensor* tensor;
+};
+
+struct AuxFile {
+  std::string name;   // relative to the snapshot folder, e.g. "tokenizer.json"
+  std::string bytes;
+};
+
+class Snapshot {
+ public:
+  static Result<Snapshot> open(const std::string& src);
+
+  const std::string& folder() const { return folder_; }
+  const std::string& resolved_from() const { return resolved_from_; }  // how SRC was interpreted
+  const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
+  // Every tensor reachable through the index, in shard order then file order (sequential reads).
+  const std::vector<SnapshotTensor>& tensors() const { return tensors_; }
+  const SnapshotTensor* find(const std::string& name) const;
+  const ModelConfig& config() const { return config_; }
+  const std::optional<nlohmann::json>& config_json() const { return config_json_; }
+  const std::vector<AuxFile>& aux_files() const { return aux_files_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  uint64_t total_tensor_bytes() const;
+
+ private:
+  Status load_folder(const std::string& folder, const std::string& single_file);
+  Status load_index(const std::string& index_path);
+  Status load_config();
+  Status load_aux_files();
+
+  std::string folder_;
+  std::string resolved_from_;
+  std::vector<std::unique_ptr<SafetensorsFile>> shards_;
+  std::vector<SnapshotTensor> tensors_;
+  std::unordered_map<std::string, size_t> by_name_;
+  ModelConfig config_;
+  std::optional<nlohmann::json> config_json_;
+  std::vector<AuxFile> aux_files_;
+  std::vector<std::string> warnings_;
+};
+
+// Resolves `org/name[@revision]` in the Hugging Face cache to a snapshot folder.
+Result<std::string> resolve_hf_repo_id(const std::string& repo_id);
+bool looks_like_repo_id(const std::string& s);
+std::string hf_cache_dir();
+
+// Parses config.json text (already read) into a ModelConfig; `path` names it in errors.
+Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& path);
+
+}  // namespace iris

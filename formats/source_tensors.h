@@ -1,0 +1,39 @@
+// Groups a snapshot's raw tensors into logical tensors: one per weight, whatever the number
+// of companion tensors a quantized checkpoint stores for it (FORMATS.md 2.4, 3.5, 4.3).
+//
+//   gpt-oss MXFP4      X_blocks U8 [..., N, K/32, 16] + X_scales U8 [..., N, K/32]   -> X
+//   bitsandbytes 4-bit P.weight U8 + P.weight.{absmax, quant_map, nested_absmax,
+//                      nested_quant_map, quant_state.bitsandbytes__nf4|fp4}          -> P.weight
+//   FP8 E4M3           P.weight F8_E4M3 + P.weight_scale_inv | P.weight_scale        -> P.weight
+//
+// Everything else is a raw tensor. A companion without its weight, or a set whose shapes
+// disagree, is an error naming the file and tensor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "formats/snapshot.h"
+#include "formats/tensor_desc.h"
+
+namespace iris {
+
+struct SourcePart {
+  std::string role;  // the archive component it becomes ("data", "codes", "scales", ...)
+  SnapshotTensor ref;
+};
+
+struct SourceTensor {
+  TensorDesc desc;  // layout not chosen yet
+  std::vector<SourcePart> parts;
+  const SourcePart* part(const std::string& role) const;
+  nlohmann::json source_json() const;  // provenance: file and original tensors
+};
+
+Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snapshot);
+
+// Parses a logical dtype name as written in config.json / bnb quant_state ("bfloat16").
+std::optional<DType> dtype_from_torch_name(const std::string& name);
+
+}  // namespace iris

@@ -1,0 +1,38 @@
+// The result of `iris verify`: per tensor, a list of named checks. Structural checks and
+// checksums come first; device and source comparisons add their own checks to the same rows.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace iris {
+
+struct CheckResult {
+  std::string check;   // "checksum:codes", "gpu:dequant", ...
+  bool ok = true;
+  std::string detail;  // empty when ok, else what differs
+};
+
+struct TensorReport {
+  std::string name;
+  std::string format;
+  std::vector<CheckResult> checks;
+  bool ok() const;
+};
+
+struct VerifyReport {
+  std::string path;
+  std::string device = "cpu";
+  std::vector<TensorReport> tensors;
+  std::vector<CheckResult> files;  // embedded files
+  bool ok() const;
+  size_t failures() const;
+  nlohmann::json to_json() const;
+  // One line per failing check, then a summary line. `verbose` lists passing tensors too.
+  void print_text(std::FILE* out, bool verbose) const;
+};
+
+}  // namespace iris
