@@ -33,6 +33,9 @@ class AtomicOutputFile {
   Status write_at(uint64_t offset, std::span<const uint8_t> data);
   Status append(std::span<const uint8_t> data);  // at the current end position
   uint64_t position() const { return pos_; }
+  // Starts asynchronous writeback of [offset, offset+n) so that commit()'s fsync overlaps
+  // the writing instead of following it.
+  void start_writeback(uint64_t offset, uint64_t n);
   Status pad_to(uint64_t offset);                 // zero-fill up to `offset`
 
   // fsync + rename into place (+ fsync of the folder). After this the object owns nothing.

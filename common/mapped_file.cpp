@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace iris {
 
@@ -39,14 +41,17 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
     }
     f.data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file alive
+  f.fd_ = fd;  // kept for read_at()
   return f;
 }
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
     data_ = o.data_;
     size_ = o.size_;
     o.data_ = nullptr;
@@ -57,6 +62,21 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 
 MappedFile::~MappedFile() {
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status MappedFile::read_at(uint64_t offset, void* dst, uint64_t n) const {
+  if (offset > size_ || n > size_ - offset) return internal_error(path_ + ": read past the end of the file");
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    ssize_t r = pread(fd_, p, std::min<uint64_t>(n, uint64_t(1) << 30), off_t(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return io_error(path_ + ": read failed at offset " + std::to_string(offset) + ": " + (r < 0 ? std::strerror(errno) : "file shrank"));
+    p += r;
+    offset += uint64_t(r);
+    n -= uint64_t(r);
+  }
+  return Status::ok();
 }
 
 static void page_range(uint64_t offset, uint64_t n, uint64_t size, uint64_t* begin, uint64_t* len) {

@@ -29,6 +29,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   std::span<const uint8_t> bytes(uint64_t offset, uint64_t n) const { return {data_ + offset, size_t(n)}; }
 
+  // Copies [offset, offset+n) into `dst` with pread: for streaming, this is several times
+  // faster than touching the map (no per-page faults) and leaves RSS untouched.
+  Status read_at(uint64_t offset, void* dst, uint64_t n) const;
+
   // Hints the kernel to read [offset, offset+n) ahead, sequentially.
   void will_need(uint64_t offset, uint64_t n) const;
   // Drops [offset, offset+n) from this process's resident set (the page cache keeps it).
@@ -36,6 +40,7 @@ class MappedFile {
 
  private:
   std::string path_;
+  int fd_ = -1;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };

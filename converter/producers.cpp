@@ -8,16 +8,18 @@
 namespace iris {
 
 namespace {
-constexpr uint64_t kWindow = 64ull << 20;  // source bytes mapped in at once
+// Bytes read from the source at once: large enough for few syscalls, small enough that RSS
+// stays far below the bound (2x the largest tensor + 256 MiB).
+constexpr uint64_t kWindow = 16ull << 20;
 }
 
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size) {
   return [&file, offset, size](ByteSink& sink) -> Status {
+    std::vector<uint8_t> buf(std::min(kWindow, size));
     for (uint64_t pos = 0; pos < size; pos += kWindow) {
       uint64_t n = std::min(kWindow, size - pos);
-      file.will_need(offset + pos + n, std::min(kWindow, size - pos - n));
-      IRIS_TRY(sink.write(file.bytes(offset + pos, n)));
-      file.release(offset + pos, n);
+      IRIS_TRY(file.read_at(offset + pos, buf.data(), n));
+      IRIS_TRY(sink.write({buf.data(), n}));
     }
     return Status::ok();
   };
@@ -26,23 +28,25 @@ ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_
 ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixGeometry g, Layout layout) {
   return [&file, offset, g, layout](ByteSink& sink) -> Status {
     const uint64_t tn = layout.tile_n, tk = layout.tile_k;
-    // Several stripes per write keep syscalls few while the buffer stays bounded.
+    // Several stripes per read/write keep syscalls few while the buffers stay bounded.
     const uint64_t one = stripe_bytes(g, tn);
-    const uint64_t per_batch = std::max<uint64_t>(1, kWindow / std::max<uint64_t>(one, 1));
-    std::vector<uint8_t> buf;
-    const uint64_t rows_bytes = g.n * g.row_bytes();
+    const uint64_t stripes = std::max<uint64_t>(1, kWindow / std::max<uint64_t>(one, 1));
+    std::vector<uint8_t> rows, tiled;
+    const uint64_t matrix_bytes = g.n * g.row_bytes();
     for (uint64_t b = 0; b < g.batch; ++b) {
-      const uint64_t base = offset + b * rows_bytes;
-      for (uint64_t s0 = 0; s0 < g.padded_n; s0 += tn * per_batch) {
-        const uint64_t s1 = std::min(g.padded_n, s0 + tn * per_batch);
-        buf.resize((s1 - s0) / tn * one);
-        for (uint64_t r = s0; r < s1; r += tn) {
-          const uint8_t* rows = r < g.n ? file.data() + base + r * g.row_bytes() : nullptr;
-          tile_stripe(g, tn, tk, rows, r, buf.data() + (r - s0) / tn * one);
-        }
-        IRIS_TRY(sink.write(buf));
+      const uint64_t base = offset + b * matrix_bytes;
+      for (uint64_t s0 = 0; s0 < g.padded_n; s0 += tn * stripes) {
+        const uint64_t s1 = std::min(g.padded_n, s0 + tn * stripes);
         const uint64_t r_end = std::min(s1, g.n);
-        if (s0 < r_end) file.release(base + s0 * g.row_bytes(), (r_end - s0) * g.row_bytes());
+        const uint64_t nrows = s0 < r_end ? r_end - s0 : 0;
+        rows.resize(nrows * g.row_bytes());
+        if (nrows) IRIS_TRY(file.read_at(base + s0 * g.row_bytes(), rows.data(), rows.size()));
+        tiled.resize((s1 - s0) / tn * one);
+        for (uint64_t r = s0; r < s1; r += tn) {
+          const uint8_t* src = r < g.n ? rows.data() + (r - s0) * g.row_bytes() : nullptr;
+          tile_stripe(g, tn, tk, src, r, tiled.data() + (r - s0) / tn * one);
+        }
+        IRIS_TRY(sink.write(tiled));
       }
     }
     return Status::ok();

@@ -17,6 +17,7 @@ namespace iris {
 namespace {
 
 constexpr size_t kSinkBuffer = 8u << 20;
+constexpr uint64_t kWritebackChunk = 32ull << 20;
 
 // Buffers small writes, hashes everything, and checks the producer's byte count.
 class FileSink final : public ByteSink {
@@ -37,7 +38,7 @@ class FileSink final : public ByteSink {
     IRIS_TRY(flush());
     IRIS_TRY(out_->write_at(offset_ + written_, bytes));
     written_ += bytes.size();
-    if (on_bytes_) on_bytes_(bytes.size());
+    after_write(bytes.size());
     return Status::ok();
   }
 
@@ -54,16 +55,25 @@ class FileSink final : public ByteSink {
     if (buf_.empty()) return Status::ok();
     IRIS_TRY(out_->write_at(offset_ + written_, buf_));
     written_ += buf_.size();
-    if (on_bytes_) on_bytes_(buf_.size());
+    after_write(buf_.size());
     buf_.clear();
     return Status::ok();
+  }
+
+  void after_write(uint64_t n) {
+    if (on_bytes_) on_bytes_(n);
+    // Hand finished ranges to writeback now, so the final fsync has little left to do.
+    if (written_ - synced_ >= kWritebackChunk) {
+      out_->start_writeback(offset_ + synced_, written_ - synced_);
+      synced_ = written_;
+    }
   }
 
   AtomicOutputFile* out_;
   uint64_t offset_, expected_;
   std::string what_;
   const std::function<void(uint64_t)>& on_bytes_;
-  uint64_t written_ = 0;
+  uint64_t written_ = 0, synced_ = 0;
   std::vector<uint8_t> buf_;
   StreamingHash hash_;
 };
