@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The project's one entry point, used by the README quick start and by CI.
+#   bash scripts/run.sh demo   install what is missing, build, convert + verify the bundled snapshot
+#   bash scripts/run.sh test   install what is missing, build, run the whole test suite
+# Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+case "$mode" in demo|test|build) ;; *) echo "usage: bash scripts/run.sh demo|test|build" >&2; exit 2;; esac
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+
+# 1. Debian packages the build needs; only the missing ones are installed.
+packages=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev
+          libgtest-dev libgmock-dev libomp-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. Configure and build (CUDA kernels too when nvcc is at /usr/local/cuda or on PATH).
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRIS_CUDA="${IRIS_CUDA:-AUTO}" >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+iris="$BUILD_DIR/converter/iris"
+case "$mode" in
+  build) ;;
+  demo)
+    # 3. The main job on the bundled gpt-oss-style snapshot (MXFP4 experts + BF16 rest).
+    out="$BUILD_DIR/demo"; mkdir -p "$out"
+    "$iris" convert tests/data/fixtures/gptoss-mxfp4 -o "$out/gptoss-mxfp4.iris" --force
+    "$iris" inspect "$out/gptoss-mxfp4.iris" | tail -n 3
+    device=cpu
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && "$iris" verify --help | grep -q cuda; then device=cuda; fi
+    "$iris" verify "$out/gptoss-mxfp4.iris" --device "$device"
+    ;;
+  test)
+    # 4. Every test; ctest's own summary line is the last thing printed.
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
+    ;;
+esac
