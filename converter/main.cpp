@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/atomic_output.h"
+#include "converter/bench_command.h"
 #include "converter/convert.h"
 #include "converter/export.h"
 #include "converter/inspect.h"
@@ -80,6 +81,17 @@ int main(int argc, char** argv) {
   verify->add_flag("-q,--quiet", quiet, "No progress bar");
   verify->footer("Example:\n  iris verify model.iris && echo ok\n  iris verify model.iris --device cuda --json > report.json");
 
+  // bench
+  iris::BenchCommandOptions bo;
+  auto* bench = app.add_subcommand("bench", "Time the GPU kernels (dequant, GEMV) against the card's copy bandwidth");
+  bench->add_option("ARCHIVE", bo.archive, "Time the quantized tensors of this archive (their layouts, random data)");
+  bench->add_option("--synthetic", bo.synthetic, "FORMAT:SHAPE cases, e.g. nf4:14336x4096 (repeatable; default: the goal shapes)");
+  bench->add_option("--batch", bo.batches, "GEMV batch sizes")->delimiter(',')->capture_default_str();
+  bench->add_option("--peers", bo.peers, "Peer timings (JSON from bench/peers.py) to compare with");
+  bench->add_option("--replays", bo.replays, "Timed graph replays per kernel")->capture_default_str();
+  bench->add_flag("--json", bo.json, "Machine-readable output");
+  bench->footer("Example:\n  iris bench\n  iris bench --synthetic mxfp4:32x5760x2880 --batch 1 --json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -111,6 +123,7 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.status());
     return 0;
   }
+  if (bench->parsed()) return iris::run_bench_command(bo);
   if (verify->parsed()) {
     vo.show_progress = !quiet;
     return iris::run_verify_command(vo);

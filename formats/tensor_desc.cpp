@@ -292,7 +292,9 @@ Layout choose_layout(const TensorDesc& d, uint64_t tile_n, uint64_t tile_k) {
   const bool bnb = d.format == Format::kNf4 || d.format == Format::kBnbFp4;
   if (d.shape.size() < 2 || (bnb && d.shape.back() % format_block_size(d) != 0)) return {LayoutKind::kFlat, 0, 0};
   const uint64_t n = d.shape[d.shape.size() - 2], k = d.shape.back();
-  uint64_t align = std::max<uint64_t>(format_block_size(d), 2);
+  // Kernels load 16 bytes per thread: tiles are whole multiples of that (32 4-bit or 16
+  // 8-bit elements) as well as of the format's block.
+  uint64_t align = std::max<uint64_t>(format_block_size(d), d.format == Format::kFp8E4M3 ? 16 : 32);
   // Small matrices get smaller tiles rather than mostly padding.
   uint64_t tk = std::min(tile_k, round_up(std::max<uint64_t>(k, 1), align));
   tk = round_up(tk, align);

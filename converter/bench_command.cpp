@@ -1,0 +1,96 @@
+#include "converter/bench_command.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/status.h"
+
+#ifdef IRIS_HAVE_CUDA
+#include "formats/iris_archive.h"
+#include "kernels/bench.h"
+#endif
+
+namespace iris {
+
+#ifndef IRIS_HAVE_CUDA
+int run_bench_command(const BenchCommandOptions&) {
+  std::fprintf(stderr, "iris: error: bench: this iris was built without CUDA (configure with -DIRIS_CUDA=ON)\n");
+  return static_cast<int>(ErrorKind::kNoDevice);
+}
+#else
+
+namespace {
+
+// The shapes of the kernel goals (issue 4): a 14336x4096 MLP weight, a small 4096x1024 one,
+// and one gpt-oss-20b expert layer.
+const char* const kDefaultCases[] = {"mxfp4:14336x4096", "nf4:14336x4096",  "fp8:14336x4096", "mxfp4:4096x1024",
+                                     "nf4:4096x1024",    "fp8:4096x1024",   "mxfp4:32x5760x2880"};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
+  return static_cast<int>(s.kind());
+}
+
+}  // namespace
+
+int run_bench_command(const BenchCommandOptions& o) {
+  std::vector<BenchCase> cases;
+  if (!o.archive.empty()) {
+    auto a = IrisArchive::open(o.archive);
+    if (!a.is_ok()) return fail(a.status());
+    for (const auto& t : a->manifest().tensors)
+      if (is_quantized(t.desc.format)) cases.push_back({t.desc.name, t.desc, t.desc.layout.kind == LayoutKind::kTiled ? o.batches : std::vector<int>{}});
+  }
+  std::vector<std::string> specs = o.synthetic;
+  if (specs.empty() && o.archive.empty()) specs.assign(std::begin(kDefaultCases), std::end(kDefaultCases));
+  for (const auto& spec : specs) {
+    auto colon = spec.find(':');
+    if (colon == std::string::npos) return fail(usage_error("--synthetic '" + spec + "': expected FORMAT:SHAPE"));
+    auto d = synthetic_desc(spec.substr(0, colon), spec.substr(colon + 1));
+    if (!d.is_ok()) return fail(d.status());
+    const bool big = d->shape.size() == 2;
+    cases.push_back({spec.substr(0, colon) + " " + spec.substr(colon + 1), *d, big ? o.batches : std::vector<int>{}});
+  }
+  BenchOptions bo;
+  bo.replays = o.replays;
+  auto r = run_kernel_bench(cases, bo);
+  if (!r.is_ok()) return fail(r.status());
+  nlohmann::json& j = *r;
+  if (!o.peers.empty()) {
+    std::ifstream in(o.peers);
+    nlohmann::json peers;
+    try {
+      in >> peers;
+    } catch (const std::exception& e) {
+      return fail(invalid_input(o.peers + ": invalid peer JSON: " + e.what()));
+    }
+    j["peer_copy_gbps"] = peers.value("copy_gbps", 0.0);
+    for (auto& res : j["results"])
+      for (const auto& p : peers.value("results", nlohmann::json::array()))
+        if (p.value("kernel", "") == res["kernel"] && p.value("case", "") == res["case"] && p.value("batch", -1) == res["batch"])
+          res["peers"].push_back({{"peer", p.value("peer", "")}, {"us", p.value("us", 0.0)},
+                                  {"speedup", p.value("us", 0.0) / res["us"].get<double>()}});
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("device %s, copy bandwidth %.0f GB/s (read+write, measured now)\n", j["device"].get<std::string>().c_str(),
+              j["copy_gbps"].get<double>());
+  std::printf("%-8s %-26s %5s %10s %9s %7s  %s\n", "kernel", "case", "batch", "us", "GB/s", "%copy", "peer");
+  for (const auto& res : j["results"]) {
+    std::string peer;
+    for (const auto& p : res.value("peers", nlohmann::json::array())) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f us (iris %.2fx faster)", peer.empty() ? "" : "; ", p["peer"].get<std::string>().c_str(),
+                    p["us"].get<double>(), p["speedup"].get<double>());
+      peer += buf;
+    }
+    std::printf("%-8s %-26s %5d %10.2f %9.0f %6.1f%%  %s\n", res["kernel"].get<std::string>().c_str(), res["case"].get<std::string>().c_str(),
+                res["batch"].get<int>(), res["us"].get<double>(), res["gbps"].get<double>(), res["pct_copy"].get<double>(), peer.c_str());
+  }
+  return 0;
+}
+#endif
+
+}  // namespace iris

@@ -1,0 +1,20 @@
+// `iris bench`: kernel timings on this machine's GPU (kernels/bench.h), as a table or JSON.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace iris {
+
+struct BenchCommandOptions {
+  std::string archive;                 // bench the quantized tensors of an archive (their descriptors)
+  std::vector<std::string> synthetic;  // FORMAT:SHAPE, e.g. nf4:14336x4096
+  std::vector<int> batches = {1, 16};
+  std::string peers;                   // JSON of peer timings from bench/peers.py (same run)
+  int replays = 50;
+  bool json = false;
+};
+
+int run_bench_command(const BenchCommandOptions& options);
+
+}  // namespace iris

@@ -1,0 +1,215 @@
+#include "kernels/bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "common/checked_math.h"
+#include "kernels/cuda_check.h"
+#include "kernels/kernels.h"
+
+namespace iris {
+
+using nlohmann::json;
+
+namespace {
+
+// Random bytes from a counter hash: reproducible, never zeros, generated on the device.
+__global__ void fill_random_bytes(uint8_t* p, uint64_t n, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    p[i] = uint8_t(z >> 40);
+  }
+}
+
+// Maps random bytes onto a realistic value range for each kind of scale.
+__global__ void shape_scales(uint8_t* p, uint64_t n, int kind) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    if (kind == 0) p[i] = uint8_t(118 + p[i] % 8);  // E8M0 around 2^-9 .. 2^-2
+    else if (kind == 1 && i % 4 == 0) {            // f32 in [1e-4, 1.1e-3)
+      float v = 1e-4f + float(p[i]) * 4e-6f;
+      *reinterpret_cast<float*>(p + i) = v;
+    } else if (kind == 2 && i % 2 == 0) {          // bf16 activations in (-1, 1)
+      float v = (float(p[i]) - 127.5f) / 128.0f;
+      *reinterpret_cast<uint16_t*>(p + i) = uint16_t(__float_as_uint(v) >> 16);
+    }
+  }
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  ~DeviceBuffer() { if (p) cudaFree(p); }
+};
+
+Status fill(void* p, uint64_t n, uint64_t seed, int scale_kind) {
+  if (!n) return Status::ok();
+  fill_random_bytes<<<1024, 256>>>(static_cast<uint8_t*>(p), n, seed);
+  IRIS_CUDA_LAUNCHED("fill");
+  if (scale_kind >= 0) shape_scales<<<1024, 256>>>(static_cast<uint8_t*>(p), n, scale_kind);
+  IRIS_CUDA_LAUNCHED("shape");
+  return Status::ok();
+}
+
+// Median microseconds per launch: `launch(i)` enqueues rotation i; R launches per graph.
+Result<double> time_graph(int rotations, int warmup, int replays, const std::function<Status(int, cudaStream_t)>& launch) {
+  cudaStream_t s;
+  IRIS_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> guard(s, [](cudaStream_t x) { cudaStreamDestroy(x); });
+  cudaGraph_t graph;
+  IRIS_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < rotations; ++i) {
+    Status st = launch(i, s);
+    if (!st.is_ok()) {
+      cudaStreamEndCapture(s, &graph);
+      return st;
+    }
+  }
+  IRIS_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  IRIS_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  IRIS_CUDA_TRY(cudaEventCreate(&a));
+  IRIS_CUDA_TRY(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) IRIS_CUDA_TRY(cudaGraphLaunch(exec, s));
+  std::vector<float> ms;
+  for (int i = 0; i < replays; ++i) {
+    IRIS_CUDA_TRY(cudaEventRecord(a, s));
+    IRIS_CUDA_TRY(cudaGraphLaunch(exec, s));
+    IRIS_CUDA_TRY(cudaEventRecord(b, s));
+    IRIS_CUDA_TRY(cudaEventSynchronize(b));
+    float t;
+    IRIS_CUDA_TRY(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(ms.begin(), ms.end());
+  return double(ms[ms.size() / 2]) * 1000.0 / rotations;
+}
+
+Result<double> copy_bandwidth_gbps(int replays) {
+  const uint64_t bytes = 1ull << 30;
+  DeviceBuffer src, dst;
+  IRIS_CUDA_TRY(cudaMalloc(&src.p, bytes));
+  IRIS_CUDA_TRY(cudaMalloc(&dst.p, bytes));
+  IRIS_TRY(fill(src.p, bytes, 7, -1));
+  IRIS_ASSIGN_OR_RETURN(double us, time_graph(1, 3, replays, [&](int, cudaStream_t s) -> Status {
+    IRIS_CUDA_TRY(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
+    return Status::ok();
+  }));
+  return 2.0 * double(bytes) / (us * 1e-6) / 1e9;  // bytes read + bytes written
+}
+
+int scale_kind_for(const TensorDesc& d, const std::string& role) {
+  if (role == "scales") return d.format == Format::kMxfp4 ? 0 : 1;
+  if (role == "nested_absmax") return 1;
+  if (role == "code_table" || role == "nested_code_table") return 1;
+  return -1;
+}
+
+}  // namespace
+
+Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape) {
+  TensorDesc d;
+  d.name = format + " " + shape;
+  std::stringstream ss(shape);
+  for (std::string dim; std::getline(ss, dim, 'x');) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(dim.c_str(), &end, 10);
+    if (dim.empty() || *end || v == 0) return usage_error("--synthetic: bad shape '" + shape + "' (want e.g. 14336x4096)");
+    d.shape.push_back(v);
+  }
+  if (d.shape.size() < 2) return usage_error("--synthetic: shape needs at least N x K");
+  d.dtype = DType::kBF16;
+  const uint64_t n = d.shape[d.shape.size() - 2], k = d.shape.back();
+  uint64_t batch = 1;
+  for (size_t i = 0; i + 2 < d.shape.size(); ++i) batch *= d.shape[i];
+  if (format == "mxfp4") {
+    d.format = Format::kMxfp4;
+    d.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}};
+  } else if (format == "nf4") {
+    d.format = Format::kNf4;
+    d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.03125},
+                {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
+  } else if (format == "fp8" || format == "fp8-block" || format == "fp8-channel") {
+    d.format = Format::kFp8E4M3;
+    if (format == "fp8-channel") {
+      d.params = {{"scale_granularity", "channel"}, {"scale_dtype", "f32"}, {"scale_shape", std::vector<uint64_t>{batch * n}}};
+    } else {
+      d.params = {{"scale_granularity", "block"}, {"block_n", 128}, {"block_k", 128}, {"scale_dtype", "f32"},
+                  {"scale_shape", std::vector<uint64_t>{batch * iris::ceil_div(n, 128) * iris::ceil_div(k, 128)}}};
+    }
+  } else {
+    return usage_error("--synthetic: unknown format '" + format + "' (mxfp4, nf4, fp8, fp8-channel)");
+  }
+  d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
+  return d;
+}
+
+Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOptions& o) {
+  std::string why;
+  if (!cuda_device_available(&why)) return Status::error(ErrorKind::kNoDevice, "bench: no usable GPU (" + why + ")");
+  int dev = 0;
+  cudaDeviceProp prop;
+  IRIS_CUDA_TRY(cudaGetDevice(&dev));
+  IRIS_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
+  IRIS_ASSIGN_OR_RETURN(double copy_gbps, copy_bandwidth_gbps(o.replays));
+  json results = json::array();
+  for (const auto& c : cases) {
+    IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(c.desc));
+    uint64_t in_bytes = 0;
+    for (const auto& s : specs) in_bytes += s.bytes;
+    uint64_t rows = 1, k = c.desc.shape.back();
+    for (size_t i = 0; i + 1 < c.desc.shape.size(); ++i) rows *= c.desc.shape[i];
+    const uint64_t out_bytes = rows * k * 2;
+    // Rotate over enough input sets that a replay never finds the previous one in L2.
+    const int rot = int(std::clamp<uint64_t>(iris::ceil_div(2 * uint64_t(prop.l2CacheSize), std::max<uint64_t>(in_bytes, 1)), 2, 16));
+    std::vector<std::map<std::string, DeviceBuffer>> sets(rot);
+    std::vector<std::map<std::string, const void*>> ptrs(rot);
+    for (int r = 0; r < rot; ++r)
+      for (const auto& s : specs) {
+        IRIS_CUDA_TRY(cudaMalloc(&sets[r][s.role].p, std::max<uint64_t>(s.bytes, 16)));
+        IRIS_TRY(fill(sets[r][s.role].p, s.bytes, 1000 * r + s.bytes, scale_kind_for(c.desc, s.role)));
+        ptrs[r][s.role] = sets[r][s.role].p;
+      }
+    std::vector<QuantView> views;
+    for (int r = 0; r < rot; ++r) {
+      IRIS_ASSIGN_OR_RETURN(QuantView v, make_quant_view(c.desc, ptrs[r]));
+      views.push_back(v);
+    }
+    const int out_rot = out_bytes < 2 * uint64_t(prop.l2CacheSize) ? rot : 1;
+    std::vector<DeviceBuffer> outs(out_rot);
+    for (auto& b : outs) IRIS_CUDA_TRY(cudaMalloc(&b.p, out_bytes));
+    IRIS_ASSIGN_OR_RETURN(double us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+      return cuda_dequantize(views[i], outs[i % out_rot].p, DType::kBF16, s);
+    }));
+    IRIS_CUDA_TRY(cudaDeviceSynchronize());
+    const double bytes = double(in_bytes + out_bytes);
+    results.push_back({{"kernel", "dequant"}, {"case", c.name}, {"batch", 0}, {"us", us}, {"bytes", bytes},
+                       {"gbps", bytes / (us * 1e-6) / 1e9}, {"pct_copy", 100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbps}});
+    for (int batch : c.batches) {
+      std::vector<DeviceBuffer> xs(rot), ys(rot);
+      for (int r = 0; r < rot; ++r) {
+        IRIS_CUDA_TRY(cudaMalloc(&xs[r].p, uint64_t(batch) * k * 2));
+        IRIS_TRY(fill(xs[r].p, uint64_t(batch) * k * 2, 77 + r, 2));
+        IRIS_CUDA_TRY(cudaMalloc(&ys[r].p, uint64_t(batch) * rows * 2));
+      }
+      IRIS_ASSIGN_OR_RETURN(double g_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+        return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s);
+      }));
+      IRIS_CUDA_TRY(cudaDeviceSynchronize());
+      const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
+      results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
+                         {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
+    }
+  }
+  return json{{"device", prop.name}, {"sms", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
+              {"copy_gbps", copy_gbps}, {"results", results}};
+}
+
+}  // namespace iris

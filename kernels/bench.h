@@ -1,0 +1,36 @@
+// GPU kernel benchmark behind `iris bench`: times dequant and GEMV per format and shape,
+// against the card's own copy bandwidth measured in the same run.
+//
+// Method (docs/BENCHMARKS.md): inputs rotated over enough copies to exceed twice the L2,
+// launches captured in a CUDA graph and replayed (so launch gaps do not dominate kernels of a
+// few microseconds), medians of CUDA-event timings over the replays, random data (never zeros).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "formats/tensor_desc.h"
+
+namespace iris {
+
+struct BenchCase {
+  std::string name;          // "mxfp4 14336x4096"
+  TensorDesc desc;           // format, shape, params, layout (synthetic)
+  std::vector<int> batches;  // GEMV batch sizes to time (empty: dequant only)
+};
+
+struct BenchOptions {
+  int replays = 50;   // timed graph replays per kernel
+  int warmup = 5;
+};
+
+// Returns {"device", "copy_gbps", "l2_bytes", "results": [{kernel, case, us, gbps, pct_copy, bytes}]}.
+Result<nlohmann::json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOptions& options);
+
+// Synthetic descriptors for a shape like "14336x4096" or "32x5760x2880".
+Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape);
+
+}  // namespace iris

@@ -1,0 +1,63 @@
+// FP8 E4M3 with tensor, channel, block or group scales: decoding 16 elements of a row.
+#pragma once
+
+#include "kernels/device_common.cuh"
+
+namespace iris::dev {
+
+struct Fp8 {
+  static constexpr int kItem = 8;
+  static constexpr uint32_t kBits = 8;
+
+  // The 256 E4M3 values in shared memory.
+  static __device__ __forceinline__ void load_tables(const QuantView&, float* smem) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) smem[i] = e4m3(uint32_t(i));
+  }
+
+  static __device__ __forceinline__ float scale_at(const QuantView& v, uint64_t idx) {
+    switch (v.scale_type) {
+      case ScaleType::kF32: return __ldg(static_cast<const float*>(v.scales) + idx);
+      case ScaleType::kBf16: return iris::bf16_to_f32(__ldg(static_cast<const uint16_t*>(v.scales) + idx));
+      default: return iris::f16_to_f32(__ldg(static_cast<const uint16_t*>(v.scales) + idx));
+    }
+  }
+
+  // Index of the scale of element (row, k).
+  static __device__ __forceinline__ uint64_t scale_index(const QuantView& v, uint64_t row, uint64_t k) {
+    const uint64_t b = row / v.n, r = row - b * v.n;
+    switch (v.granularity) {
+      case 0: return b;                                                             // tensor
+      case 1: return row;                                                           // channel
+      case 2: {                                                                     // block
+        const uint64_t gn = (v.n + v.block_n - 1) / v.block_n, gk = (v.k + v.block_k - 1) / v.block_k;
+        return (b * gn + r / v.block_n) * gk + k / v.block_k;
+      }
+      default: return row * ((v.k + v.group_size - 1) / v.group_size) + k / v.group_size;  // group
+    }
+  }
+
+  using Word = uint2;
+
+  static __device__ __forceinline__ Word load(const QuantView& v, uint64_t byte_offset) {
+    return __ldg(reinterpret_cast<const uint2*>(v.codes + byte_offset));
+  }
+
+  static __device__ __forceinline__ void decode_word(const QuantView& v, const float* smem, uint64_t row, uint64_t k0, Word w,
+                                                     float (&out)[kItem]) {
+    // One scale for the 8 elements unless a block/group edge falls inside them.
+    const bool uniform = v.granularity < 2 || (v.granularity == 2 ? v.block_k % 8 == 0 : v.group_size % 8 == 0);
+    const float s0 = scale_at(v, scale_index(v, row, k0));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float s = uniform || k0 + i >= v.k ? s0 : scale_at(v, scale_index(v, row, k0 + i));
+      const uint32_t word = i < 4 ? w.x : w.y;
+      out[i] = __fmul_rn(smem[(word >> (8 * (i % 4))) & 0xffu], s);
+    }
+  }
+
+  static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {
+    decode_word(v, t, row, k0, load(v, code_offset(v, row, k0, kBits)), out);
+  }
+};
+
+}  // namespace iris::dev

@@ -1,0 +1,26 @@
+// Host entry points of the CUDA kernels. Plain C++: callers need no CUDA headers. Streams
+// are passed as void* (cudaStream_t underneath; nullptr = the default stream).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "formats/dtype.h"
+#include "kernels/quant_view.h"
+
+namespace iris {
+
+// Dequantizes the whole tensor into row-major `out` ([rows, k] of out_dtype: bf16, f16, f32)
+// in ONE kernel launch (NF4 double quant included). Bit-exact with the quant/ reference.
+Status cuda_dequantize(const QuantView& v, void* out, DType out_dtype, void* stream);
+
+// y[b, row] = sum_k x[b, k] * W[row, k] for b < batch (1..16); x bf16 [batch, k] row-major,
+// y [batch, rows] of y_dtype (bf16 or f32); FP32 accumulation.
+Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream);
+
+// Device discovery for verify / tests: false with a reason when no usable GPU is present.
+bool cuda_device_available(std::string* why);
+std::string cuda_device_name();
+
+}  // namespace iris

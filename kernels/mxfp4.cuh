@@ -1,0 +1,40 @@
+// MXFP4 (OCP E2M1 x E8M0 per 32): decoding 8 elements of a row from 4 code bytes.
+#pragma once
+
+#include "kernels/device_common.cuh"
+
+namespace iris::dev {
+
+struct Mxfp4 {
+  static constexpr int kItem = 8;  // elements per work item: 4 bytes of codes, one 16-byte bf16 store
+  static constexpr uint32_t kBits = 4;
+  using Word = uint32_t;
+
+  // The 16 E2M1 values in shared memory: one lookup per element instead of bit arithmetic.
+  static __device__ __forceinline__ void load_tables(const QuantView&, float* smem) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) smem[i] = e2m1(uint32_t(i));
+  }
+
+  static __device__ __forceinline__ Word load(const QuantView& v, uint64_t byte_offset) {
+    return __ldg(reinterpret_cast<const uint32_t*>(v.codes + byte_offset));
+  }
+
+  // Elements [k0, k0 + 8) of `row` (k0 a multiple of 8) from their 4 code bytes.
+  static __device__ __forceinline__ void decode_word(const QuantView& v, const float* smem, uint64_t row, uint64_t k0, Word w,
+                                                     float (&out)[kItem]) {
+    const uint64_t kb = (v.k + 31) / 32;
+    const float s = e8m0(__ldg(static_cast<const uint8_t*>(v.scales) + row * kb + k0 / 32));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t byte = (w >> (8 * j)) & 0xffu;
+      out[j * 2 + 0] = __fmul_rn(smem[byte & 15u], s);  // low nibble = even element
+      out[j * 2 + 1] = __fmul_rn(smem[byte >> 4], s);
+    }
+  }
+
+  static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {
+    decode_word(v, t, row, k0, load(v, code_offset(v, row, k0, kBits)), out);
+  }
+};
+
+}  // namespace iris::dev

@@ -1,0 +1,55 @@
+// bitsandbytes NF4 with (optional) double quantization: decoding 8 elements, the nested
+// absmax included, so the whole dequantization is one launch.
+#pragma once
+
+#include "kernels/device_common.cuh"
+
+namespace iris::dev {
+
+struct Nf4 {
+  static constexpr int kItem = 8;
+  static constexpr uint32_t kBits = 4;
+  using Word = uint32_t;
+
+  // Code table (16) and nested dynamic map (256) into shared memory, once per block.
+  static __device__ __forceinline__ void load_tables(const QuantView& v, float* smem) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) smem[i] = v.code_table[i];
+    if (v.double_quant)
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) smem[16 + i] = v.nested_code_table[i];
+  }
+
+  static __device__ __forceinline__ float absmax(const QuantView& v, const float* smem, uint64_t blk) {
+    if (!v.double_quant) return __ldg(static_cast<const float*>(v.scales) + blk);
+    const uint8_t q = __ldg(static_cast<const uint8_t*>(v.scales) + blk);
+    // Two separately rounded FP32 operations, as bitsandbytes does (no FMA).
+    const float a = __fmul_rn(smem[16 + q], __ldg(v.nested_absmax + blk / v.nested_block_size));
+    return __fadd_rn(a, v.nested_offset);
+  }
+
+  static __device__ __forceinline__ Word load(const QuantView& v, uint64_t byte_offset) {
+    const uint8_t* p = v.codes + byte_offset;
+    const uint64_t bytes = (v.rows * v.k + 1) / 2;
+    if (v.tiled || byte_offset + 4 <= bytes) return __ldg(reinterpret_cast<const uint32_t*>(p));
+    uint32_t w = 0;  // the flat tail: fewer than 4 bytes remain
+    for (uint64_t j = 0; byte_offset + j < bytes; ++j) w |= uint32_t(p[j]) << (8 * j);
+    return w;
+  }
+
+  // Elements [k0, k0 + 8) of `row`; flat index i = row * k + kk (blocks ignore rows).
+  static __device__ __forceinline__ void decode_word(const QuantView& v, const float* smem, uint64_t row, uint64_t k0, Word w,
+                                                     float (&out)[kItem]) {
+    const float am = absmax(v, smem, (row * v.k + k0) / v.block_size);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t byte = (w >> (8 * j)) & 0xffu;
+      out[j * 2 + 0] = __fmul_rn(smem[byte >> 4], am);  // high nibble = even element
+      out[j * 2 + 1] = __fmul_rn(smem[byte & 15u], am);
+    }
+  }
+
+  static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {
+    decode_word(v, t, row, k0, load(v, code_offset(v, row, k0, kBits)), out);
+  }
+};
+
+}  // namespace iris::dev

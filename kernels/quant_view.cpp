@@ -1,0 +1,74 @@
+#include "kernels/quant_view.h"
+
+#include <cstring>
+
+namespace iris {
+
+Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::string, const void*>& c) {
+  const std::string ctx = "tensor '" + d.name + "': ";
+  auto get = [&](const char* role) -> const void* {
+    auto it = c.find(role);
+    return it == c.end() ? nullptr : it->second;
+  };
+  QuantView v{};
+  switch (d.format) {
+    case Format::kMxfp4: v.format = ViewFormat::kMxfp4; break;
+    case Format::kNf4: v.format = ViewFormat::kNf4; break;
+    case Format::kFp8E4M3: v.format = ViewFormat::kFp8; break;
+    default: return unsupported(ctx + "no GPU kernel for format " + format_name(d.format));
+  }
+  IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
+  for (const auto& s : specs)
+    if (!get(s.role.c_str()) && s.role != "quant_state") return internal_error(ctx + "component '" + s.role + "' not on the device");
+  v.codes = static_cast<const uint8_t*>(get("codes"));
+  v.tiled = d.layout.kind == LayoutKind::kTiled;
+  if (v.tiled) {
+    IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
+    const uint64_t item = v.format == ViewFormat::kFp8 ? 16 : 32;
+    if (d.layout.tile_k % item != 0)
+      return unsupported(ctx + "tile_k " + std::to_string(d.layout.tile_k) + " is not a multiple of " + std::to_string(item) +
+                         " elements; the kernels read 16-byte units");
+    v.rows = g.batch * g.n;
+    v.n = g.n;
+    v.k = g.k;
+    v.tile_n = d.layout.tile_n;
+    v.tile_k = d.layout.tile_k;
+    v.padded_n = g.padded_n;
+    v.padded_k = g.padded_k;
+  } else {
+    if (v.format != ViewFormat::kNf4) return unsupported(ctx + "the kernels read " + format_name(d.format) + " codes only tiled");
+    uint64_t numel = 1;
+    for (auto s : d.shape) numel *= s;
+    v.rows = 1;
+    v.n = 1;
+    v.k = numel;
+  }
+  if (v.format == ViewFormat::kMxfp4) {
+    v.scales = get("scales");
+    v.scale_type = ScaleType::kU8;
+  } else if (v.format == ViewFormat::kFp8) {
+    v.scales = get("scales");
+    std::string sd = d.params.value("scale_dtype", "f32");
+    v.scale_type = sd == "bf16" ? ScaleType::kBf16 : sd == "f16" ? ScaleType::kF16 : ScaleType::kF32;
+    v.granularity = uint32_t(fp8_granularity(d));
+    v.block_n = d.params.value("block_n", uint64_t(0));
+    v.block_k = d.params.value("block_k", uint64_t(0));
+    v.group_size = d.params.value("group_size", uint64_t(0));
+  } else {
+    v.block_size = format_block_size(d);
+    if (v.block_size % 32 != 0) return unsupported(ctx + "NF4 block_size must be a multiple of 32 for the kernels");
+    v.double_quant = nf4_double_quant(d);
+    v.scales = get("absmax");
+    v.scale_type = v.double_quant ? ScaleType::kU8 : ScaleType::kF32;
+    v.code_table = static_cast<const float*>(get("code_table"));
+    if (v.double_quant) {
+      v.nested_block_size = uint32_t(d.params.value("nested_block_size", uint64_t(256)));
+      v.nested_offset = float(d.params.value("nested_offset", 0.0));
+      v.nested_absmax = static_cast<const float*>(get("nested_absmax"));
+      v.nested_code_table = static_cast<const float*>(get("nested_code_table"));
+    }
+  }
+  return v;
+}
+
+}  // namespace iris

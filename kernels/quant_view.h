@@ -1,0 +1,44 @@
+// A quantized tensor as the kernels see it: device pointers to its components plus the
+// geometry and parameters of its descriptor, flattened into plain fields (no JSON, no
+// std:: containers) so the struct can be passed to a kernel by value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "formats/tensor_desc.h"
+
+namespace iris {
+
+enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3 };
+enum class ScaleType : uint32_t { kU8 = 0, kF32 = 1, kBf16 = 2, kF16 = 3 };
+
+struct QuantView {
+  ViewFormat format;
+  // Logical geometry: `rows` = batch * N rows of K elements. NF4 in the flat layout is one
+  // row of numel elements (its blocks ignore rows).
+  uint64_t rows, n, k;
+  bool tiled;
+  uint64_t tile_n, tile_k, padded_n, padded_k;
+  const uint8_t* codes;
+  const void* scales;  // mxfp4: E8M0 bytes; fp8: scale_type; nf4: absmax (u8 codes or f32)
+  ScaleType scale_type;
+  // fp8
+  uint32_t granularity;  // ScaleGranularity
+  uint64_t block_n, block_k, group_size;
+  // nf4 / bnb fp4
+  uint32_t block_size, nested_block_size;
+  bool double_quant;
+  float nested_offset;
+  const float* nested_absmax;
+  const float* code_table;         // 16 entries
+  const float* nested_code_table;  // 256 entries
+};
+
+// Builds a view from a descriptor and the device address of each component, by role.
+// Fails (kUnsupported) for layouts the kernels were not built for, never guessing.
+Result<QuantView> make_quant_view(const TensorDesc& desc, const std::map<std::string, const void*>& components);
+
+}  // namespace iris
