@@ -36,6 +36,14 @@ IRIS_HD float f32_from_bits(uint32_t u) {
 #endif
 }
 
+// Decoded values that are NaN are returned as this one quiet NaN, on the CPU and the GPU
+// alike (hardware and compilers disagree on NaN payloads and signs; iris output does not).
+constexpr uint32_t kCanonicalNanBits = 0x7fc00000u;
+
+IRIS_HD float canonical_nan_if_nan(float f) {
+  return f != f ? f32_from_bits(kCanonicalNanBits) : f;
+}
+
 IRIS_HD float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 
 IRIS_HD uint16_t f32_to_bf16(float f) {

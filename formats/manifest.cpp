@@ -82,9 +82,12 @@ struct Range {
   std::string what;
 };
 
+// Non-negative integers, whether nlohmann holds them as signed (built in memory) or unsigned (parsed).
+bool is_nonneg_int(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
+
 Result<uint64_t> get_u64(const json& o, const char* key, const std::string& ctx) {
   auto it = o.find(key);
-  if (it == o.end() || !it->is_number_unsigned()) return invalid_input(ctx + "'" + key + "' missing or not an unsigned integer");
+  if (it == o.end() || !is_nonneg_int(*it)) return invalid_input(ctx + "'" + key + "' missing or not an unsigned integer");
   return it->get<uint64_t>();
 }
 
@@ -99,7 +102,7 @@ Result<std::vector<uint64_t>> get_shape(const json& o, const char* key, const st
   if (it == o.end() || !it->is_array() || it->size() > 16) return invalid_input(ctx + "'" + key + "' missing or not a list of at most 16 dims");
   std::vector<uint64_t> s;
   for (const auto& v : *it) {
-    if (!v.is_number_unsigned() || v.get<uint64_t>() >= (uint64_t(1) << 48))
+    if (!is_nonneg_int(v) || v.get<uint64_t>() >= (uint64_t(1) << 48))
       return invalid_input(ctx + "'" + key + "' holds " + v.dump() + ", not a dimension in [0, 2^48)");
     s.push_back(v.get<uint64_t>());
   }

@@ -45,6 +45,11 @@ __device__ __forceinline__ float e4m3(uint32_t b) {
   return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
 }
 
+// x / d with d = 2^shift when shift >= 0 (the usual case: block sizes are powers of two).
+__device__ __forceinline__ uint64_t div_by(uint64_t x, uint64_t d, int32_t shift) {
+  return shift >= 0 ? x >> shift : x / d;
+}
+
 template <typename T>
 struct Out;
 template <>

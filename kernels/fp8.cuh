@@ -22,17 +22,19 @@ struct Fp8 {
     }
   }
 
-  // Index of the scale of element (row, k).
+  // Index of the scale of element (row, k); shifts for the power-of-two block sizes.
   static __device__ __forceinline__ uint64_t scale_index(const QuantView& v, uint64_t row, uint64_t k) {
-    const uint64_t b = row / v.n, r = row - b * v.n;
     switch (v.granularity) {
-      case 0: return b;                                                             // tensor
-      case 1: return row;                                                           // channel
-      case 2: {                                                                     // block
-        const uint64_t gn = (v.n + v.block_n - 1) / v.block_n, gk = (v.k + v.block_k - 1) / v.block_k;
-        return (b * gn + r / v.block_n) * gk + k / v.block_k;
+      case 0: return v.single_matrix ? 0 : row / v.n;  // tensor
+      case 1: return row;                              // channel
+      case 2: {                                        // block
+        const uint64_t b = v.single_matrix ? 0 : row / v.n, r = row - b * v.n;
+        const uint64_t gn = div_by(v.n + v.block_n - 1, v.block_n, v.block_n_shift);
+        const uint64_t gk = div_by(v.k + v.block_k - 1, v.block_k, v.block_k_shift);
+        return (b * gn + div_by(r, v.block_n, v.block_n_shift)) * gk + div_by(k, v.block_k, v.block_k_shift);
       }
-      default: return row * ((v.k + v.group_size - 1) / v.group_size) + k / v.group_size;  // group
+      default:  // group
+        return row * div_by(v.k + v.group_size - 1, v.group_size, v.group_shift) + div_by(k, v.group_size, v.group_shift);
     }
   }
 
@@ -51,7 +53,7 @@ struct Fp8 {
     for (int i = 0; i < 8; ++i) {
       const float s = uniform || k0 + i >= v.k ? s0 : scale_at(v, scale_index(v, row, k0 + i));
       const uint32_t word = i < 4 ? w.x : w.y;
-      out[i] = __fmul_rn(smem[(word >> (8 * (i % 4))) & 0xffu], s);
+      out[i] = iris::canonical_nan_if_nan(__fmul_rn(smem[(word >> (8 * (i % 4))) & 0xffu], s));
     }
   }
 

@@ -27,8 +27,8 @@ struct Mxfp4 {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint32_t byte = (w >> (8 * j)) & 0xffu;
-      out[j * 2 + 0] = __fmul_rn(smem[byte & 15u], s);  // low nibble = even element
-      out[j * 2 + 1] = __fmul_rn(smem[byte >> 4], s);
+      out[j * 2 + 0] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte & 15u], s));  // low nibble = even element
+      out[j * 2 + 1] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte >> 4], s));
     }
   }
 

@@ -22,7 +22,7 @@ struct Nf4 {
     if (!v.double_quant) return __ldg(static_cast<const float*>(v.scales) + blk);
     const uint8_t q = __ldg(static_cast<const uint8_t*>(v.scales) + blk);
     // Two separately rounded FP32 operations, as bitsandbytes does (no FMA).
-    const float a = __fmul_rn(smem[16 + q], __ldg(v.nested_absmax + blk / v.nested_block_size));
+    const float a = __fmul_rn(smem[16 + q], __ldg(v.nested_absmax + div_by(blk, v.nested_block_size, v.nested_shift)));
     return __fadd_rn(a, v.nested_offset);
   }
 
@@ -38,12 +38,12 @@ struct Nf4 {
   // Elements [k0, k0 + 8) of `row`; flat index i = row * k + kk (blocks ignore rows).
   static __device__ __forceinline__ void decode_word(const QuantView& v, const float* smem, uint64_t row, uint64_t k0, Word w,
                                                      float (&out)[kItem]) {
-    const float am = absmax(v, smem, (row * v.k + k0) / v.block_size);
+    const float am = absmax(v, smem, div_by(row * v.k + k0, v.block_size, v.block_shift));
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint32_t byte = (w >> (8 * j)) & 0xffu;
-      out[j * 2 + 0] = __fmul_rn(smem[byte >> 4], am);  // high nibble = even element
-      out[j * 2 + 1] = __fmul_rn(smem[byte & 15u], am);
+      out[j * 2 + 0] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte >> 4], am));  // high nibble = even element
+      out[j * 2 + 1] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte & 15u], am));
     }
   }
 

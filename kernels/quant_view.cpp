@@ -4,6 +4,15 @@
 
 namespace iris {
 
+namespace {
+int32_t log2_or_minus1(uint64_t v) {
+  if (v == 0 || (v & (v - 1))) return -1;
+  int32_t s = 0;
+  while ((uint64_t(1) << s) < v) ++s;
+  return s;
+}
+}  // namespace
+
 Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::string, const void*>& c) {
   const std::string ctx = "tensor '" + d.name + "': ";
   auto get = [&](const char* role) -> const void* {
@@ -68,6 +77,12 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::strin
       v.nested_code_table = static_cast<const float*>(get("nested_code_table"));
     }
   }
+  v.block_shift = log2_or_minus1(v.block_size);
+  v.nested_shift = log2_or_minus1(v.nested_block_size);
+  v.block_n_shift = log2_or_minus1(v.block_n);
+  v.block_k_shift = log2_or_minus1(v.block_k);
+  v.group_shift = log2_or_minus1(v.group_size);
+  v.single_matrix = v.rows == v.n;
   return v;
 }
 

@@ -35,6 +35,10 @@ struct QuantView {
   const float* nested_absmax;
   const float* code_table;         // 16 entries
   const float* nested_code_table;  // 256 entries
+  // Precomputed so that no kernel divides by a runtime 64-bit value per element:
+  // log2 of power-of-two divisors (-1 when not a power of two).
+  int32_t block_shift, nested_shift, block_n_shift, block_k_shift, group_shift;
+  bool single_matrix;  // rows == n: the matrix index is always 0
 };
 
 // Builds a view from a descriptor and the device address of each component, by role.

@@ -1,0 +1,32 @@
+// bitsandbytes 4-bit (NF4, and FP4 through its code table), with or without double
+// quantization of the absmax (FORMATS.md section 3).
+#pragma once
+
+#include <cstdint>
+
+namespace iris::quant {
+
+struct Bnb4bitParams {
+  uint64_t block_size = 64;
+  const float* code_table = nullptr;  // 16 values (the file's quant_map)
+  bool double_quant = false;
+  const float* absmax = nullptr;          // !double_quant: ceil(n/block_size) FP32
+  const uint8_t* absmax_codes = nullptr;  // double_quant: ceil(n/block_size) codes
+  const float* nested_absmax = nullptr;   // double_quant: ceil(n_absmax/nested_block_size)
+  const float* nested_map = nullptr;      // double_quant: 256 values
+  uint64_t nested_block_size = 256;
+  float nested_offset = 0.f;
+};
+
+// The absmax of block b, double dequantization included: map[q] * nested_absmax, then
+// + offset, two separately rounded FP32 operations.
+float bnb_block_absmax(const Bnb4bitParams& p, uint64_t block);
+
+// Elements [i0, i1) of the flattened tensor; codes hold element 2j in the HIGH nibble of
+// byte j. w = code_table[nibble] * absmax[i / block_size] (one FP32 product); a NaN result
+// is the canonical NaN (common/float_bits.h).
+void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
+// The same over [0, n), blocks in parallel.
+void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
+
+}  // namespace iris::quant

@@ -1,0 +1,33 @@
+// Runs the real `iris` binary and captures its exit code and output.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace iris::testing_cli {
+
+struct Run {
+  int rc;
+  std::string out;  // stdout and stderr together
+};
+
+// `env` is prefixed to the command ("NAME=value ...").
+inline Run run_env(const std::string& env, const std::string& args) {
+  std::string cmd = env + " " + std::string(IRIS_BINARY) + " " + args + " 2>&1";
+  Run r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+inline Run run(const std::string& args) { return run_env("", args); }
+
+}  // namespace iris::testing_cli

@@ -1,0 +1,135 @@
+// `iris verify --device cuda`: every quantized tensor through the GPU dequant kernel,
+// compared bit for bit with the CPU reference decode, plus a GEMV probe against a double
+// precision CPU dot product within the FP32 accumulation bound.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/float_bits.h"
+#include "kernels/kernels.h"
+#include "verify/device_checks.h"
+#include "verify/gemv_bound.h"
+#include "verify/reference_decode.h"
+
+namespace iris {
+
+namespace {
+
+struct DeviceMem {
+  void* p = nullptr;
+  ~DeviceMem() { if (p) cudaFree(p); }
+};
+
+std::string cuda_text(cudaError_t e) { return cudaGetErrorString(e); }
+
+// Dequantizes `t` on the GPU into FP32 and BF16 and compares with the reference.
+void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr) {
+  auto fail = [&](const std::string& check, const std::string& why) { tr->checks.push_back({check, false, why}); };
+  uint64_t numel = 1;
+  for (auto d : t.desc.shape) numel *= d;
+  ComponentBytes host;
+  std::map<std::string, DeviceMem> dev;
+  std::map<std::string, const void*> ptrs;
+  for (const auto& c : t.components) {
+    auto bytes = a.bytes(c);
+    host[c.spec.role] = bytes;
+    cudaError_t e = cudaMalloc(&dev[c.spec.role].p, std::max<uint64_t>(bytes.size(), 16));
+    if (e == cudaSuccess) e = cudaMemcpy(dev[c.spec.role].p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) return fail("gpu:upload", cuda_text(e));
+    ptrs[c.spec.role] = dev[c.spec.role].p;
+  }
+  auto view = make_quant_view(t.desc, ptrs);
+  if (!view.is_ok()) return fail("gpu:dequant", view.status().message());
+  std::vector<float> ref(numel);
+  Status rs = reference_decode(t.desc, host, ref.data());
+  if (!rs.is_ok()) return fail("cpu:decode", rs.message());
+
+  const uint64_t rows = view->rows, k = view->k;
+  auto coord = [&](uint64_t i) { return "element " + std::to_string(i) + " (row " + std::to_string(i / k) + ", col " + std::to_string(i % k) + ")"; };
+  // FP32 output: must equal the reference bit for bit. The buffer is poisoned first so an
+  // element the kernel never writes cannot pass.
+  {
+    DeviceMem out;
+    std::vector<float> got(numel);
+    cudaError_t e = cudaMalloc(&out.p, std::max<uint64_t>(numel * 4, 16));
+    if (e == cudaSuccess) e = cudaMemset(out.p, 0xff, numel * 4);
+    if (e != cudaSuccess) return fail("gpu:dequant_f32", cuda_text(e));
+    Status s = cuda_dequantize(*view, out.p, DType::kF32, nullptr);
+    if (s.is_ok()) {
+      e = cudaMemcpy(got.data(), out.p, numel * 4, cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) s = io_error(cuda_text(e));
+    }
+    if (!s.is_ok()) return fail("gpu:dequant_f32", s.message());
+    CheckResult r{"gpu:dequant_f32", true, ""};
+    for (uint64_t i = 0; i < numel; ++i)
+      if (std::memcmp(&got[i], &ref[i], 4) != 0) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, ": gpu %08x cpu %08x", f32_bits(got[i]), f32_bits(ref[i]));
+        r = {"gpu:dequant_f32", false, "first mismatch at " + coord(i) + buf};
+        break;
+      }
+    tr->checks.push_back(r);
+  }
+  // BF16 output: the reference rounded once.
+  {
+    DeviceMem out;
+    std::vector<uint16_t> got(numel);
+    cudaError_t e = cudaMalloc(&out.p, std::max<uint64_t>(numel * 2, 16));
+    if (e == cudaSuccess) e = cudaMemset(out.p, 0xff, numel * 2);
+    if (e != cudaSuccess) return fail("gpu:dequant_bf16", cuda_text(e));
+    Status s = cuda_dequantize(*view, out.p, DType::kBF16, nullptr);
+    if (s.is_ok()) {
+      e = cudaMemcpy(got.data(), out.p, numel * 2, cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) s = io_error(cuda_text(e));
+    }
+    if (!s.is_ok()) return fail("gpu:dequant_bf16", s.message());
+    CheckResult r{"gpu:dequant_bf16", true, ""};
+    for (uint64_t i = 0; i < numel; ++i)
+      if (got[i] != f32_to_bf16(ref[i])) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, ": gpu %04x cpu %04x", got[i], f32_to_bf16(ref[i]));
+        r = {"gpu:dequant_bf16", false, "first mismatch at " + coord(i) + buf};
+        break;
+      }
+    tr->checks.push_back(r);
+  }
+  // GEMV probe, batch 1: fresh random activations every run.
+  if (t.desc.layout.kind == LayoutKind::kTiled) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    std::vector<uint16_t> x(k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    DeviceMem dx, dy;
+    std::vector<float> y(rows);
+    cudaError_t e = cudaMalloc(&dx.p, k * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&dy.p, rows * 4);
+    if (e == cudaSuccess) e = cudaMemcpy(dx.p, x.data(), k * 2, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemset(dy.p, 0xff, rows * 4);
+    if (e != cudaSuccess) return fail("gpu:gemv", cuda_text(e));
+    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr);
+    if (s.is_ok()) {
+      e = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) s = io_error(cuda_text(e));
+    }
+    if (!s.is_ok()) return fail("gpu:gemv", s.message());
+    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv"));
+  }
+}
+
+}  // namespace
+
+Status run_device_checks(const IrisArchive& archive, VerifyReport* report) {
+  std::string why;
+  if (!cuda_device_available(&why)) return Status::error(ErrorKind::kNoDevice, "--device cuda: no usable GPU (" + why + ")");
+  report->device = "cuda (" + cuda_device_name() + ")";
+  for (size_t i = 0; i < archive.manifest().tensors.size(); ++i) {
+    const auto& t = archive.manifest().tensors[i];
+    if (!is_quantized(t.desc.format)) continue;
+    check_tensor(archive, t, &report->tensors[i]);
+  }
+  return Status::ok();
+}
+
+}  // namespace iris

@@ -1,0 +1,42 @@
+#include "verify/gemv_bound.h"
+
+#include <cmath>
+
+#include "common/float_bits.h"
+
+namespace iris {
+
+double gemv_error_bound(uint64_t k, double sum_abs_products) {
+  const double u = std::ldexp(1.0, -24);
+  const double ku = double(k) * u;
+  return ku / (1.0 - ku) * sum_abs_products + double(k) * std::ldexp(1.0, -126);
+}
+
+CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,
+                                const std::string& name) {
+  for (uint64_t r = 0; r < rows; ++r) {
+    double ref = 0, mag = 0;
+    bool finite = true;
+    for (uint64_t i = 0; i < k; ++i) {
+      const double p = double(w[r * k + i]) * double(bf16_to_f32(x[i]));
+      finite &= std::isfinite(p);
+      ref += p;
+      mag += std::fabs(p);
+    }
+    if (!finite) {
+      // NaN/Inf weights (scale 0xFF, say): the GPU must not produce a finite number.
+      if (std::isfinite(y[r])) return {name, false, "row " + std::to_string(r) + ": reference is not finite, gpu gave " + std::to_string(y[r])};
+      continue;
+    }
+    const double err = std::fabs(double(y[r]) - ref), bound = gemv_error_bound(k, mag);
+    if (!(err <= bound)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "row %llu: gpu %.9g, reference %.9g, |error| %.3g > bound %.3g", (unsigned long long)r, double(y[r]),
+                    ref, err, bound);
+      return {name, false, buf};
+    }
+  }
+  return {name, true, ""};
+}
+
+}  // namespace iris
