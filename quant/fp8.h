@@ -27,3 +27,22 @@ void fp8_decode_ref(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k
 void fp8_decode(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
 
 }  // namespace iris::quant
+
+namespace iris::quant {
+
+// FP32 -> E4M3 "fn": round to nearest even (subnormals included), saturating at +-448;
+// NaN -> 0x7F.
+uint8_t e4m3_encode(float x);
+
+// Encodes `batch` matrices of [n, k] with one scale per tensor, channel (row) or
+// block_n x block_k block (FP32 scales), the way transformers' FineGrained FP8 does per
+// block: amax in FP32, mul = 448 * (1 / amax) (torch's scalar / tensor), q = e4m3(clamp(x *
+// mul, -448, 448)), stored scale = 1 / mul (so w ~= q * scale). An all-zero unit gets mul = 1
+// and scale 1.
+void fp8_encode_ref(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
+                    uint64_t block_k, uint8_t* codes, float* scales);
+void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
+                uint64_t block_k, uint8_t* codes, float* scales);
+uint64_t fp8_scale_count(uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k);
+
+}  // namespace iris::quant

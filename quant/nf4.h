@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace iris::quant {
 
@@ -28,5 +29,31 @@ float bnb_block_absmax(const Bnb4bitParams& p, uint64_t block);
 void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
 // The same over [0, n), blocks in parallel.
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
+
+}  // namespace iris::quant
+
+namespace iris::quant {
+
+// NF4 code of x (already normalized to [-1, 1]): bitsandbytes' decision tree over the FP32
+// midpoints, strict '>' (a value on a midpoint takes the lower code), NaN -> code 0.
+uint8_t nf4_encode(float x);
+
+// The 8-bit code of x in the signed dynamic map, as bitsandbytes' dQuantize: a 7-step
+// binary search over the sorted map, then a midpoint comparison.
+uint8_t dynamic_map_encode(float x);
+
+struct Nf4DoubleQuant {
+  std::vector<uint8_t> codes;          // (n+1)/2 bytes, first element in the HIGH nibble
+  std::vector<uint8_t> absmax_codes;   // ceil(n/64)
+  std::vector<float> nested_absmax;    // ceil(n_absmax/256)
+  float offset = 0;                    // mean of the first-level absmax
+};
+
+// Quantizes n values (flattened) exactly as bitsandbytes quantize_4bit(nf4,
+// compress_statistics=True) does: blocks of 64, absmax, normalization by the FP32
+// reciprocal, then double quantization of absmax - mean(absmax) in blocks of 256 over the
+// dynamic map.
+void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out);
+void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out);
 
 }  // namespace iris::quant

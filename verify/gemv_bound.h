@@ -4,7 +4,8 @@
 // a sum of K products whose rounding error is at most gamma_K * sum_k |w_k x_k| with
 // gamma_K = K u / (1 - K u), u = 2^-24 (Higham, "Accuracy and Stability of Numerical
 // Algorithms", 3.1), for any summation order. The products themselves are exact in double.
-// Subnormal flushing adds at most K * 2^-126 in absolute terms.
+// Subnormal flushing adds at most K * 2^-126 in absolute terms. The bound assumes no
+// overflow: where sum |w x| exceeds FLT_MAX, a non-finite result is accepted.
 #pragma once
 
 #include <cstdint>
