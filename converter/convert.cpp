@@ -1,9 +1,12 @@
 #include "converter/convert.h"
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 
 #include "converter/producers.h"
+#include "converter/quant_policy.h"
+#include "converter/requantize.h"
 #include "converter/progress.h"
 #include "formats/snapshot.h"
 #include "formats/source_tensors.h"
@@ -17,8 +20,17 @@ namespace iris {
 using nlohmann::json;
 
 json ConvertReport::to_json() const {
-  return {{"file_bytes", written.file_bytes}, {"data_bytes", written.data_bytes}, {"source_bytes", source_bytes},
-          {"tensors", tensors}, {"quantized_tensors", quantized_tensors}, {"warnings", warnings}, {"seconds", seconds}};
+  json per = json::array();
+  for (const auto& o : outcomes) {
+    json t = {{"name", o.name}, {"from", o.from}, {"to", o.to}, {"why", o.why}, {"requantized", o.requantized}, {"bytes", o.bytes}};
+    if (o.lossy_requant) t["requantized_from_quantized"] = true;
+    if (!o.layout.is_null()) t["layout"] = o.layout;
+    if (o.quality) t["quality"] = o.quality->to_json();
+    per.push_back(std::move(t));
+  }
+  return {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
+          {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
+          {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
 }
 
 namespace {
@@ -60,6 +72,16 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ConvertReport report;
   report.warnings = snap.warnings();
   report.source_bytes = snap.total_tensor_bytes();
+  auto target = target_from_name(o.quant);
+  if (!target) return usage_error("--quant '" + o.quant + "': expected mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16 or keep");
+  if (o.mxfp4_scale != "ocp" && o.mxfp4_scale != "search") return usage_error("--mxfp4-scale must be ocp or search");
+  IRIS_ASSIGN_OR_RETURN(QuantPolicy policy, QuantPolicy::create(*target, o.rules, o.skips, snap.config().skip_modules));
+  RequantOptions ro;
+  ro.tile_n = o.tile_n;
+  ro.tile_k = o.tile_k;
+  ro.allow_nonfinite = o.allow_nonfinite;
+  ro.mxfp4_rule = o.mxfp4_scale == "search" ? quant::Mxfp4ScaleRule::kSearch : quant::Mxfp4ScaleRule::kOcpFloor;
+
   IrisWriter writer;
   writer.set_model_type(snap.config().model_type);
   writer.set_tool({{"name", "iris"}, {"version", IRIS_VERSION}});
@@ -69,23 +91,66 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   writer.set_provenance({{"source", o.source},
                          {"resolved", snap.resolved_from()},
                          {"source_files", files},
-                         {"options", {{"quant", "keep"}, {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
+                         {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
+                                      {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
+  auto source_name = [](const TensorDesc& d) {
+    return is_quantized(d.format) ? std::string(format_name(d.format)) : std::string(dtype_archive_name(d.dtype));
+  };
   for (auto& st : sources) {
-    TensorDesc desc = st.desc;
-    desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
-    IRIS_ASSIGN_OR_RETURN(auto producers, producers_for(st, desc));
+    auto decision = policy.decide(st.desc);
+    TensorOutcome out;
+    out.name = st.desc.name;
+    out.from = source_name(st.desc);
+    out.why = decision.why;
+    TensorDesc desc;
+    json source_record;
+    std::vector<ComponentProducer> producers;
+    if (already_in_target(st.desc, decision.target)) {
+      // Same format: carried over byte for byte, codes re-tiled.
+      desc = st.desc;
+      desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
+      IRIS_ASSIGN_OR_RETURN(producers, producers_for(st, desc));
+      source_record = st.source_json();
+    } else {
+      auto plan = plan_requantize(st, decision.target, ro);
+      if (!plan.is_ok()) return plan.status();
+      desc = plan->desc;
+      source_record = plan->source_record;
+      producers = std::move(plan->producers);
+      out.requantized = true;
+      out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);
+      out.quality = plan->quality;
+    }
+    out.to = source_name(desc);
+    IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
+    for (const auto& c : specs) out.bytes += c.bytes;
+    out.layout = tensor_desc_to_json(desc)["layout"];
+    report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    writer.add_tensor(desc, st.source_json(), std::move(producers));
+    writer.add_tensor(desc, source_record, std::move(producers));
+    report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
+  if (!o.allow_unmatched)
+    for (const auto& r : policy.unmatched_rules())
+      return usage_error("--rule '" + r + "' matches no tensor (--allow-unmatched to accept)");
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
+  if (o.dry_run) {
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return report;
+  }
   ProgressBar bar("convert", o.show_progress);
   WriteOptions wo;
   wo.overwrite = o.overwrite;
   wo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
   bar.finish();
+  if (!o.report_path.empty()) {
+    std::ofstream rep(o.report_path);
+    rep << report.to_json().dump(2) << "\n";
+    if (!rep) return io_error(o.report_path + ": cannot write the report");
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

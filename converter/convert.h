@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "formats/iris_writer.h"
+#include "converter/quality.h"
 #include "formats/tensor_desc.h"
 
 namespace iris {
@@ -19,6 +20,25 @@ struct ConvertOptions {
   uint64_t tile_n = kDefaultTileN;
   uint64_t tile_k = kDefaultTileK;
   bool show_progress = true;
+  // --quant and friends
+  std::string quant = "keep";
+  std::vector<std::string> rules;   // REGEX=FORMAT
+  std::vector<std::string> skips;   // REGEX
+  bool allow_unmatched = false;
+  bool allow_nonfinite = false;
+  bool dry_run = false;
+  std::string mxfp4_scale = "ocp";  // ocp | search
+  std::string report_path;          // --report FILE.json
+};
+
+struct TensorOutcome {
+  std::string name;
+  std::string from, to, why;  // formats, and the reason for the choice
+  bool requantized = false;   // decoded and re-encoded
+  bool lossy_requant = false; // a quantized source re-encoded into another quantized format
+  uint64_t bytes = 0;
+  nlohmann::json layout;
+  std::shared_ptr<QualityStats> quality;  // requantized tensors only
 };
 
 struct ConvertReport {
@@ -28,6 +48,8 @@ struct ConvertReport {
   size_t quantized_tensors = 0;
   std::vector<std::string> warnings;
   double seconds = 0;
+  std::vector<TensorOutcome> outcomes;
+  uint64_t planned_bytes = 0;  // archive size (dry run included)
   nlohmann::json to_json() const;
 };
 

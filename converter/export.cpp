@@ -11,6 +11,7 @@
 #include "formats/iris_archive.h"
 #include "formats/safetensors_writer.h"
 #include "formats/tile_layout.h"
+#include "verify/reference_decode.h"
 
 namespace iris {
 
@@ -81,6 +82,26 @@ ComponentProducer untile_component(const IrisArchive& a, const StoredComponent& 
   };
 }
 
+// A quantized tensor decoded by the CPU reference (quant/), rounded once to `to`.
+ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor& t, DType to) {
+  return [&a, &t, to](ByteSink& sink) -> Status {
+    ComponentBytes comps;
+    for (const auto& c : t.components) comps[c.spec.role] = a.bytes(c);
+    uint64_t numel = 1;
+    for (auto d : t.desc.shape) numel *= d;
+    std::vector<float> values(numel);
+    IRIS_TRY(reference_decode(t.desc, comps, values.data()).with_context(a.path() + ": "));
+    const uint64_t es = dtype_bits(to) / 8;
+    std::vector<uint8_t> out(std::min<uint64_t>(numel, kChunk) * es);
+    for (uint64_t i = 0; i < numel; i += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, numel - i);
+      for (uint64_t j = 0; j < n; ++j) store_float(to, values[i + j], out.data() + j * es);
+      IRIS_TRY(sink.write({out.data(), n * es}));
+    }
+    return Status::ok();
+  };
+}
+
 // The companion tensors a quantized tensor was converted from, rebuilt from its components.
 Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<SafetensorsEntry>* out) {
   const std::string ctx = a.path() + ": tensor '" + t.desc.name + "': ";
@@ -119,15 +140,10 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
   std::vector<SafetensorsEntry> entries;
-  std::string cannot;
-  size_t cannot_count = 0;
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
       if (target) {
-        // Dequantization arrives with the codecs; say so for each tensor, write nothing.
-        cannot += (cannot.empty() ? "" : "\n") + a.path() + ": tensor '" + t.desc.name + "': cannot dequantize " +
-                  format_name(t.desc.format) + " to " + o.dtype + " yet (use --dtype keep)";
-        ++cannot_count;
+        entries.push_back({t.desc.name, *target, t.desc.shape, dequantize_component(a, t, *target)});
         continue;
       }
       IRIS_TRY(source_entries(a, t, &entries));
@@ -139,7 +155,6 @@ Result<ExportReport> run_export(const ExportOptions& o) {
     else
       entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, copy_component(a, c)});
   }
-  if (cannot_count) return unsupported(cannot);
   ExportReport r;
   r.tensors = entries.size();
   ProgressBar bar("export", o.show_progress);

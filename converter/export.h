@@ -21,8 +21,9 @@ struct ExportReport {
 };
 
 // keep: unquantized tensors bit for bit, quantized tensors as the companion tensors they
-// came from (bytes exactly as in the source checkpoint). bf16/f16/f32: float tensors
-// converted, quantized tensors dequantized.
+// came from (bytes exactly as in the source checkpoint; requantized tensors in their
+// format's Hugging Face convention). bf16/f16/f32: float tensors converted (round to nearest
+// even), quantized tensors dequantized by the CPU reference of quant/ and rounded once.
 Result<ExportReport> run_export(const ExportOptions& options);
 
 }  // namespace iris

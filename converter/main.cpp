@@ -10,6 +10,7 @@
 #include "converter/export.h"
 #include "converter/inspect.h"
 #include "converter/progress.h"
+#include "converter/report_print.h"
 #include "converter/verify_command.h"
 
 namespace {
@@ -48,9 +49,23 @@ int main(int argc, char** argv) {
   convert->add_flag("--force", co.overwrite, "Replace OUT if it exists (only once the new archive is complete)");
   convert->add_option("--tile-n", co.tile_n, "Rows per tile of quantized codes")->capture_default_str();
   convert->add_option("--tile-k", co.tile_k, "Columns per tile of quantized codes (multiple of 64)")->capture_default_str();
+  convert->add_option("--quant", co.quant, "Target format of weight matrices: mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep")
+      ->check(CLI::IsMember({"mxfp4", "nf4", "fp8", "fp8-channel", "fp8-block", "bf16", "keep"}))->capture_default_str();
+  convert->add_option("--rule", co.rules, "REGEX=FORMAT for matching tensors (first match wins; repeatable)");
+  convert->add_option("--skip", co.skips, "REGEX of tensors kept as they are (repeatable)");
+  convert->add_option("--mxfp4-scale", co.mxfp4_scale, "MXFP4 scale choice: ocp (floor rule) or search (per-block least error)")
+      ->check(CLI::IsMember({"ocp", "search"}))->capture_default_str();
+  convert->add_flag("--allow-unmatched", co.allow_unmatched, "Accept --rule patterns that match nothing");
+  convert->add_flag("--allow-nonfinite", co.allow_nonfinite, "Quantize tensors holding NaN or Inf instead of refusing");
+  convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan and the output size; write nothing");
+  convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
   convert->add_flag("--json", json_out, "Print a JSON summary on stdout");
-  convert->footer("Example:\n  iris convert ~/models/gpt-oss-20b -o gpt-oss-20b.iris\n  iris convert openai/gpt-oss-20b@main -o g.iris --force");
+  convert->footer("Examples:\n  iris convert ~/models/gpt-oss-20b -o gpt-oss-20b.iris\n  iris convert openai/gpt-oss-20b@main -o g.iris --force\n"
+                  "  iris convert ~/models/llama -o llama-nf4.iris --quant nf4 --rule 'down_proj=fp8-block' --report q.json\n"
+                  "  iris convert ~/models/llama -o x.iris --quant mxfp4 --dry-run\n"
+                  "Defaults: --quant applies to the weight matrices of linear layers and expert stacks; norms, biases,\n"
+                  "embeddings, lm_head, routers, 1-D tensors and the checkpoint's own skip list stay as they are.");
 
   // inspect
   std::string inspect_path;
@@ -105,7 +120,9 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.status());
     for (const auto& w : r->warnings) std::fprintf(stderr, "iris: warning: %s\n", w.c_str());
     if (json_out) std::printf("%s\n", r->to_json().dump(2).c_str());
-    else if (!quiet && iris::stderr_is_terminal())
+    else if (co.dry_run) iris::print_plan(*r, stdout);
+    else if (!quiet) iris::print_quality_summary(*r, stderr);
+    if (!json_out && !quiet && !co.dry_run && iris::stderr_is_terminal())
       std::fprintf(stderr, "wrote %s: %zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), r->tensors,
                    r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
     return 0;

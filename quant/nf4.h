@@ -56,4 +56,12 @@ struct Nf4DoubleQuant {
 void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out);
 void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out);
 
+// The same in passes, for tensors streamed in chunks (chunks start on a 64-element block):
+// 1. the absmax of each block of [i0, i0 + count)
+void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax);
+// 2. the offset and the double quantization of all absmax values
+void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out);
+// 3. the codes of [i0, i0 + count), normalized by the FIRST-level absmax (as bitsandbytes)
+void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes);
+
 }  // namespace iris::quant

@@ -111,6 +111,39 @@ void encode(const float* in, uint64_t n, Nf4DoubleQuant* out, bool parallel) {
 
 }  // namespace
 
+void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax) {
+  const int64_t b0 = int64_t(i0 / kBlock), b1 = int64_t((i0 + count + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = b0; b < b1; ++b) {
+    float amax = -3.40282347e38f;
+    for (uint64_t i = uint64_t(b) * kBlock; i < std::min(n, uint64_t(b + 1) * kBlock); ++i) amax = std::fmax(amax, std::fabs(chunk[i - i0]));
+    absmax[b] = amax;
+  }
+}
+
+void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out) {
+  const uint64_t nnest = (nabs + kNested - 1) / kNested;
+  out->absmax_codes.assign(nabs, 0);
+  out->nested_absmax.assign(nnest, 0.f);
+  out->offset = mean_of(absmax, nabs);
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < int64_t(nnest); ++j)
+    quantize_nested(absmax, nabs, out->offset, uint64_t(j), uint64_t(j) + 1, out->absmax_codes.data(), out->nested_absmax.data());
+}
+
+void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes) {
+  const int64_t b0 = int64_t(i0 / kBlock), b1 = int64_t((i0 + count + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = b0; b < b1; ++b) {
+    const float inv = 1.0f / absmax[b];
+    for (uint64_t i = uint64_t(b) * kBlock; i < std::min(n, uint64_t(b + 1) * kBlock); i += 2) {
+      const uint8_t hi = nf4_encode(chunk[i - i0] * inv);
+      const uint8_t lo = nf4_encode((i + 1 < n ? chunk[i + 1 - i0] : 0.0f) * inv);
+      codes[(i - i0) / 2] = uint8_t((hi << 4) | lo);
+    }
+  }
+}
+
 void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode(in, n, out, false); }
 void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode(in, n, out, true); }
 

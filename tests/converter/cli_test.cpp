@@ -108,17 +108,6 @@ TEST(Cli, ExportF32WidensBf16Exactly) {
   }
 }
 
-TEST(Cli, DequantizingExportIsRefusedPerTensorUntilTheCodecsExist) {
-  TempDir d;
-  ASSERT_EQ(run("convert " + kFix + "llama-fp8-block -o " + (d / "a.iris") + " -q").rc, 0);
-  auto r = run("export " + (d / "a.iris") + " -o " + (d / "x.safetensors") + " --dtype bf16 -q");
-  if (r.rc == 0) GTEST_SKIP() << "export dequantizes now; covered by the codec tests";
-  EXPECT_EQ(r.rc, 7) << r.out;
-  EXPECT_NE(r.out.find("tensor 'model.layers.0.mlp.down_proj.weight'"), std::string::npos) << r.out;
-  EXPECT_FALSE(fs::exists(d / "x.safetensors"));
-  EXPECT_EQ(count_partials(d.path), 0u);
-}
-
 TEST(Cli, ExitCodes) {
   TempDir d;
   EXPECT_EQ(run("convert " + kFix + "llama-bf16").rc, 2);                       // missing -o

@@ -1,0 +1,47 @@
+#include "converter/quality.h"
+
+#include <cmath>
+#include <limits>
+
+namespace iris {
+
+void QualityStats::add(const float* ref, const float* got, uint64_t n) {
+  double sr = 0, se = 0, mx = max_abs_err;
+  for (uint64_t i = 0; i < n; ++i) {
+    // Non-finite sources (allowed with --allow-nonfinite) are left out of the statistics.
+    if (!std::isfinite(ref[i])) continue;
+    double e = double(got[i]) - double(ref[i]);
+    sr += double(ref[i]) * double(ref[i]);
+    se += e * e;
+    mx = std::max(mx, std::fabs(e));
+  }
+  sum_sq_ref += sr;
+  sum_sq_err += se;
+  max_abs_err = mx;
+  count += n;
+}
+
+void QualityStats::merge(const QualityStats& o) {
+  sum_sq_ref += o.sum_sq_ref;
+  sum_sq_err += o.sum_sq_err;
+  max_abs_err = std::max(max_abs_err, o.max_abs_err);
+  count += o.count;
+}
+
+double QualityStats::rel_l2() const {
+  if (sum_sq_ref == 0) return sum_sq_err == 0 ? 0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(sum_sq_err / sum_sq_ref);
+}
+
+double QualityStats::snr_db() const {
+  if (sum_sq_err == 0) return std::numeric_limits<double>::infinity();
+  if (sum_sq_ref == 0) return -std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(sum_sq_ref / sum_sq_err);
+}
+
+nlohmann::json QualityStats::to_json() const {
+  auto num = [](double v) -> nlohmann::json { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(v > 0 ? "inf" : "-inf"); };
+  return {{"rel_l2", num(rel_l2())}, {"max_abs_err", max_abs_err}, {"snr_db", num(snr_db())}, {"elements", count}};
+}
+
+}  // namespace iris

@@ -1,0 +1,23 @@
+// Error statistics of a requantized tensor against its source values, accumulated in
+// double over streamed chunks: relative L2 error, max absolute error and SNR in dB.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace iris {
+
+struct QualityStats {
+  double sum_sq_ref = 0, sum_sq_err = 0, max_abs_err = 0;
+  uint64_t count = 0;
+
+  void add(const float* ref, const float* got, uint64_t n);
+  void merge(const QualityStats& o);
+  double rel_l2() const;   // ||got - ref|| / ||ref||; 0 when both are 0
+  double snr_db() const;   // 10 log10(||ref||^2 / ||err||^2); +inf when exact
+  nlohmann::json to_json() const;
+};
+
+}  // namespace iris

@@ -1,0 +1,130 @@
+#include "converter/quant_policy.h"
+
+namespace iris {
+
+namespace {
+
+struct Named {
+  Target t;
+  const char* name;
+};
+constexpr Named kTargets[] = {{Target::kKeep, "keep"},         {Target::kBf16, "bf16"},
+                              {Target::kMxfp4, "mxfp4"},       {Target::kNf4, "nf4"},
+                              {Target::kFp8Tensor, "fp8"},     {Target::kFp8Channel, "fp8-channel"},
+                              {Target::kFp8Block, "fp8-block"}};
+
+bool is_float_dtype(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
+
+// A module pattern from a checkpoint's skip list ("lm_head", "model.layers.*.self_attn")
+// matches a tensor when it names one of the tensor's dotted path segments or prefixes.
+std::regex module_pattern(const std::string& p) {
+  std::string re = "(^|\\.)";
+  for (char c : p) {
+    if (c == '*') re += "[^.]*";
+    else if (std::string("\\^$.|?+()[]{}").find(c) != std::string::npos) re += std::string("\\") + c;
+    else re += c;
+  }
+  re += "(\\.|_|$)";
+  return std::regex(re);
+}
+
+}  // namespace
+
+const char* target_name(Target t) {
+  for (const auto& n : kTargets)
+    if (n.t == t) return n.name;
+  return "?";
+}
+
+std::optional<Target> target_from_name(const std::string& s) {
+  for (const auto& n : kTargets)
+    if (s == n.name) return n.t;
+  return std::nullopt;
+}
+
+Format target_format(Target t) {
+  switch (t) {
+    case Target::kMxfp4: return Format::kMxfp4;
+    case Target::kNf4: return Format::kNf4;
+    case Target::kFp8Tensor:
+    case Target::kFp8Channel:
+    case Target::kFp8Block: return Format::kFp8E4M3;
+    default: return Format::kRaw;
+  }
+}
+
+bool already_in_target(const TensorDesc& d, Target t) {
+  switch (t) {
+    case Target::kKeep: return true;
+    case Target::kBf16: return d.format == Format::kRaw && d.dtype == DType::kBF16;
+    case Target::kMxfp4: return d.format == Format::kMxfp4;
+    case Target::kNf4: return d.format == Format::kNf4 && nf4_double_quant(d) && format_block_size(d) == 64;
+    case Target::kFp8Tensor: return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kTensor;
+    case Target::kFp8Channel: return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kChannel;
+    case Target::kFp8Block:
+      return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kBlock &&
+             d.params.value("block_n", 0) == 128 && d.params.value("block_k", 0) == 128;
+  }
+  return false;
+}
+
+bool QuantPolicy::is_weight_matrix(const TensorDesc& d) {
+  if (d.shape.size() < 2) return false;
+  if (d.format == Format::kRaw && !is_float_dtype(d.dtype)) return false;
+  static const std::regex not_linear(
+      R"((^|\.)(embed_tokens|embed_positions|wte|wpe|word_embeddings|position_embeddings|tok_embeddings|lm_head|output|router|gate|norm|[a-z_]*norm|[a-z_]*layernorm)(\.|$))");
+  if (std::regex_search(d.name, not_linear)) return false;
+  if (d.name.size() >= 5 && d.name.compare(d.name.size() - 5, 5, ".bias") == 0) return false;
+  return true;
+}
+
+Result<QuantPolicy> QuantPolicy::create(Target default_target, const std::vector<std::string>& rules,
+                                        const std::vector<std::string>& skips, const std::vector<std::string>& source_skips) {
+  QuantPolicy p;
+  p.default_target_ = default_target;
+  for (const auto& r : rules) {
+    auto eq = r.rfind('=');
+    if (eq == std::string::npos || eq == 0) return usage_error("--rule '" + r + "': expected REGEX=FORMAT");
+    std::string pat = r.substr(0, eq), fmt = r.substr(eq + 1);
+    auto t = target_from_name(fmt);
+    if (!t) return usage_error("--rule '" + r + "': unknown format '" + fmt + "' (mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep)");
+    try {
+      p.rules_.push_back({pat, std::regex(pat), *t, 0});
+    } catch (const std::regex_error& e) {
+      return usage_error("--rule '" + r + "': invalid regular expression: " + e.what());
+    }
+  }
+  for (const auto& s : skips) {
+    try {
+      p.skips_.emplace_back(s);
+    } catch (const std::regex_error& e) {
+      return usage_error("--skip '" + s + "': invalid regular expression: " + e.what());
+    }
+  }
+  for (const auto& s : source_skips) p.source_skips_.push_back(module_pattern(s));
+  return p;
+}
+
+QuantPolicy::Decision QuantPolicy::decide(const TensorDesc& d) {
+  for (const auto& s : skips_)
+    if (std::regex_search(d.name, s)) return {Target::kKeep, "--skip"};
+  for (auto& r : rules_)
+    if (std::regex_search(d.name, r.re)) {
+      ++r.matches;
+      return {r.target, "rule '" + r.pattern + "'"};
+    }
+  if (default_target_ == Target::kKeep) return {Target::kKeep, "default (keep)"};
+  for (const auto& s : source_skips_)
+    if (std::regex_search(d.name, s)) return {Target::kKeep, "source skip list"};
+  if (!is_weight_matrix(d)) return {Target::kKeep, "not a weight matrix"};
+  return {default_target_, "default"};
+}
+
+std::vector<std::string> QuantPolicy::unmatched_rules() const {
+  std::vector<std::string> out;
+  for (const auto& r : rules_)
+    if (r.matches == 0) out.push_back(r.pattern);
+  return out;
+}
+
+}  // namespace iris

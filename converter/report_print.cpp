@@ -1,0 +1,44 @@
+#include "converter/report_print.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "converter/progress.h"
+
+namespace iris {
+
+void print_plan(const ConvertReport& r, std::FILE* out) {
+  size_t w = 4;
+  for (const auto& o : r.outcomes) w = std::max(w, o.name.size());
+  std::fprintf(out, "%-*s  %-9s    %-9s %12s  %-30s %s\n", int(w), "name", "from", "to", "bytes", "layout", "why");
+  for (const auto& o : r.outcomes) {
+    std::string layout = o.layout.value("kind", "");
+    if (layout == "tiled")
+      layout += " " + std::to_string(o.layout.value("tile_n", 0)) + "x" + std::to_string(o.layout.value("tile_k", 0)) + " pad " +
+                std::to_string(o.layout.value("padded_n", 0)) + "x" + std::to_string(o.layout.value("padded_k", 0));
+    std::fprintf(out, "%-*s  %-9s -> %-9s %12llu  %-30s %s%s\n", int(w), o.name.c_str(), o.from.c_str(), o.to.c_str(),
+                 (unsigned long long)o.bytes, layout.c_str(), o.why.c_str(), o.lossy_requant ? " (requantized from a quantized source)" : "");
+  }
+  std::fprintf(out, "total: %zu tensors, %zu quantized, %s of tensor data (source %s)\n", r.tensors, r.quantized_tensors,
+               human_bytes(double(r.planned_bytes)).c_str(), human_bytes(double(r.source_bytes)).c_str());
+}
+
+void print_quality_summary(const ConvertReport& r, std::FILE* out) {
+  std::vector<const TensorOutcome*> q;
+  for (const auto& o : r.outcomes)
+    if (o.quality) q.push_back(&o);
+  if (q.empty()) return;
+  std::sort(q.begin(), q.end(), [](const TensorOutcome* a, const TensorOutcome* b) { return a->quality->snr_db() < b->quality->snr_db(); });
+  size_t w = 4;
+  for (const auto* o : q) w = std::max(w, o->name.size());
+  std::fprintf(out, "requantized %zu tensors; worst first:\n%-*s  %-9s    %-9s %10s %12s %9s\n", q.size(), int(w), "name", "from", "to",
+               "rel L2", "max |err|", "SNR dB");
+  for (size_t i = 0; i < q.size() && i < 10; ++i) {
+    const auto* o = q[i];
+    std::fprintf(out, "%-*s  %-9s -> %-9s %10.3e %12.4g %9.2f%s\n", int(w), o->name.c_str(), o->from.c_str(), o->to.c_str(),
+                 o->quality->rel_l2(), o->quality->max_abs_err, o->quality->snr_db(), o->lossy_requant ? "  (from a quantized source)" : "");
+  }
+  if (q.size() > 10) std::fprintf(out, "... %zu more (--report FILE.json lists all)\n", q.size() - 10);
+}
+
+}  // namespace iris

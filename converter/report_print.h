@@ -1,0 +1,15 @@
+// Human-readable renderings of a ConvertReport: the --dry-run plan and the quality summary.
+#pragma once
+
+#include <cstdio>
+
+#include "converter/convert.h"
+
+namespace iris {
+
+// One line per tensor: name, from -> to, why, bytes, layout and padding; then the total.
+void print_plan(const ConvertReport& r, std::FILE* out);
+// Requantized tensors, worst SNR first (at most 10 lines; --report has them all).
+void print_quality_summary(const ConvertReport& r, std::FILE* out);
+
+}  // namespace iris

@@ -1,0 +1,370 @@
+#include "converter/requantize.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/checked_math.h"
+#include "common/float_bits.h"
+#include "converter/source_decoder.h"
+#include "formats/tile_layout.h"
+#include "quant/fp8.h"
+#include "quant/nf4.h"
+#include "quant/tables.h"
+
+namespace iris {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kChunkFloats = 16ull << 20;  // 64 MiB of FP32 per chunk
+
+// Side components produced while the codes stream, written by the later producers.
+struct Stash {
+  std::vector<uint8_t> mxfp4_scales;
+  std::vector<float> fp8_scales;
+  quant::Nf4DoubleQuant nf4;
+  std::string quant_state;
+};
+
+struct Job {
+  SourceTensor source;
+  TensorDesc desc;
+  Target target;
+  RequantOptions opts;
+  std::unique_ptr<SourceDecoder> decoder;
+  uint64_t batch = 1, n = 1, k = 1;
+  Stash stash;
+  std::shared_ptr<QualityStats> quality = std::make_shared<QualityStats>();
+};
+
+Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
+  if (j.opts.allow_nonfinite) return Status::ok();
+  uint64_t bad = 0, first = 0;
+  for (uint64_t i = 0; i < count; ++i)
+    if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+  if (!bad) return Status::ok();
+  char val[32];
+  std::snprintf(val, sizeof val, "%g", double(v[first]));
+  return invalid_input("tensor '" + j.source.desc.name + "': " + std::to_string(bad) + " non-finite value(s) in elements [" +
+                       std::to_string(first_index) + ", " + std::to_string(first_index + count) + "), the first at index " +
+                       std::to_string(first_index + first) + " (" + val + "); refusing to quantize (--allow-nonfinite to override)");
+}
+
+// Rows per chunk: a whole number of stripes (and of 128-row FP8 blocks), about 64 MiB.
+uint64_t chunk_rows(const Job& j) {
+  const uint64_t base = std::lcm<uint64_t>(j.desc.layout.kind == LayoutKind::kTiled ? j.desc.layout.tile_n : 1, 128);
+  return std::max<uint64_t>(base, kChunkFloats / std::max<uint64_t>(j.k, 1) / base * base);
+}
+
+// Python's repr of a double (shortest round trip), as bitsandbytes writes nested_offset.
+std::string py_float(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string torch_dtype_name(DType d) { return d == DType::kF16 ? "float16" : d == DType::kF32 ? "float32" : "bfloat16"; }
+
+// Row chunks [r0, r1) of matrix m, in order.
+template <typename F>
+Status for_each_chunk(const Job& j, F&& fn) {
+  const uint64_t step = chunk_rows(j);
+  std::vector<float> buf;
+  for (uint64_t m = 0; m < j.batch; ++m)
+    for (uint64_t r0 = 0; r0 < j.n; r0 += step) {
+      const uint64_t r1 = std::min(j.n, r0 + step);
+      buf.resize((r1 - r0) * j.k);
+      IRIS_TRY(j.decoder->decode_rows(m * j.n + r0, m * j.n + r1, buf.data()));
+      IRIS_TRY(check_finite(j, buf.data(), buf.size(), (m * j.n + r0) * j.k));
+      IRIS_TRY(fn(m, r0, r1, buf));
+    }
+  return Status::ok();
+}
+
+// Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) and writes them.
+Status write_tiled(const Job& j, const std::vector<uint8_t>& rows, uint64_t r0, uint64_t r1, ByteSink& sink) {
+  const MatrixGeometry g = matrix_geometry(j.desc).value();
+  const uint64_t tn = j.desc.layout.tile_n;
+  const uint64_t end = r1 == j.n ? g.padded_n : r1;  // the last chunk also writes the padding stripes' rows
+  std::vector<uint8_t> tiled((end - r0) / tn * stripe_bytes(g, tn));
+  for (uint64_t r = r0; r < end; r += tn)
+    tile_stripe(g, tn, j.desc.layout.tile_k, r < j.n ? rows.data() + (r - r0) * g.row_bytes() : nullptr, r,
+                tiled.data() + (r - r0) / tn * stripe_bytes(g, tn));
+  return sink.write(tiled);
+}
+
+Status produce_mxfp4(Job& j, ByteSink& sink) {
+  const uint64_t blocks = ceil_div(j.k, 32);
+  j.stash.mxfp4_scales.clear();
+  return for_each_chunk(j, [&](uint64_t, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+    const uint64_t rows = r1 - r0;
+    std::vector<uint8_t> codes(rows * blocks * 16), scales(rows * blocks);
+    quant::mxfp4_encode(x.data(), rows, j.k, j.opts.mxfp4_rule, codes.data(), scales.data());
+    std::vector<float> back(x.size());
+    quant::mxfp4_decode(codes.data(), scales.data(), rows, j.k, back.data());
+    j.quality->add(x.data(), back.data(), x.size());
+    j.stash.mxfp4_scales.insert(j.stash.mxfp4_scales.end(), scales.begin(), scales.end());
+    return write_tiled(j, codes, r0, r1, sink);
+  });
+}
+
+Status produce_fp8(Job& j, ByteSink& sink) {
+  j.stash.fp8_scales.clear();
+  const quant::Fp8Granularity g = j.target == Target::kFp8Tensor ? quant::Fp8Granularity::kTensor
+                                  : j.target == Target::kFp8Channel ? quant::Fp8Granularity::kChannel
+                                                                     : quant::Fp8Granularity::kBlock;
+  // Per tensor: the amax of each matrix first, then one multiplier for all its chunks.
+  std::vector<float> mul(j.batch, 1.f);
+  if (g == quant::Fp8Granularity::kTensor) {
+    std::vector<float> amax(j.batch, 0.f);
+    IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t, uint64_t, const std::vector<float>& x) -> Status {
+      for (float v : x) amax[m] = std::fmax(amax[m], std::fabs(v));
+      return Status::ok();
+    }));
+    for (uint64_t m = 0; m < j.batch; ++m) {
+      volatile float recip = 1.f / amax[m];  // torch's 448 / amax is reciprocal(amax) * 448
+      mul[m] = amax[m] > 0 ? 448.f * recip : 1.f;
+      j.stash.fp8_scales.push_back(1.f / mul[m]);
+    }
+  }
+  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+    const uint64_t rows = r1 - r0;
+    std::vector<uint8_t> codes(rows * j.k);
+    std::vector<float> scales;
+    if (g == quant::Fp8Granularity::kTensor) {
+      for (uint64_t i = 0; i < x.size(); ++i) codes[i] = quant::e4m3_encode(std::clamp(x[i] * mul[m], -448.f, 448.f));
+      scales.assign(1, j.stash.fp8_scales[m]);
+    } else {
+      scales.resize(quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
+      quant::fp8_encode(x.data(), 1, rows, j.k, g, 128, 128, codes.data(), scales.data());
+      j.stash.fp8_scales.insert(j.stash.fp8_scales.end(), scales.begin(), scales.end());
+    }
+    quant::Fp8Scales s;
+    s.granularity = g;
+    s.data = scales.data();
+    std::vector<float> back(x.size());
+    quant::fp8_decode(codes.data(), 1, rows, j.k, s, back.data());
+    j.quality->add(x.data(), back.data(), x.size());
+    return write_tiled(j, codes, r0, r1, sink);
+  });
+}
+
+// NF4 pass 1: the first-level absmax of every block (and, from it, the double quantization).
+Status nf4_absmax(Job& j, std::vector<float>* absmax) {
+  const uint64_t numel = j.batch * j.n * j.k;
+  absmax->assign(ceil_div(numel, 64), 0.f);
+  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+    quant::nf4_block_absmax(x.data(), (m * j.n + r0) * j.k, (r1 - r0) * j.k, numel, absmax->data());
+    return Status::ok();
+  }));
+  quant::nf4_quantize_absmax(absmax->data(), absmax->size(), &j.stash.nf4);
+  return Status::ok();
+}
+
+Status produce_nf4(Job& j, ByteSink& sink) {
+  std::vector<float> absmax;
+  IRIS_TRY(nf4_absmax(j, &absmax));
+  if (f32_bits(j.stash.nf4.offset) != f32_bits(float(j.desc.params["nested_offset"].get<double>())))
+    return internal_error("tensor '" + j.desc.name + "': NF4 offset changed between planning and writing");
+  const uint64_t numel = j.batch * j.n * j.k;
+  quant::Bnb4bitParams p;
+  std::vector<float> table(16), map(256);
+  for (int i = 0; i < 16; ++i) table[i] = quant::nf4_to_f32(uint8_t(i));
+  for (int i = 0; i < 256; ++i) map[i] = quant::dynamic_map_value(uint8_t(i));
+  p.code_table = table.data();
+  p.double_quant = true;
+  p.absmax_codes = j.stash.nf4.absmax_codes.data();
+  p.nested_absmax = j.stash.nf4.nested_absmax.data();
+  p.nested_map = map.data();
+  p.nested_offset = j.stash.nf4.offset;
+  const bool tiled = j.desc.layout.kind == LayoutKind::kTiled;
+  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+    const uint64_t i0 = (m * j.n + r0) * j.k, count = (r1 - r0) * j.k;
+    std::vector<uint8_t> codes(ceil_div(count, 2));
+    quant::nf4_encode_codes(x.data(), i0, count, numel, absmax.data(), codes.data());
+    std::vector<float> back(count);
+    quant::bnb4_decode_ref(codes.data() - i0 / 2, i0, i0 + count, p, back.data());
+    j.quality->add(x.data(), back.data(), count);
+    if (tiled) return write_tiled(j, codes, r0, r1, sink);
+    return sink.write(codes);  // flat: chunks are whole 64-element blocks, so whole bytes
+  });
+}
+
+Status produce_bf16(Job& j, ByteSink& sink) {
+  return for_each_chunk(j, [&](uint64_t, uint64_t, uint64_t, const std::vector<float>& x) -> Status {
+    std::vector<uint16_t> out(x.size());
+    std::vector<float> back(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      out[i] = f32_to_bf16(x[i]);
+      back[i] = bf16_to_f32(out[i]);
+    }
+    j.quality->add(x.data(), back.data(), x.size());
+    return sink.write({reinterpret_cast<const uint8_t*>(out.data()), out.size() * 2});
+  });
+}
+
+ComponentProducer bytes_of(std::shared_ptr<Job> j, std::function<std::span<const uint8_t>(Job&)> get) {
+  return [j, get](ByteSink& s) { return s.write(get(*j)); };
+}
+
+template <typename T>
+std::span<const uint8_t> as_bytes(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+std::vector<uint8_t> f32_table(float (*f)(uint8_t), int n) {
+  std::vector<uint8_t> out(n * 4);
+  for (int i = 0; i < n; ++i) {
+    float v = f(uint8_t(i));
+    std::memcpy(&out[i * 4], &v, 4);
+  }
+  return out;
+}
+
+json part(const std::string& role, const std::string& name, const char* dtype, std::vector<uint64_t> shape) {
+  return {{"role", role}, {"name", name}, {"dtype", dtype}, {"shape", std::move(shape)}};
+}
+
+}  // namespace
+
+Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, const RequantOptions& o) {
+  auto job = std::make_shared<Job>();
+  Job& j = *job;
+  j.source = source;
+  j.target = target;
+  j.opts = o;
+  IRIS_ASSIGN_OR_RETURN(j.decoder, SourceDecoder::create(source));
+  const auto& shape = source.desc.shape;
+  TensorDesc& d = j.desc;
+  d.name = source.desc.name;
+  d.shape = shape;
+  d.dtype = source.desc.dtype == DType::kF16 || source.desc.dtype == DType::kF32 ? source.desc.dtype : DType::kBF16;
+  if (target == Target::kBf16) {
+    d.dtype = DType::kBF16;
+    d.format = Format::kRaw;
+    j.k = j.decoder->k();
+    j.n = j.decoder->rows();
+  } else {
+    if (shape.size() < 2)
+      return usage_error("tensor '" + d.name + "': " + target_name(target) + " needs a matrix, the tensor has shape " + json(shape).dump());
+    j.n = shape[shape.size() - 2];
+    j.k = shape.back();
+    for (size_t i = 0; i + 2 < shape.size(); ++i) j.batch *= shape[i];
+    if (j.k == 0 || j.n == 0) return usage_error("tensor '" + d.name + "': cannot quantize an empty matrix");
+  }
+  const uint64_t numel = j.batch * j.n * j.k;
+  json parts = json::array();
+  const std::string base = d.name;
+  std::vector<uint64_t> prefix(shape.begin(), shape.end() - std::min<size_t>(2, shape.size()));
+  RequantPlan plan;
+  switch (target) {
+    case Target::kMxfp4: {
+      d.format = Format::kMxfp4;
+      d.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"},
+                  {"scale_rule", o.mxfp4_rule == quant::Mxfp4ScaleRule::kSearch ? "search" : "ocp_floor"}};
+      d.layout = choose_layout(d, o.tile_n, o.tile_k);
+      auto blocks_shape = prefix;
+      blocks_shape.insert(blocks_shape.end(), {j.n, ceil_div(j.k, 32), 16});
+      auto scales_shape = prefix;
+      scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 32)});
+      parts.push_back(part("codes", base + "_blocks", "U8", blocks_shape));
+      parts.push_back(part("scales", base + "_scales", "U8", scales_shape));
+      plan.producers = {[job](ByteSink& s) { return produce_mxfp4(*job, s); },
+                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.mxfp4_scales); })};
+      break;
+    }
+    case Target::kFp8Tensor:
+    case Target::kFp8Channel:
+    case Target::kFp8Block: {
+      d.format = Format::kFp8E4M3;
+      std::vector<uint64_t> sshape = prefix;
+      std::string gran, scale_name = "weight_scale";
+      if (target == Target::kFp8Tensor) {
+        gran = "tensor";
+        sshape.push_back(1);
+      } else if (target == Target::kFp8Channel) {
+        gran = "channel";
+        sshape.insert(sshape.end(), {j.n, 1});
+      } else {
+        gran = "block";
+        scale_name = "weight_scale_inv";
+        sshape.insert(sshape.end(), {ceil_div(j.n, 128), ceil_div(j.k, 128)});
+      }
+      d.params = {{"scale_granularity", gran}, {"scale_dtype", "f32"}, {"scale_shape", sshape}, {"scale_name", scale_name}};
+      if (gran == "block") {
+        d.params["block_n"] = 128;
+        d.params["block_k"] = 128;
+      }
+      d.layout = choose_layout(d, o.tile_n, o.tile_k);
+      // HF naming: P.weight + P.weight_scale_inv (blocks) or P.weight_scale (tensor, channel).
+      const std::string scale_tensor = base.size() > 7 && base.ends_with(".weight") ? base + (gran == "block" ? "_scale_inv" : "_scale")
+                                                                                   : base + "." + scale_name;
+      parts.push_back(part("codes", base, "F8_E4M3", shape));
+      parts.push_back(part("scales", scale_tensor, "F32", sshape));
+      plan.producers = {[job](ByteSink& s) { return produce_fp8(*job, s); },
+                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.fp8_scales); })};
+      break;
+    }
+    case Target::kNf4: {
+      d.format = Format::kNf4;
+      d.params = {{"block_size", 64}, {"double_quant", true}};
+      d.layout = choose_layout(d, o.tile_n, o.tile_k);
+      if (d.layout.kind == LayoutKind::kFlat) {
+        // Blocks follow the flattened tensor: chunk it as one matrix so that every chunk
+        // starts on a 64-element block, across the boundaries of stacked matrices too.
+        j.n *= j.batch;
+        j.batch = 1;
+      }
+      // Pass 1 now: the offset is a manifest parameter, so it must be known before writing.
+      std::vector<float> absmax;
+      IRIS_TRY(nf4_absmax(j, &absmax));
+      const float off = j.stash.nf4.offset;
+      char hex[11];
+      std::snprintf(hex, sizeof hex, "0x%08x", f32_bits(off));
+      // bitsandbytes' quant_state JSON, so that export --dtype keep writes a checkpoint
+      // transformers loads (Python json.dumps separators and key order).
+      std::string shape_txt;
+      for (size_t i = 0; i < shape.size(); ++i) shape_txt += (i ? ", " : "") + std::to_string(shape[i]);
+      j.stash.quant_state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"" + torch_dtype_name(source.desc.dtype) +
+                            "\", \"shape\": [" + shape_txt + "], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": " +
+                            py_float(double(off)) + "}";
+      d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", double(off)},
+                  {"nested_offset_f32_bits", hex}, {"nibble_order", "high_first"}, {"quant_state_bytes", j.stash.quant_state.size()}};
+      const uint64_t nabs = ceil_div(numel, 64);
+      parts.push_back(part("codes", base, "U8", {ceil_div(numel, 2), 1}));
+      parts.push_back(part("absmax", base + ".absmax", "U8", {nabs}));
+      parts.push_back(part("nested_absmax", base + ".nested_absmax", "F32", {ceil_div(nabs, 256)}));
+      parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
+      parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
+      parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
+      plan.producers = {[job](ByteSink& s) { return produce_nf4(*job, s); },
+                        bytes_of(job, [](Job& x) { return std::span<const uint8_t>(x.stash.nf4.absmax_codes); }),
+                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.nf4.nested_absmax); }),
+                        [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },
+                        [](ByteSink& s) { return s.write(f32_table(quant::dynamic_map_value, 256)); },
+                        bytes_of(job, [](Job& x) {
+                          return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(x.stash.quant_state.data()), x.stash.quant_state.size());
+                        })};
+      break;
+    }
+    case Target::kBf16:
+      parts.push_back(part("data", base, "BF16", shape));
+      plan.producers = {[job](ByteSink& s) { return produce_bf16(*job, s); }};
+      break;
+    case Target::kKeep:
+      return internal_error("plan_requantize called for keep");
+  }
+  plan.desc = d;
+  plan.source_record = {{"tensors", parts}, {"requantized_from", is_quantized(source.desc.format) ? format_name(source.desc.format)
+                                                                                                 : std::string(dtype_archive_name(source.desc.dtype))}};
+  plan.quality = j.quality;
+  return plan;
+}
+
+}  // namespace iris

@@ -1,0 +1,39 @@
+// Requantization of one tensor: its source decoded in row chunks, re-encoded into the
+// target format, the codes tiled and streamed into the archive while the side components
+// (scales, absmax...) wait in a small stash for their turn. Memory stays at one chunk of
+// FP32 values plus the side components, whatever the tensor's size.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "converter/quality.h"
+#include "converter/quant_policy.h"
+#include "formats/byte_sink.h"
+#include "formats/source_tensors.h"
+#include "quant/mxfp4.h"
+
+namespace iris {
+
+struct RequantOptions {
+  uint64_t tile_n = kDefaultTileN, tile_k = kDefaultTileK;
+  quant::Mxfp4ScaleRule mxfp4_rule = quant::Mxfp4ScaleRule::kOcpFloor;
+  bool allow_nonfinite = false;
+};
+
+struct RequantPlan {
+  TensorDesc desc;               // the target tensor
+  nlohmann::json source_record;  // the checkpoint tensors export --dtype keep writes for it
+  std::vector<ComponentProducer> producers;
+  std::shared_ptr<QualityStats> quality;  // filled while the producers run
+};
+
+// Plans `source` -> `target` (not kKeep). NF4 targets decode the source once here, since
+// the double-quantization offset is a manifest parameter.
+Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, const RequantOptions& options);
+
+}  // namespace iris

@@ -1,0 +1,157 @@
+#include "converter/source_decoder.h"
+
+#include <cstring>
+
+#include "common/float_bits.h"
+#include "quant/fp8.h"
+#include "quant/mxfp4.h"
+#include "quant/nf4.h"
+#include "quant/tables.h"
+
+namespace iris {
+
+bool is_decodable_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
+
+namespace {
+
+std::vector<uint8_t> read_all(const SnapshotTensor& t, Status* s) {
+  std::vector<uint8_t> v(t.tensor->size);
+  *s = t.file->mapping().read_at(t.tensor->offset, v.data(), v.size());
+  return v;
+}
+
+class RawDecoder final : public SourceDecoder {
+ public:
+  explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref) {}
+  Status init(const TensorDesc& d) {
+    k_ = d.shape.empty() ? 1 : d.shape.back();
+    uint64_t numel = 1;
+    for (auto x : d.shape) numel *= x;
+    rows_ = k_ ? numel / k_ : 0;
+    es_ = dtype_bits(d.dtype) / 8;
+    return Status::ok();
+  }
+  Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
+    std::vector<uint8_t> buf((r1 - r0) * k_ * es_);
+    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), buf.size()));
+    const uint64_t n = (r1 - r0) * k_;
+    const DType dt = t_.tensor->dtype;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint8_t* p = buf.data() + i * es_;
+      uint16_t h;
+      switch (dt) {
+        case DType::kBF16: std::memcpy(&h, p, 2); out[i] = bf16_to_f32(h); break;
+        case DType::kF16: std::memcpy(&h, p, 2); out[i] = f16_to_f32(h); break;
+        case DType::kF32: std::memcpy(&out[i], p, 4); break;
+        default: { double v; std::memcpy(&v, p, 8); out[i] = float(v); }
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  SnapshotTensor t_;
+  uint64_t es_ = 2;
+};
+
+// Quantized sources are compact: their components are read whole, then decoded per row range.
+class QuantizedDecoder final : public SourceDecoder {
+ public:
+  Status init(const SourceTensor& s) {
+    d_ = s.desc;
+    for (const auto& p : s.parts) {
+      Status st;
+      comps_[p.role] = read_all(p.ref, &st);
+      IRIS_TRY(st);
+    }
+    k_ = d_.shape.back();
+    uint64_t numel = 1;
+    for (auto x : d_.shape) numel *= x;
+    rows_ = numel / k_;
+    n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
+    if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) {
+      p_.block_size = format_block_size(d_);
+      p_.code_table = f("code_table");
+      p_.double_quant = nf4_double_quant(d_);
+      if (p_.double_quant) {
+        p_.absmax_codes = comps_["absmax"].data();
+        p_.nested_absmax = f("nested_absmax");
+        p_.nested_map = f("nested_code_table");
+        p_.nested_block_size = d_.params.value("nested_block_size", uint64_t(256));
+        p_.nested_offset = float(d_.params.value("nested_offset", 0.0));
+      } else {
+        p_.absmax = f("absmax");
+      }
+    }
+    if (d_.format == Format::kFp8E4M3) {
+      s_.data = comps_["scales"].data();
+      const std::string sd = d_.params.value("scale_dtype", "f32");
+      s_.type = sd == "bf16" ? quant::ScaleType::kBf16 : sd == "f16" ? quant::ScaleType::kF16 : quant::ScaleType::kF32;
+      switch (fp8_granularity(d_)) {
+        case ScaleGranularity::kTensor: s_.granularity = quant::Fp8Granularity::kTensor; break;
+        case ScaleGranularity::kChannel: s_.granularity = quant::Fp8Granularity::kChannel; break;
+        case ScaleGranularity::kBlock:
+          s_.granularity = quant::Fp8Granularity::kBlock;
+          s_.block_n = d_.params.value("block_n", uint64_t(128));
+          s_.block_k = d_.params.value("block_k", uint64_t(128));
+          break;
+        case ScaleGranularity::kGroup:
+          s_.granularity = quant::Fp8Granularity::kGroup;
+          s_.group = d_.params.value("group_size", uint64_t(128));
+          break;
+      }
+    }
+    return Status::ok();
+  }
+
+  Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
+    switch (d_.format) {
+      case Format::kMxfp4: {
+        const uint64_t blocks = (k_ + 31) / 32;
+        quant::mxfp4_decode(comps_.at("codes").data() + r0 * blocks * 16, comps_.at("scales").data() + r0 * blocks, r1 - r0, k_, out);
+        return Status::ok();
+      }
+      case Format::kNf4:
+      case Format::kBnbFp4:
+        quant::bnb4_decode_ref(comps_.at("codes").data(), r0 * k_, r1 * k_, p_, out);
+        return Status::ok();
+      case Format::kFp8E4M3: {
+        const uint8_t* codes = comps_.at("codes").data();
+#pragma omp parallel for schedule(static)
+        for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
+          const uint64_t b = uint64_t(r) / n_, row = uint64_t(r) % n_;
+          for (uint64_t c = 0; c < k_; ++c)
+            out[(r - r0) * k_ + c] =
+                canonical_nan_if_nan(quant::e4m3_to_f32(codes[r * k_ + c]) * quant::fp8_scale_at(s_, n_, k_, b, row, c));
+        }
+        return Status::ok();
+      }
+      default: return internal_error("not a quantized source");
+    }
+  }
+
+ private:
+  const float* f(const char* role) { return reinterpret_cast<const float*>(comps_[role].data()); }
+  TensorDesc d_;
+  std::map<std::string, std::vector<uint8_t>> comps_;
+  uint64_t n_ = 1;
+  quant::Bnb4bitParams p_;
+  quant::Fp8Scales s_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SourceDecoder>> SourceDecoder::create(const SourceTensor& s) {
+  if (s.desc.format == Format::kRaw) {
+    if (!is_decodable_float(s.desc.dtype))
+      return unsupported("tensor '" + s.desc.name + "': " + std::string(dtype_archive_name(s.desc.dtype)) + " values cannot be quantized");
+    auto d = std::make_unique<RawDecoder>(s);
+    IRIS_TRY(d->init(s.desc));
+    return std::unique_ptr<SourceDecoder>(std::move(d));
+  }
+  auto d = std::make_unique<QuantizedDecoder>();
+  IRIS_TRY(d->init(s));
+  return std::unique_ptr<SourceDecoder>(std::move(d));
+}
+
+}  // namespace iris

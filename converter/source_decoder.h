@@ -1,0 +1,30 @@
+// Decodes rows of a source tensor (any format a snapshot can hold) into FP32, reading only
+// what those rows need: the input side of requantization.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "formats/source_tensors.h"
+
+namespace iris {
+
+class SourceDecoder {
+ public:
+  static Result<std::unique_ptr<SourceDecoder>> create(const SourceTensor& source);
+  virtual ~SourceDecoder() = default;
+  // The tensor as rows x k (k = last dimension; rank <= 1 is one row).
+  uint64_t rows() const { return rows_; }
+  uint64_t k() const { return k_; }
+  // Exact FP32 values of rows [r0, r1), row-major, into out.
+  virtual Status decode_rows(uint64_t r0, uint64_t r1, float* out) const = 0;
+
+ protected:
+  uint64_t rows_ = 0, k_ = 0;
+};
+
+// A float dtype of raw tensors this decoder widens exactly (bf16, f16, f32; f64 rounds).
+bool is_decodable_float(DType d);
+
+}  // namespace iris
