@@ -7,10 +7,11 @@ namespace iris {
 
 void QualityStats::add(const float* ref, const float* got, uint64_t n) {
   double sr = 0, se = 0, mx = max_abs_err;
-  for (uint64_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(static) reduction(+ : sr, se) reduction(max : mx)
+  for (int64_t i = 0; i < int64_t(n); ++i) {
     // Non-finite sources (allowed with --allow-nonfinite) are left out of the statistics.
     if (!std::isfinite(ref[i])) continue;
-    double e = double(got[i]) - double(ref[i]);
+    const double e = double(got[i]) - double(ref[i]);
     sr += double(ref[i]) * double(ref[i]);
     se += e * e;
     mx = std::max(mx, std::fabs(e));

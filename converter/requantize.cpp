@@ -41,12 +41,47 @@ struct Job {
   std::shared_ptr<QualityStats> quality = std::make_shared<QualityStats>();
 };
 
+// Scratch shared by every chunk of every tensor (tensors are written one at a time).
+// Allocating per chunk or per tensor was most of the run time: zero fills and page faults.
+// new T[n] leaves the memory uninitialised; it is always written before it is read.
+template <typename T>
+class Scratch {
+ public:
+  T* get(uint64_t n) {
+    if (n > cap_) {
+      buf_.reset(new T[n]);
+      cap_ = n;
+    }
+    return buf_.get();
+  }
+
+ private:
+  std::unique_ptr<T[]> buf_;
+  uint64_t cap_ = 0;
+};
+
+struct Scratches {
+  Scratch<float> x, back;
+  Scratch<uint8_t> codes, tiled;
+};
+
+Scratches& scratches() {
+  static Scratches s;
+  return s;
+}
+
+// Drops what a job holds once its codes are written (the producers, and so the job, live
+// until the whole archive is written).
+void release_scratch(Job& j) { j.decoder.reset(); }
+
 Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
   if (j.opts.allow_nonfinite) return Status::ok();
-  uint64_t bad = 0, first = 0;
-  for (uint64_t i = 0; i < count; ++i)
-    if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+  uint64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
+  for (int64_t i = 0; i < int64_t(count); ++i) bad += (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
   if (!bad) return Status::ok();
+  uint64_t first = 0;
+  while (std::isfinite(v[first])) ++first;
   char val[32];
   std::snprintf(val, sizeof val, "%g", double(v[first]));
   return invalid_input("tensor '" + j.source.desc.name + "': " + std::to_string(bad) + " non-finite value(s) in elements [" +
@@ -72,44 +107,46 @@ std::string py_float(double v) {
 std::string torch_dtype_name(DType d) { return d == DType::kF16 ? "float16" : d == DType::kF32 ? "float32" : "bfloat16"; }
 
 // Row chunks [r0, r1) of matrix m, in order.
+// Chunk values are passed as (pointer, count); the pointer is valid until the next chunk.
 template <typename F>
-Status for_each_chunk(const Job& j, F&& fn) {
+Status for_each_chunk(Job& j, F&& fn) {
   const uint64_t step = chunk_rows(j);
-  std::vector<float> buf;
   for (uint64_t m = 0; m < j.batch; ++m)
     for (uint64_t r0 = 0; r0 < j.n; r0 += step) {
-      const uint64_t r1 = std::min(j.n, r0 + step);
-      buf.resize((r1 - r0) * j.k);
-      IRIS_TRY(j.decoder->decode_rows(m * j.n + r0, m * j.n + r1, buf.data()));
-      IRIS_TRY(check_finite(j, buf.data(), buf.size(), (m * j.n + r0) * j.k));
-      IRIS_TRY(fn(m, r0, r1, buf));
+      const uint64_t r1 = std::min(j.n, r0 + step), count = (r1 - r0) * j.k;
+      float* buf = scratches().x.get(count);
+      IRIS_TRY(j.decoder->decode_rows(m * j.n + r0, m * j.n + r1, buf));
+      IRIS_TRY(check_finite(j, buf, count, (m * j.n + r0) * j.k));
+      IRIS_TRY(fn(m, r0, r1, buf, count));
     }
   return Status::ok();
 }
 
 // Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) and writes them.
-Status write_tiled(const Job& j, const std::vector<uint8_t>& rows, uint64_t r0, uint64_t r1, ByteSink& sink) {
+Status write_tiled(Job& j, const uint8_t* rows, uint64_t r0, uint64_t r1, ByteSink& sink) {
   const MatrixGeometry g = matrix_geometry(j.desc).value();
   const uint64_t tn = j.desc.layout.tile_n;
   const uint64_t end = r1 == j.n ? g.padded_n : r1;  // the last chunk also writes the padding stripes' rows
-  std::vector<uint8_t> tiled((end - r0) / tn * stripe_bytes(g, tn));
+  const uint64_t bytes = (end - r0) / tn * stripe_bytes(g, tn);
+  uint8_t* tiled = scratches().tiled.get(bytes);
   for (uint64_t r = r0; r < end; r += tn)
-    tile_stripe(g, tn, j.desc.layout.tile_k, r < j.n ? rows.data() + (r - r0) * g.row_bytes() : nullptr, r,
-                tiled.data() + (r - r0) / tn * stripe_bytes(g, tn));
-  return sink.write(tiled);
+    tile_stripe(g, tn, j.desc.layout.tile_k, r < j.n ? rows + (r - r0) * g.row_bytes() : nullptr, r, tiled + (r - r0) / tn * stripe_bytes(g, tn));
+  return sink.write({tiled, bytes});
 }
 
 Status produce_mxfp4(Job& j, ByteSink& sink) {
   const uint64_t blocks = ceil_div(j.k, 32);
   j.stash.mxfp4_scales.clear();
-  return for_each_chunk(j, [&](uint64_t, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+  return for_each_chunk(j, [&](uint64_t, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
     const uint64_t rows = r1 - r0;
-    std::vector<uint8_t> codes(rows * blocks * 16), scales(rows * blocks);
-    quant::mxfp4_encode(x.data(), rows, j.k, j.opts.mxfp4_rule, codes.data(), scales.data());
-    std::vector<float> back(x.size());
-    quant::mxfp4_decode(codes.data(), scales.data(), rows, j.k, back.data());
-    j.quality->add(x.data(), back.data(), x.size());
-    j.stash.mxfp4_scales.insert(j.stash.mxfp4_scales.end(), scales.begin(), scales.end());
+    uint8_t* codes = scratches().codes.get(rows * blocks * 16);
+    const size_t s0 = j.stash.mxfp4_scales.size();
+    j.stash.mxfp4_scales.resize(s0 + rows * blocks);
+    uint8_t* scales = j.stash.mxfp4_scales.data() + s0;
+    quant::mxfp4_encode(x, rows, j.k, j.opts.mxfp4_rule, codes, scales);
+    float* back = scratches().back.get(count);
+    quant::mxfp4_decode(codes, scales, rows, j.k, back);
+    j.quality->add(x, back, count);
     return write_tiled(j, codes, r0, r1, sink);
   });
 }
@@ -123,34 +160,40 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   std::vector<float> mul(j.batch, 1.f);
   if (g == quant::Fp8Granularity::kTensor) {
     std::vector<float> amax(j.batch, 0.f);
-    IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t, uint64_t, const std::vector<float>& x) -> Status {
-      for (float v : x) amax[m] = std::fmax(amax[m], std::fabs(v));
+    auto chunk_amax = [&](uint64_t m, uint64_t, uint64_t, const float* x, uint64_t count) -> Status {
+      float a = amax[m];
+#pragma omp parallel for schedule(static) reduction(max : a)
+      for (int64_t i = 0; i < int64_t(count); ++i) a = std::max(a, std::fabs(x[i]));  // NaN refused earlier
+      amax[m] = a;
       return Status::ok();
-    }));
+    };
+    IRIS_TRY(for_each_chunk(j, chunk_amax));
     for (uint64_t m = 0; m < j.batch; ++m) {
       volatile float recip = 1.f / amax[m];  // torch's 448 / amax is reciprocal(amax) * 448
       mul[m] = amax[m] > 0 ? 448.f * recip : 1.f;
       j.stash.fp8_scales.push_back(1.f / mul[m]);
     }
   }
-  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
+  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
     const uint64_t rows = r1 - r0;
-    std::vector<uint8_t> codes(rows * j.k);
+    uint8_t* codes = scratches().codes.get(count);
     std::vector<float> scales;
     if (g == quant::Fp8Granularity::kTensor) {
-      for (uint64_t i = 0; i < x.size(); ++i) codes[i] = quant::e4m3_encode(std::clamp(x[i] * mul[m], -448.f, 448.f));
+      const float mm = mul[m];
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < int64_t(count); ++i) codes[i] = quant::e4m3_encode(std::clamp(x[i] * mm, -448.f, 448.f));
       scales.assign(1, j.stash.fp8_scales[m]);
     } else {
       scales.resize(quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
-      quant::fp8_encode(x.data(), 1, rows, j.k, g, 128, 128, codes.data(), scales.data());
+      quant::fp8_encode(x, 1, rows, j.k, g, 128, 128, codes, scales.data());
       j.stash.fp8_scales.insert(j.stash.fp8_scales.end(), scales.begin(), scales.end());
     }
     quant::Fp8Scales s;
     s.granularity = g;
     s.data = scales.data();
-    std::vector<float> back(x.size());
-    quant::fp8_decode(codes.data(), 1, rows, j.k, s, back.data());
-    j.quality->add(x.data(), back.data(), x.size());
+    float* back = scratches().back.get(count);
+    quant::fp8_decode(codes, 1, rows, j.k, s, back);
+    j.quality->add(x, back, count);
     return write_tiled(j, codes, r0, r1, sink);
   });
 }
@@ -159,8 +202,8 @@ Status produce_fp8(Job& j, ByteSink& sink) {
 Status nf4_absmax(Job& j, std::vector<float>* absmax) {
   const uint64_t numel = j.batch * j.n * j.k;
   absmax->assign(ceil_div(numel, 64), 0.f);
-  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
-    quant::nf4_block_absmax(x.data(), (m * j.n + r0) * j.k, (r1 - r0) * j.k, numel, absmax->data());
+  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t) -> Status {
+    quant::nf4_block_absmax(x, (m * j.n + r0) * j.k, (r1 - r0) * j.k, numel, absmax->data());
     return Status::ok();
   }));
   quant::nf4_quantize_absmax(absmax->data(), absmax->size(), &j.stash.nf4);
@@ -184,28 +227,29 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   p.nested_map = map.data();
   p.nested_offset = j.stash.nf4.offset;
   const bool tiled = j.desc.layout.kind == LayoutKind::kTiled;
-  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const std::vector<float>& x) -> Status {
-    const uint64_t i0 = (m * j.n + r0) * j.k, count = (r1 - r0) * j.k;
-    std::vector<uint8_t> codes(ceil_div(count, 2));
-    quant::nf4_encode_codes(x.data(), i0, count, numel, absmax.data(), codes.data());
-    std::vector<float> back(count);
-    quant::bnb4_decode_ref(codes.data() - i0 / 2, i0, i0 + count, p, back.data());
-    j.quality->add(x.data(), back.data(), count);
+  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
+    const uint64_t i0 = (m * j.n + r0) * j.k;
+    uint8_t* codes = scratches().codes.get(ceil_div(count, 2));
+    quant::nf4_encode_codes(x, i0, count, numel, absmax.data(), codes);
+    float* back = scratches().back.get(count);
+    quant::bnb4_decode_range(codes - i0 / 2, i0, i0 + count, p, back);
+    j.quality->add(x, back, count);
     if (tiled) return write_tiled(j, codes, r0, r1, sink);
-    return sink.write(codes);  // flat: chunks are whole 64-element blocks, so whole bytes
+    return sink.write({codes, ceil_div(count, 2)});  // flat: chunks are whole 64-element blocks, so whole bytes
   });
 }
 
 Status produce_bf16(Job& j, ByteSink& sink) {
-  return for_each_chunk(j, [&](uint64_t, uint64_t, uint64_t, const std::vector<float>& x) -> Status {
-    std::vector<uint16_t> out(x.size());
-    std::vector<float> back(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
+  return for_each_chunk(j, [&](uint64_t, uint64_t, uint64_t, const float* x, uint64_t count) -> Status {
+    auto* out = reinterpret_cast<uint16_t*>(scratches().codes.get(count * 2));
+    float* back = scratches().back.get(count);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < int64_t(count); ++i) {
       out[i] = f32_to_bf16(x[i]);
       back[i] = bf16_to_f32(out[i]);
     }
-    j.quality->add(x.data(), back.data(), x.size());
-    return sink.write({reinterpret_cast<const uint8_t*>(out.data()), out.size() * 2});
+    j.quality->add(x, back, count);
+    return sink.write({reinterpret_cast<const uint8_t*>(out), count * 2});
   });
 }
 
@@ -275,7 +319,11 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 32)});
       parts.push_back(part("codes", base + "_blocks", "U8", blocks_shape));
       parts.push_back(part("scales", base + "_scales", "U8", scales_shape));
-      plan.producers = {[job](ByteSink& s) { return produce_mxfp4(*job, s); },
+      plan.producers = {[job](ByteSink& s) {
+                          Status st = produce_mxfp4(*job, s);
+                          release_scratch(*job);
+                          return st;
+                        },
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.mxfp4_scales); })};
       break;
     }
@@ -307,7 +355,11 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
                                                                                    : base + "." + scale_name;
       parts.push_back(part("codes", base, "F8_E4M3", shape));
       parts.push_back(part("scales", scale_tensor, "F32", sshape));
-      plan.producers = {[job](ByteSink& s) { return produce_fp8(*job, s); },
+      plan.producers = {[job](ByteSink& s) {
+                          Status st = produce_fp8(*job, s);
+                          release_scratch(*job);
+                          return st;
+                        },
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.fp8_scales); })};
       break;
     }
@@ -343,7 +395,11 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
       parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
       parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
-      plan.producers = {[job](ByteSink& s) { return produce_nf4(*job, s); },
+      plan.producers = {[job](ByteSink& s) {
+                          Status st = produce_nf4(*job, s);
+                          release_scratch(*job);
+                          return st;
+                        },
                         bytes_of(job, [](Job& x) { return std::span<const uint8_t>(x.stash.nf4.absmax_codes); }),
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.nf4.nested_absmax); }),
                         [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },
@@ -355,7 +411,11 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
     }
     case Target::kBf16:
       parts.push_back(part("data", base, "BF16", shape));
-      plan.producers = {[job](ByteSink& s) { return produce_bf16(*job, s); }};
+      plan.producers = {[job](ByteSink& s) {
+                          Status st = produce_bf16(*job, s);
+                          release_scratch(*job);
+                          return st;
+                        }};
       break;
     case Target::kKeep:
       return internal_error("plan_requantize called for keep");

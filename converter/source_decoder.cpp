@@ -32,18 +32,30 @@ class RawDecoder final : public SourceDecoder {
     return Status::ok();
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
-    std::vector<uint8_t> buf((r1 - r0) * k_ * es_);
-    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), buf.size()));
-    const uint64_t n = (r1 - r0) * k_;
-    const DType dt = t_.tensor->dtype;
-    for (uint64_t i = 0; i < n; ++i) {
-      const uint8_t* p = buf.data() + i * es_;
-      uint16_t h;
-      switch (dt) {
-        case DType::kBF16: std::memcpy(&h, p, 2); out[i] = bf16_to_f32(h); break;
-        case DType::kF16: std::memcpy(&h, p, 2); out[i] = f16_to_f32(h); break;
-        case DType::kF32: std::memcpy(&out[i], p, 4); break;
-        default: { double v; std::memcpy(&v, p, 8); out[i] = float(v); }
+    // One buffer for every call of every decoder: a fresh one per chunk costs a zero fill
+    // and page faults. Tensors are decoded one at a time.
+    static std::vector<uint8_t> buf;
+    if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
+    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_));
+    const int64_t n = int64_t((r1 - r0) * k_);
+    // One loop per dtype (no per-element switch), in parallel: this runs over every value.
+    switch (t_.tensor->dtype) {
+      case DType::kBF16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+        break;
+      }
+      case DType::kF16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+        break;
+      }
+      case DType::kF32: std::memcpy(out, buf.data(), size_t(n) * 4); break;
+      default: {
+        const auto* d = reinterpret_cast<const double*>(buf.data());
+        for (int64_t i = 0; i < n; ++i) out[i] = float(d[i]);
       }
     }
     return Status::ok();

@@ -2,18 +2,21 @@
 #include <cmath>
 
 #include "quant/fp8.h"
+#include "quant/simd.h"
 #include "quant/tables.h"
 
 namespace iris::quant {
 
-uint8_t e4m3_encode(float x) {
+namespace {
+IRIS_INLINE uint8_t e4m3_code(float x) {
   if (std::isnan(x)) return 0x7f;
   const uint32_t sign = (f32_bits(x) >> 24) & 0x80u;
   const float a = std::fabs(x);
   if (a >= 464.f) return uint8_t(sign | 0x7e);  // 464 is the tie between 448 and NaN: RNE gives 448
   if (a < 0.015625f) {
-    // Subnormal range: multiples of 2^-9; nearbyint rounds to nearest even.
-    const float q = std::nearbyint(a * 512.f);
+    // Subnormal range: multiples of 2^-9. Adding 2^23 rounds to an integer, ties to even,
+    // in the FP32 adder itself (no libm call; not folded away without -ffast-math).
+    const float q = (a * 512.f + 8388608.f) - 8388608.f;
     return uint8_t(sign | uint32_t(q));  // q == 8 is 2^-6, the first normal (code 0x08)
   }
   uint32_t b = f32_bits(a);
@@ -22,6 +25,9 @@ uint8_t e4m3_encode(float x) {
   if (e > 15 || (e == 15 && m == 7)) return uint8_t(sign | 0x7e);
   return uint8_t(sign | (e << 3) | m);
 }
+}  // namespace
+
+uint8_t e4m3_encode(float x) { return e4m3_code(x); }
 
 uint64_t fp8_scale_count(uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk) {
   switch (g) {
@@ -35,17 +41,17 @@ uint64_t fp8_scale_count(uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity 
 namespace {
 
 // One scaling unit: rows [r0, r1) x columns [c0, c1) of a row-major [n, k] matrix.
-void encode_unit(const float* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1, uint8_t* codes, float* scale) {
+IRIS_HOT_LOOP void encode_unit(const float* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1, uint8_t* codes, float* scale) {
   float amax = 0;
   for (uint64_t r = r0; r < r1; ++r)
-    for (uint64_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(m[r * k + c]));
+    for (uint64_t c = c0; c < c1; ++c) amax = max_abs(amax, m[r * k + c]);
   // torch evaluates `448 / amax` (scalar / tensor) as reciprocal(amax) * 448 and `1 / scale`
   // as reciprocal(scale): two roundings, not one division. On ties this decides the code
   // (tests/quant: 10.5 -> 11 with torch's multiplier, 10 with an IEEE division).
   volatile float recip = 1.f / amax;
   const float mul = amax > 0 ? 448.f * recip : 1.f;
   for (uint64_t r = r0; r < r1; ++r)
-    for (uint64_t c = c0; c < c1; ++c) codes[r * k + c] = e4m3_encode(std::clamp(m[r * k + c] * mul, -448.f, 448.f));
+    for (uint64_t c = c0; c < c1; ++c) codes[r * k + c] = e4m3_code(std::clamp(m[r * k + c] * mul, -448.f, 448.f));
   *scale = 1.f / mul;
 }
 

@@ -1,23 +1,23 @@
 #include <cmath>
 
 #include "quant/mxfp4.h"
+#include "quant/simd.h"
 #include "quant/tables.h"
 
 namespace iris::quant {
 
-uint8_t e2m1_encode(float y) {
+namespace {
+IRIS_INLINE uint8_t e2m1_code(float y) {
+  // Count the grid midpoints below |y|: '>' where the tie goes down to the even mantissa
+  // (0.25 -> 0, 1.25 -> 1, 2.5 -> 2, 5 -> 4), '>=' where it goes up (0.75 -> 1, 1.75 -> 2,
+  // 3.5 -> 4). Branch-free, so the loops vectorise; NaN compares false and gives 0.
   const float a = std::fabs(y);
-  uint8_t m;  // magnitude code; ties go to the even mantissa (codes 0, 2, 4, 6 have m = 0)
-  if (a <= 0.25f) m = 0;
-  else if (a < 0.75f) m = 1;
-  else if (a <= 1.25f) m = 2;
-  else if (a < 1.75f) m = 3;
-  else if (a <= 2.5f) m = 4;
-  else if (a < 3.5f) m = 5;
-  else if (a <= 5.0f) m = 6;
-  else m = 7;  // saturates at 6
-  return (m != 0 && y < 0) ? uint8_t(m | 8) : m;
+  const int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return uint8_t(m | ((y < 0.f && m) ? 8 : 0));
 }
+}  // namespace
+
+uint8_t e2m1_encode(float y) { return e2m1_code(y); }
 
 namespace {
 
@@ -29,24 +29,28 @@ int floor_log2(float a) {
   return -127 - __builtin_clz(b & 0x7fffff) + 9 - 1;  // subnormal: position of the leading bit
 }
 
+// 2^e as a float, e in [-126, 127] (always a normal number here: multiplying by it is exact).
+IRIS_INLINE float pow2(int e) { return f32_from_bits(uint32_t(e + 127) << 23); }
+
 // Squared error of quantizing `v` (32 values) with scale 2^e.
 double block_error(const float* v, int e) {
+  const float inv = pow2(-e), scale = pow2(e);
   double err = 0;
   for (int i = 0; i < 32; ++i) {
-    const float y = std::ldexp(v[i], -e);
-    const double d = double(e2m1_to_f32(e2m1_encode(y))) * std::ldexp(1.0, e) - double(v[i]);
+    const double d = double(e2m1_to_f32(e2m1_code(v[i] * inv)) * scale) - double(v[i]);
     err += d * d;
   }
   return err;
 }
 
-void encode_block(const float* v, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scale) {
+IRIS_INLINE void encode_block(const float* v, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scale) {
   float amax = 0;
-  bool finite = true;
+  uint32_t nonfinite = 0;
   for (int i = 0; i < 32; ++i) {
-    finite &= std::isfinite(v[i]);
-    amax = std::fmax(amax, std::fabs(v[i]));
+    nonfinite |= (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
+    amax = max_abs(amax, v[i]);
   }
+  const bool finite = !nonfinite;
   for (int i = 0; i < 16; ++i) codes[i] = 0;
   if (!finite) {
     *scale = 0xff;
@@ -58,22 +62,24 @@ void encode_block(const float* v, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* 
   }
   int e = floor_log2(amax) - 2;
   if (e < -127) e = -127;
-  if (rule == Mxfp4ScaleRule::kSearch && e + 1 <= 127 && block_error(v, e + 1) < block_error(v, e)) e += 1;
+  if (rule == Mxfp4ScaleRule::kSearch && e >= -126 && e + 1 <= 125 && block_error(v, e + 1) < block_error(v, e)) e += 1;
   *scale = uint8_t(e + 127);
-  for (int i = 0; i < 32; i += 2) {
-    // ldexp by a power of two is exact, so y is v / 2^e exactly.
-    const uint8_t lo = e2m1_encode(std::ldexp(v[i], -e)), hi = e2m1_encode(std::ldexp(v[i + 1], -e));
-    codes[i / 2] = uint8_t(lo | (hi << 4));
-  }
+  // amax < 2^(e+3) and e >= -127, so 2^-e is a normal float and v * 2^-e is exact.
+  const float inv = f32_from_bits(uint32_t(127 - e) << 23);
+  for (int i = 0; i < 32; i += 2) codes[i / 2] = uint8_t(e2m1_code(v[i] * inv) | (e2m1_code(v[i + 1] * inv) << 4));
 }
 
-void encode_rows(const float* in, uint64_t r0, uint64_t r1, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
+IRIS_HOT_LOOP void encode_rows(const float* in, uint64_t r0, uint64_t r1, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
   const uint64_t blocks = (k + 31) / 32;
   float buf[32];
   for (uint64_t r = r0; r < r1; ++r)
     for (uint64_t b = 0; b < blocks; ++b) {
-      for (uint64_t i = 0; i < 32; ++i) buf[i] = b * 32 + i < k ? in[r * k + b * 32 + i] : 0.f;
-      encode_block(buf, rule, codes + (r * blocks + b) * 16, scales + r * blocks + b);
+      const float* src = in + r * k + b * 32;
+      if ((b + 1) * 32 > k) {  // the last, partial block: pad with zeros
+        for (uint64_t i = 0; i < 32; ++i) buf[i] = b * 32 + i < k ? src[i] : 0.f;
+        src = buf;
+      }
+      encode_block(src, rule, codes + (r * blocks + b) * 16, scales + r * blocks + b);
     }
 }
 

@@ -27,6 +27,8 @@ float bnb_block_absmax(const Bnb4bitParams& p, uint64_t block);
 // byte j. w = code_table[nibble] * absmax[i / block_size] (one FP32 product); a NaN result
 // is the canonical NaN (common/float_bits.h).
 void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
+// [i0, i1) in parallel (i0 a multiple of block_size).
+void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
 // The same over [0, n), blocks in parallel.
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
 
@@ -37,6 +39,8 @@ namespace iris::quant {
 // NF4 code of x (already normalized to [-1, 1]): bitsandbytes' decision tree over the FP32
 // midpoints, strict '>' (a value on a midpoint takes the lower code), NaN -> code 0.
 uint8_t nf4_encode(float x);
+// The same code, branch-free (the number of thresholds x exceeds): what the fast encoder uses.
+uint8_t nf4_encode_fast(float x);
 
 // The 8-bit code of x in the signed dynamic map, as bitsandbytes' dQuantize: a 7-step
 // binary search over the sorted map, then a midpoint comparison.

@@ -19,6 +19,15 @@ void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4b
   }
 }
 
+void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out) {
+  const int64_t chunks = int64_t((i1 - i0 + 65535) / 65536);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t a = i0 + uint64_t(c) * 65536, b = std::min(i1, a + 65536);
+    bnb4_decode_ref(codes, a, b, p, out + (a - i0));
+  }
+}
+
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out) {
   const int64_t chunks = int64_t((n + 65535) / 65536);
 #pragma omp parallel for schedule(static)

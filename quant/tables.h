@@ -33,9 +33,11 @@ IRIS_HD float e4m3_to_f32(uint8_t b) {
   return f32_from_bits(s | ((e + 120u) << 23) | (m << 20));
 }
 
-// bitsandbytes NF4 code book (FORMATS.md 3.1), FP32 constants verbatim.
-IRIS_HD float nf4_to_f32(uint8_t code) {
-  constexpr uint32_t kBits[16] = {0xbf800000u, 0xbf3239b1u, 0xbf066b30u, 0xbeca32a0u, 0xbe91a24du, 0xbe3d353fu,
+// bitsandbytes NF4 code book (FORMATS.md 3.1), FP32 constants verbatim. Host only: the
+// kernels read the code table stored with each tensor. (Static storage: a plain local
+// array would be rebuilt on every call.)
+inline float nf4_to_f32(uint8_t code) {
+  static constexpr uint32_t kBits[16] = {0xbf800000u, 0xbf3239b1u, 0xbf066b30u, 0xbeca32a0u, 0xbe91a24du, 0xbe3d353fu,
                                   0xbdba7871u, 0x00000000u, 0x3da2faffu, 0x3e24cae3u, 0x3e7c04ddu, 0x3ead033au,
                                   0x3ee1a4b8u, 0x3f1007abu, 0x3f3913b3u, 0x3f800000u};
   return f32_from_bits(kBits[code & 15u]);
@@ -44,8 +46,8 @@ IRIS_HD float nf4_to_f32(uint8_t code) {
 // The 256-entry signed dynamic map bitsandbytes uses for double quantization
 // (create_dynamic_map(signed=True)), exactly as stored in checkpoints' nested_quant_map;
 // tests/quant checks it against the fixture.
-IRIS_HD float dynamic_map_value(uint8_t i) {
-  constexpr uint32_t kBits[256] = {
+inline float dynamic_map_value(uint8_t i) {
+  static constexpr uint32_t kBits[256] = {
     0xbf7e3333u, 0xbf7a999au, 0xbf770000u, 0xbf736666u, 0xbf6fcccdu, 0xbf6c3333u, 0xbf68999au, 0xbf650000u,
     0xbf616666u, 0xbf5dcccdu, 0xbf5a3333u, 0xbf56999au, 0xbf530000u, 0xbf4f6666u, 0xbf4bcccdu, 0xbf483333u,
     0xbf44999au, 0xbf410000u, 0xbf3d6666u, 0xbf39cccdu, 0xbf363334u, 0xbf32999au, 0xbf2f0000u, 0xbf2b6666u,
