@@ -1,6 +1,7 @@
 #include "common/atomic_output.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -78,10 +79,20 @@ Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path,
   std::string templ = final_path + ".partial-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
+  // Signals wait while the file is created and registered: one landing in between would
+  // find a partial file the handler does not know about, and leave it behind.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   f.fd_ = mkostemp(buf.data(), O_CLOEXEC);
+  const int create_errno = errno;
+  if (f.fd_ >= 0) {
+    f.partial_path_ = buf.data();
+    f.cleanup_slot_ = claim_slot(f.partial_path_);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = create_errno;
   if (f.fd_ < 0) return io_error(final_path + ": cannot create a temporary file beside it: " + errno_text());
-  f.partial_path_ = buf.data();
-  f.cleanup_slot_ = claim_slot(f.partial_path_);
   fchmod(f.fd_, 0644);
   return f;
 }

@@ -83,6 +83,7 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::strin
   v.block_k_shift = log2_or_minus1(v.block_k);
   v.group_shift = log2_or_minus1(v.group_size);
   v.single_matrix = v.rows == v.n;
+  v.fp8_uniform8 = v.granularity < 2 || (v.granularity == 2 ? v.block_k % 8 == 0 : v.group_size % 8 == 0);
   return v;
 }
 

@@ -39,6 +39,7 @@ struct QuantView {
   // log2 of power-of-two divisors (-1 when not a power of two).
   int32_t block_shift, nested_shift, block_n_shift, block_k_shift, group_shift;
   bool single_matrix;  // rows == n: the matrix index is always 0
+  bool fp8_uniform8;   // FP8: one scale covers every aligned run of 8 elements
 };
 
 // Builds a view from a descriptor and the device address of each component, by role.
