@@ -253,6 +253,15 @@ Status produce_bf16(Job& j, ByteSink& sink) {
   });
 }
 
+// The producer of the streamed component; the job's decoder is dropped once it has run.
+ComponentProducer codes_producer(std::shared_ptr<Job> j, Status (*produce)(Job&, ByteSink&)) {
+  return [j, produce](ByteSink& s) {
+    Status st = produce(*j, s);
+    release_scratch(*j);
+    return st;
+  };
+}
+
 ComponentProducer bytes_of(std::shared_ptr<Job> j, std::function<std::span<const uint8_t>(Job&)> get) {
   return [j, get](ByteSink& s) { return s.write(get(*j)); };
 }
@@ -319,11 +328,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 32)});
       parts.push_back(part("codes", base + "_blocks", "U8", blocks_shape));
       parts.push_back(part("scales", base + "_scales", "U8", scales_shape));
-      plan.producers = {[job](ByteSink& s) {
-                          Status st = produce_mxfp4(*job, s);
-                          release_scratch(*job);
-                          return st;
-                        },
+      plan.producers = {codes_producer(job, produce_mxfp4),
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.mxfp4_scales); })};
       break;
     }
@@ -355,11 +360,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
                                                                                    : base + "." + scale_name;
       parts.push_back(part("codes", base, "F8_E4M3", shape));
       parts.push_back(part("scales", scale_tensor, "F32", sshape));
-      plan.producers = {[job](ByteSink& s) {
-                          Status st = produce_fp8(*job, s);
-                          release_scratch(*job);
-                          return st;
-                        },
+      plan.producers = {codes_producer(job, produce_fp8),
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.fp8_scales); })};
       break;
     }
@@ -395,11 +396,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
       parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
       parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
-      plan.producers = {[job](ByteSink& s) {
-                          Status st = produce_nf4(*job, s);
-                          release_scratch(*job);
-                          return st;
-                        },
+      plan.producers = {codes_producer(job, produce_nf4),
                         bytes_of(job, [](Job& x) { return std::span<const uint8_t>(x.stash.nf4.absmax_codes); }),
                         bytes_of(job, [](Job& x) { return as_bytes(x.stash.nf4.nested_absmax); }),
                         [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },
@@ -411,11 +408,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
     }
     case Target::kBf16:
       parts.push_back(part("data", base, "BF16", shape));
-      plan.producers = {[job](ByteSink& s) {
-                          Status st = produce_bf16(*job, s);
-                          release_scratch(*job);
-                          return st;
-                        }};
+      plan.producers = {codes_producer(job, produce_bf16)};
       break;
     case Target::kKeep:
       return internal_error("plan_requantize called for keep");

@@ -7,6 +7,7 @@
 #include "quant/mxfp4.h"
 #include "quant/nf4.h"
 #include "quant/tables.h"
+#include "verify/reference_decode.h"
 
 namespace iris {
 
@@ -81,38 +82,10 @@ class QuantizedDecoder final : public SourceDecoder {
     for (auto x : d_.shape) numel *= x;
     rows_ = numel / k_;
     n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
-    if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) {
-      p_.block_size = format_block_size(d_);
-      p_.code_table = f("code_table");
-      p_.double_quant = nf4_double_quant(d_);
-      if (p_.double_quant) {
-        p_.absmax_codes = comps_["absmax"].data();
-        p_.nested_absmax = f("nested_absmax");
-        p_.nested_map = f("nested_code_table");
-        p_.nested_block_size = d_.params.value("nested_block_size", uint64_t(256));
-        p_.nested_offset = float(d_.params.value("nested_offset", 0.0));
-      } else {
-        p_.absmax = f("absmax");
-      }
-    }
-    if (d_.format == Format::kFp8E4M3) {
-      s_.data = comps_["scales"].data();
-      const std::string sd = d_.params.value("scale_dtype", "f32");
-      s_.type = sd == "bf16" ? quant::ScaleType::kBf16 : sd == "f16" ? quant::ScaleType::kF16 : quant::ScaleType::kF32;
-      switch (fp8_granularity(d_)) {
-        case ScaleGranularity::kTensor: s_.granularity = quant::Fp8Granularity::kTensor; break;
-        case ScaleGranularity::kChannel: s_.granularity = quant::Fp8Granularity::kChannel; break;
-        case ScaleGranularity::kBlock:
-          s_.granularity = quant::Fp8Granularity::kBlock;
-          s_.block_n = d_.params.value("block_n", uint64_t(128));
-          s_.block_k = d_.params.value("block_k", uint64_t(128));
-          break;
-        case ScaleGranularity::kGroup:
-          s_.granularity = quant::Fp8Granularity::kGroup;
-          s_.group = d_.params.value("group_size", uint64_t(128));
-          break;
-      }
-    }
+    ComponentBytes bytes;
+    for (const auto& [role, v] : comps_) bytes[role] = v;
+    if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) p_ = bnb4_params(d_, bytes);
+    if (d_.format == Format::kFp8E4M3) s_ = fp8_scales(d_, comps_["scales"].data());
     return Status::ok();
   }
 
@@ -143,7 +116,6 @@ class QuantizedDecoder final : public SourceDecoder {
   }
 
  private:
-  const float* f(const char* role) { return reinterpret_cast<const float*>(comps_[role].data()); }
   TensorDesc d_;
   std::map<std::string, std::vector<uint8_t>> comps_;
   uint64_t n_ = 1;

@@ -31,6 +31,44 @@ const T* as(const ComponentBytes& c, const char* role) {
 
 }  // namespace
 
+quant::Bnb4bitParams bnb4_params(const TensorDesc& d, const ComponentBytes& c) {
+  quant::Bnb4bitParams p;
+  p.block_size = format_block_size(d);
+  p.code_table = as<float>(c, "code_table");
+  p.double_quant = nf4_double_quant(d);
+  if (p.double_quant) {
+    p.absmax_codes = as<uint8_t>(c, "absmax");
+    p.nested_absmax = as<float>(c, "nested_absmax");
+    p.nested_map = as<float>(c, "nested_code_table");
+    p.nested_block_size = d.params.value("nested_block_size", uint64_t(256));
+    p.nested_offset = float(d.params.value("nested_offset", 0.0));
+  } else {
+    p.absmax = as<float>(c, "absmax");
+  }
+  return p;
+}
+
+quant::Fp8Scales fp8_scales(const TensorDesc& d, const void* scales) {
+  quant::Fp8Scales s;
+  s.data = scales;
+  const std::string sd = d.params.value("scale_dtype", "f32");
+  s.type = sd == "bf16" ? quant::ScaleType::kBf16 : sd == "f16" ? quant::ScaleType::kF16 : quant::ScaleType::kF32;
+  switch (fp8_granularity(d)) {
+    case ScaleGranularity::kTensor: s.granularity = quant::Fp8Granularity::kTensor; break;
+    case ScaleGranularity::kChannel: s.granularity = quant::Fp8Granularity::kChannel; break;
+    case ScaleGranularity::kBlock:
+      s.granularity = quant::Fp8Granularity::kBlock;
+      s.block_n = d.params.value("block_n", uint64_t(128));
+      s.block_k = d.params.value("block_k", uint64_t(128));
+      break;
+    case ScaleGranularity::kGroup:
+      s.granularity = quant::Fp8Granularity::kGroup;
+      s.group = d.params.value("group_size", uint64_t(128));
+      break;
+  }
+  return s;
+}
+
 Status reference_decode(const TensorDesc& d, const ComponentBytes& c, float* out) {
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
   for (const auto& s : specs) {
@@ -48,43 +86,12 @@ Status reference_decode(const TensorDesc& d, const ComponentBytes& c, float* out
       quant::mxfp4_decode(rows.data(), as<uint8_t>(c, "scales"), numel / k, k, out);
       return Status::ok();
     case Format::kNf4:
-    case Format::kBnbFp4: {
-      quant::Bnb4bitParams p;
-      p.block_size = format_block_size(d);
-      p.code_table = as<float>(c, "code_table");
-      p.double_quant = nf4_double_quant(d);
-      if (p.double_quant) {
-        p.absmax_codes = as<uint8_t>(c, "absmax");
-        p.nested_absmax = as<float>(c, "nested_absmax");
-        p.nested_map = as<float>(c, "nested_code_table");
-        p.nested_block_size = d.params.value("nested_block_size", uint64_t(256));
-        p.nested_offset = float(d.params.value("nested_offset", 0.0));
-      } else {
-        p.absmax = as<float>(c, "absmax");
-      }
-      quant::bnb4_decode(rows.data(), numel, p, out);
+    case Format::kBnbFp4:
+      quant::bnb4_decode(rows.data(), numel, bnb4_params(d, c), out);
       return Status::ok();
-    }
     case Format::kFp8E4M3: {
-      quant::Fp8Scales s;
-      s.data = c.at("scales").data();
-      const std::string sd = d.params.value("scale_dtype", "f32");
-      s.type = sd == "bf16" ? quant::ScaleType::kBf16 : sd == "f16" ? quant::ScaleType::kF16 : quant::ScaleType::kF32;
-      switch (fp8_granularity(d)) {
-        case ScaleGranularity::kTensor: s.granularity = quant::Fp8Granularity::kTensor; break;
-        case ScaleGranularity::kChannel: s.granularity = quant::Fp8Granularity::kChannel; break;
-        case ScaleGranularity::kBlock:
-          s.granularity = quant::Fp8Granularity::kBlock;
-          s.block_n = d.params.value("block_n", uint64_t(128));
-          s.block_k = d.params.value("block_k", uint64_t(128));
-          break;
-        case ScaleGranularity::kGroup:
-          s.granularity = quant::Fp8Granularity::kGroup;
-          s.group = d.params.value("group_size", uint64_t(128));
-          break;
-      }
       const uint64_t n = d.shape[d.shape.size() - 2];
-      quant::fp8_decode(rows.data(), numel / (n * k), n, k, s, out);
+      quant::fp8_decode(rows.data(), numel / (n * k), n, k, fp8_scales(d, c.at("scales").data()), out);
       return Status::ok();
     }
     case Format::kRaw: break;

@@ -11,10 +11,16 @@
 
 #include "common/status.h"
 #include "formats/tensor_desc.h"
+#include "quant/fp8.h"
+#include "quant/nf4.h"
 
 namespace iris {
 
 using ComponentBytes = std::map<std::string, std::span<const uint8_t>>;
+
+// The quant/ parameter structs for a descriptor and its component bytes.
+quant::Bnb4bitParams bnb4_params(const TensorDesc& desc, const ComponentBytes& components);
+quant::Fp8Scales fp8_scales(const TensorDesc& desc, const void* scales);
 
 // Row-major codes (what the source checkpoint held) from the archive's tiled codes.
 std::vector<uint8_t> untile_codes(const TensorDesc& desc, std::span<const uint8_t> tiled);
