@@ -8,10 +8,11 @@
 
 namespace iris {
 
-// Copies [offset, offset + size) of a mapped file, dropping pages from RSS as it goes.
+// Copies [offset, offset + size) of a source file through a 16 MiB pread window (RSS stays flat).
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size);
 
-// Tiles row-major codes (`batch` matrices of n rows of g.row_bytes()) starting at `offset`.
+// Tiles row-major codes (`batch` matrices of n rows of g.row_bytes()) starting at `offset`,
+// reading a window of whole stripes at a time.
 ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixGeometry g, Layout layout);
 
 }  // namespace iris

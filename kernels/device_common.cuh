@@ -50,17 +50,6 @@ __device__ __forceinline__ uint64_t div_by(uint64_t x, uint64_t d, int32_t shift
   return shift >= 0 ? x >> shift : x / d;
 }
 
-template <typename T>
-struct Out;
-template <>
-struct Out<float> {
-  static __device__ __forceinline__ float cvt(float f) { return f; }
-};
-template <>
-struct Out<uint16_t> {  // bf16 bits
-  static __device__ __forceinline__ uint16_t cvt(float f) { return iris::f32_to_bf16(f); }
-};
-struct F16Tag {};
 
 // Stores `count` (<= N) decoded values at dst; full, 16-byte-aligned runs use vector stores.
 template <int N>
