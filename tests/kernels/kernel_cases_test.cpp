@@ -38,6 +38,9 @@ std::string name_of(const Case& c) {
   return s;
 }
 
+// So that gtest prints a case by name (ctest lists them, and skips them without a GPU).
+void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
+
 struct Built {
   TensorDesc desc;
   std::map<std::string, std::vector<uint8_t>> comps;
