@@ -1,11 +1,19 @@
-// FP8 E4M3 weights with tensor, channel, block or group scales (FORMATS.md section 4).
+// FP8 E4M3 ("fn") weights with tensor, channel, block or group scales (FORMATS.md section 4).
+// `batch` matrices of [n, k], row-major, one code byte per element.
 #pragma once
 
 #include <cstdint>
 
+#include "quant/element_encode.h"
+
 namespace iris::quant {
 
-enum class Fp8Granularity { kTensor, kChannel, kBlock, kGroup };
+enum class Fp8Granularity {
+  kTensor,   // one scale per matrix: scales[b]
+  kChannel,  // one per row: scales[b * n + r]
+  kBlock,    // block_n x block_k tiles: scales[b][ceil(n/block_n)][ceil(k/block_k)]; edge tiles partial
+  kGroup,    // group elements of a row: scales[b][n][ceil(k/group)] (decoding only)
+};
 enum class ScaleType { kF32, kBf16, kF16 };
 
 struct Fp8Scales {
@@ -16,33 +24,59 @@ struct Fp8Scales {
   uint64_t group = 128;                   // kGroup
 };
 
-// Scale of element (matrix b, row r, column c) of `batch` matrices of [n, k], as FP32
-// (BF16/F16 scales widen exactly).
+// ---- Decoding: w = e4m3(q) * scale, one FP32 product (DeepSeek / HF fine-grained FP8:
+// `weight.float() * weight_scale_inv`). NaN codes (0x7F, 0xFF) give the canonical NaN.
+//
+// BF16 scales (compressed-tensors, FORMATS.md 4.3(b)) are widened exactly to FP32 and the
+// product is the same FP32 product. compressed-tensors multiplies in BF16
+// (`q.to(bf16) * scale`): torch computes that as the FP32 product of the two BF16 values,
+// rounded once to BF16. The FP32 product is exact (4 significant bits times 8 fit in FP32's
+// 24) unless it falls below 2^-126, so the BF16 output of this decode (fp8_decode_bf16) is
+// bit for bit compressed-tensors' weight; the FP32 output is that value before its rounding.
+// (tests/quant checks the single rounding over every code and every BF16 scale.)
+
+// Scale of element (matrix b, row r, column c), as FP32 (BF16/F16 scales widen exactly).
 float fp8_scale_at(const Fp8Scales& s, uint64_t n, uint64_t k, uint64_t b, uint64_t r, uint64_t c);
 
-// w = e4m3(q) * scale, one FP32 product. BF16-scaled checkpoints (compressed-tensors)
-// multiply in BF16 in torch; that is this product rounded once to BF16, which is exactly
-// what a BF16 output of this decode gives.
+// The oracle: one element at a time.
 void fp8_decode_ref(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
+// The same bits, vectorised, rows in parallel (OpenMP); FP32 or BF16 output (rounded once).
 void fp8_decode(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
+void fp8_decode_bf16(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, uint16_t* out);
 
-}  // namespace iris::quant
-
-namespace iris::quant {
-
-// FP32 -> E4M3 "fn": round to nearest even (subnormals included), saturating at +-448;
-// NaN -> 0x7F.
-uint8_t e4m3_encode(float x);
-
-// Encodes `batch` matrices of [n, k] with one scale per tensor, channel (row) or
-// block_n x block_k block (FP32 scales), the way transformers' FineGrained FP8 does per
-// block: amax in FP32, mul = 448 * (1 / amax) (torch's scalar / tensor), q = e4m3(clamp(x *
-// mul, -448, 448)), stored scale = 1 / mul (so w ~= q * scale). An all-zero unit gets mul = 1
-// and scale 1.
+// ---- Encoding with FP32 scales (tensor, channel or block; not group), the way transformers'
+// FineGrained FP8 (Fp8Quantize) does it per scaling unit, all in FP32:
+//   amax = max |x| over the unit (NaN ignored: a NaN element gets code 0x7F, the rest of its
+//          unit is encoded normally; torch's amax would make the whole unit NaN)
+//   mul  = 448 * (1 / amax)      (torch's `448 / amax` is reciprocal(amax) * 448: two roundings;
+//                                 it decides some ties, see tests/quant)
+//   q    = e4m3_encode(clamp(x * mul, -448, 448))   (round to nearest even, NaN -> 0x7F)
+//   scale = 1 / mul              (stored scale: w ~= e4m3(q) * scale)
+// An all-zero unit gets mul = 1: codes 0 and scale 1 (what current transformers writes; its
+// older quantizer produced NaN there). Where 448 / amax overflows (amax < 1.3e-36, or amax
+// subnormal) mul is clamped to FLT_MAX, so no Inf * 0 = NaN appears (torch would write NaN
+// codes for the zeros of such a unit). An Inf element gives amax = Inf, mul = 0: every code
+// of its unit 0 (the Inf itself 0x7F) and scale Inf. count_nonfinite (quant/nonfinite.h)
+// lets a caller refuse such input first.
+//
+// The oracle (exhaustive nearest-value rounding):
 void fp8_encode_ref(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                     uint64_t block_k, uint8_t* codes, float* scales);
+// The same bytes, vectorised, units in parallel (OpenMP); FP32 or BF16 input.
 void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                 uint64_t block_k, uint8_t* codes, float* scales);
+void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
+                     uint64_t block_k, uint8_t* codes, float* scales);
+// mul of one scaling unit from its amax, by the rules above (for callers that find the amax
+// themselves, e.g. a per-tensor amax over streamed chunks): 448 * (1 / amax) clamped to
+// FLT_MAX, 1 for amax = 0. Encode with e4m3_encode(x * mul); store the scale 1 / mul.
+float fp8_multiplier(float amax);
+// Number of scales the encoder writes (0 for kGroup).
 uint64_t fp8_scale_count(uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k);
+
+// The oracle's element rounding (e4m3_encode in element_encode.h is the fast form): the
+// nearest E4M3 value by exhaustive comparison in double, ties to the even code, saturating
+// at +-448 (Inf too), NaN -> 0x7F, the sign of zero kept.
+uint8_t e4m3_encode_ref(float x);
 
 }  // namespace iris::quant

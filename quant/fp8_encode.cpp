@@ -1,5 +1,8 @@
+// Fast FP8 encoding: the oracle's rules (fp8_ref.cpp) in loops the compiler vectorises.
+// The amax of a unit is an unsigned max over |x| bits (NaN mapped to 0); codes come from
+// e4m3_encode, which saturates, so the clamp to +-448 is part of it.
 #include <algorithm>
-#include <cmath>
+#include <cfloat>
 
 #include "quant/fp8.h"
 #include "quant/simd.h"
@@ -7,85 +10,126 @@
 
 namespace iris::quant {
 
-namespace {
-IRIS_INLINE uint8_t e4m3_code(float x) {
-  if (std::isnan(x)) return 0x7f;
-  const uint32_t sign = (f32_bits(x) >> 24) & 0x80u;
-  const float a = std::fabs(x);
-  if (a >= 464.f) return uint8_t(sign | 0x7e);  // 464 is the tie between 448 and NaN: RNE gives 448
-  if (a < 0.015625f) {
-    // Subnormal range: multiples of 2^-9. Adding 2^23 rounds to an integer, ties to even,
-    // in the FP32 adder itself (no libm call; not folded away without -ffast-math).
-    const float q = (a * 512.f + 8388608.f) - 8388608.f;
-    return uint8_t(sign | uint32_t(q));  // q == 8 is 2^-6, the first normal (code 0x08)
-  }
-  uint32_t b = f32_bits(a);
-  b += 0x7ffffu + ((b >> 20) & 1u);  // round the mantissa to 3 bits, ties to even
-  const uint32_t e = (b >> 23) - 120u, m = (b >> 20) & 7u;
-  if (e > 15 || (e == 15 && m == 7)) return uint8_t(sign | 0x7e);
-  return uint8_t(sign | (e << 3) | m);
-}
-}  // namespace
-
-uint8_t e4m3_encode(float x) { return e4m3_code(x); }
-
-uint64_t fp8_scale_count(uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk) {
-  switch (g) {
-    case Fp8Granularity::kTensor: return batch;
-    case Fp8Granularity::kChannel: return batch * n;
-    case Fp8Granularity::kBlock: return batch * ((n + bn - 1) / bn) * ((k + bk - 1) / bk);
-    default: return 0;
-  }
+float fp8_multiplier(float amax) {
+  const float recip = 1.0f / amax;  // torch's `448 / amax` is reciprocal(amax) * 448
+  return amax > 0 ? std::min(448.0f * recip, FLT_MAX) : 1.0f;
 }
 
 namespace {
 
-// One scaling unit: rows [r0, r1) x columns [c0, c1) of a row-major [n, k] matrix.
-IRIS_HOT_LOOP void encode_unit(const float* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1, uint8_t* codes, float* scale) {
-  float amax = 0;
-  for (uint64_t r = r0; r < r1; ++r)
-    for (uint64_t c = c0; c < c1; ++c) amax = max_abs(amax, m[r * k + c]);
-  // torch evaluates `448 / amax` (scalar / tensor) as reciprocal(amax) * 448 and `1 / scale`
-  // as reciprocal(scale): two roundings, not one division. On ties this decides the code
-  // (tests/quant: 10.5 -> 11 with torch's multiplier, 10 with an IEEE division).
-  volatile float recip = 1.f / amax;
-  const float mul = amax > 0 ? 448.f * recip : 1.f;
-  for (uint64_t r = r0; r < r1; ++r)
-    for (uint64_t c = c0; c < c1; ++c) codes[r * k + c] = e4m3_code(std::clamp(m[r * k + c] * mul, -448.f, 448.f));
-  *scale = 1.f / mul;
+float unit_mul(uint32_t amax_bits) { return fp8_multiplier(f32_from_bits(amax_bits)); }
+
+// Max |x| bits (NaN ignored) of x[0, count).
+template <typename T>
+IRIS_INLINE uint32_t amax_bits(const T* x, uint64_t count) {
+  uint32_t amax = 0;
+  for (uint64_t c = 0; c < count; ++c) {
+    amax = std::max(amax, detail::abs_bits_no_nan(detail::load_f32(x[c])));
+  }
+  return amax;
 }
 
-void encode_matrix(const float* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
-                   bool parallel) {
+template <typename T>
+IRIS_INLINE void encode_run(const T* x, uint64_t count, float mul, uint8_t* out) {
+  for (uint64_t c = 0; c < count; ++c) out[c] = e4m3_encode(detail::load_f32(x[c]) * mul);
+}
+
+// Max |x| bits over rows [r0, r1) x all k columns (kTensor, kChannel).
+template <typename T>
+IRIS_HOT_LOOP uint32_t rows_amax_bits(const T* m, uint64_t k, uint64_t r0, uint64_t r1) {
+  uint32_t amax = 0;
+  for (uint64_t r = r0; r < r1; ++r) amax = std::max(amax, amax_bits(m + r * k, k));
+  return amax;
+}
+
+template <typename T>
+IRIS_HOT_LOOP void rows_encode(const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, uint8_t* codes) {
+  for (uint64_t r = r0; r < r1; ++r) encode_run(m + r * k, k, mul, codes + r * k);
+}
+
+// kBlock: tiles [j0, j1) (at most kMaxRun) of the band of rows [r0, r1). The amax pass reads
+// whole row segments across the run of tiles (contiguous, so the prefetchers stream them; a
+// tile-by-tile walk defeats them), and the encode pass finds the data still in cache.
+constexpr uint64_t kMaxRun = 64;
+template <typename T>
+IRIS_HOT_LOOP void encode_band(const T* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint64_t j0, uint64_t j1, float* scales,
+                               uint8_t* codes) {
+  uint32_t amax[kMaxRun] = {};
+  float mul[kMaxRun];
+  for (uint64_t r = r0; r < r1; ++r)
+    for (uint64_t j = j0; j < j1; ++j) {
+      const uint64_t c0 = j * bk, c1 = std::min(k, c0 + bk);
+      amax[j - j0] = std::max(amax[j - j0], amax_bits(m + r * k + c0, c1 - c0));
+    }
+  for (uint64_t j = j0; j < j1; ++j) {
+    mul[j - j0] = unit_mul(amax[j - j0]);
+    scales[j] = 1.0f / mul[j - j0];
+  }
+  for (uint64_t r = r0; r < r1; ++r)
+    for (uint64_t j = j0; j < j1; ++j) {
+      const uint64_t c0 = j * bk, c1 = std::min(k, c0 + bk);
+      encode_run(m + r * k + c0, c1 - c0, mul[j - j0], codes + r * k + c0);
+    }
+}
+
+// One [n, k] matrix.
+template <typename T>
+void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales) {
   if (g == Fp8Granularity::kTensor) {
-    encode_unit(m, k, 0, n, 0, k, codes, scales);
+    const uint64_t rows_per_chunk = std::max<uint64_t>(1, (1 << 16) / std::max<uint64_t>(k, 1));
+    const int64_t chunks = int64_t((n + rows_per_chunk - 1) / rows_per_chunk);
+    uint32_t amax = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const uint64_t r0 = uint64_t(c) * rows_per_chunk;
+      amax = std::max(amax, rows_amax_bits(m, k, r0, std::min(n, r0 + rows_per_chunk)));
+    }
+    const float mul = unit_mul(amax);
+    scales[0] = 1.0f / mul;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const uint64_t r0 = uint64_t(c) * rows_per_chunk;
+      rows_encode(m, k, r0, std::min(n, r0 + rows_per_chunk), mul, codes);
+    }
     return;
   }
   if (g == Fp8Granularity::kChannel) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < int64_t(n); ++r) encode_unit(m, k, uint64_t(r), uint64_t(r) + 1, 0, k, codes, scales + r);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < int64_t(n); ++r) {
+      const float mul = unit_mul(rows_amax_bits(m, k, uint64_t(r), uint64_t(r) + 1));
+      scales[r] = 1.0f / mul;
+      rows_encode(m, k, uint64_t(r), uint64_t(r) + 1, mul, codes);
+    }
     return;
   }
-  const uint64_t gn = (n + bn - 1) / bn, gk = (k + bk - 1) / bk;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t u = 0; u < int64_t(gn * gk); ++u) {
-    const uint64_t i = uint64_t(u) / gk, j = uint64_t(u) % gk;
-    encode_unit(m, k, i * bn, std::min(n, (i + 1) * bn), j * bk, std::min(k, (j + 1) * bk), codes, scales + u);
+  // kBlock: work units of one band of bn rows x a run of tiles about 1024 columns wide.
+  const uint64_t gn = (n + bn - 1) / bn, gk = (k + bk - 1) / bk, run = std::clamp<uint64_t>(1024 / bk, 1, kMaxRun);
+  const uint64_t runs = (gk + run - 1) / run;
+#pragma omp parallel for schedule(static)
+  for (int64_t u = 0; u < int64_t(gn * runs); ++u) {
+    const uint64_t i = uint64_t(u) / runs, j0 = uint64_t(u) % runs * run;
+    encode_band(m, k, i * bn, std::min(n, (i + 1) * bn), bk, j0, std::min(gk, j0 + run), scales + i * gk, codes);
   }
+}
+
+template <typename T>
+void encode(const T* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
+            float* scales) {
+  if (g == Fp8Granularity::kGroup) return;  // not an encoder target (fp8.h)
+  const uint64_t per = fp8_scale_count(1, n, k, g, bn, bk);
+  for (uint64_t b = 0; b < batch; ++b) encode_matrix(in + b * n * k, n, k, g, bn, bk, codes + b * n * k, scales + b * per);
 }
 
 }  // namespace
 
-void fp8_encode_ref(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
-                    uint8_t* codes, float* scales) {
-  const uint64_t per = fp8_scale_count(1, n, k, g, bn, bk);
-  for (uint64_t b = 0; b < batch; ++b) encode_matrix(in + b * n * k, n, k, g, bn, bk, codes + b * n * k, scales + b * per, false);
-}
-
 void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
                 float* scales) {
-  const uint64_t per = fp8_scale_count(1, n, k, g, bn, bk);
-  for (uint64_t b = 0; b < batch; ++b) encode_matrix(in + b * n * k, n, k, g, bn, bk, codes + b * n * k, scales + b * per, true);
+  encode(in, batch, n, k, g, bn, bk, codes, scales);
+}
+
+void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
+                     uint8_t* codes, float* scales) {
+  encode(in, batch, n, k, g, bn, bk, codes, scales);
 }
 
 }  // namespace iris::quant

@@ -1,33 +1,63 @@
-// MXFP4 (OCP MX: E2M1 elements, one E8M0 scale per 32) as gpt-oss stores it.
+// MXFP4 (OCP MX: E2M1 elements, one E8M0 scale per 32) in the gpt-oss / HF layout
+// (FORMATS.md section 2): row-major [rows, k] with k the input dimension.
+//
+// Codes: each row holds mxfp4_row_bytes(k) = ceil(k/32)*16 bytes, element 2j in the LOW
+// nibble of byte j, element 2j+1 in the high nibble. Scales: mxfp4_row_scales(k) =
+// ceil(k/32) E8M0 bytes per row. When k is not a multiple of 32 the row is padded with
+// zeros to the next multiple (K_pad); decoders take the logical k and write k values a row.
 #pragma once
 
 #include <cstdint>
 
+#include "quant/element_encode.h"
+
 namespace iris::quant {
 
-// Row-major codes: each row holds ceil(k/32)*16 bytes, element 2j in the LOW nibble of byte
-// j; scales: rows x ceil(k/32). Writes rows x k exact FP32 values (scale 0xFF -> NaN).
+constexpr uint64_t mxfp4_row_scales(uint64_t k) { return (k + 31) / 32; }
+constexpr uint64_t mxfp4_row_bytes(uint64_t k) { return mxfp4_row_scales(k) * 16; }
+
+// ---- Decoding: value = e2m1(code) * 2^(scale - 127), exact in FP32. Scale 0xFF -> NaN
+// (tables.h); every NaN written is the canonical NaN (common/float_bits.h).
+
+// The oracle: one element at a time.
 void mxfp4_decode_ref(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t k, float* out);
-// The same, rows in parallel.
+// The same bits, vectorised, blocks in parallel (OpenMP).
 void mxfp4_decode(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t k, float* out);
+// BF16 output: each exact FP32 value rounded once (nearest even). Exact unless the value
+// overflows BF16 (scale bytes >= 253) - BF16 has FP32's exponent range.
+void mxfp4_decode_bf16(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t k, uint16_t* out);
 
-}  // namespace iris::quant
-
-namespace iris::quant {
-
+// ---- Encoding.
 enum class Mxfp4ScaleRule {
-  kOcpFloor,  // shared_exp = floor(log2 amax) - 2 (OCP MX v1.0 section 6.3)
-  kSearch,    // per block, the floor rule or one above it, whichever has the smaller squared error
+  // OCP MX v1.0 section 6.3: shared_exp = floor(log2 amax) - 2 (from the FP32 exponent bits,
+  // subnormal amax included), clamped to >= -127. Values up to 8 * 2^shared_exp saturate to 6.
+  kOcpFloor,
+  // Per block, the floor rule's exponent e or e + 1, whichever gives the smaller squared
+  // error; ties keep e. The error compared is defined exactly (so every implementation makes
+  // the same choice): with y_i = fl32(v_i * 2^-e) and y'_i = fl32(v_i * 2^-(e+1)),
+  //   S(e)   = sum_i (double(e2m1(code(y_i)))      - double(y_i))^2
+  //   S(e+1) = sum_i (2 * double(e2m1(code(y'_i))) - double(y_i))^2
+  // i.e. both errors in units of 2^e, squares in double, summed as 8 partial sums over
+  // i mod 8 (in order of i), combined ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). e + 1 is taken
+  // only if S(e+1) < S(e), and never above 125 (4 * 2^126 = 2^128 would decode to Inf; this
+  // only excludes blocks with amax >= 2^127).
+  kSearch,
 };
 
-// E2M1 code of y (already divided by the block scale): round to nearest, ties to the even
-// mantissa, saturating at +-6; zero results are +0 (code 0), never -0.
-uint8_t e2m1_encode(float y);
-
-// rows x k values -> codes (rows x ceil(k/32)*16 bytes, low nibble first) and E8M0 scales.
-// Columns past k pad with zeros. A block holding NaN or Inf gets scale 0xFF (NaN) and zero
-// codes; an all-zero block gets scale byte 0 and zero codes.
+// rows x k values -> codes and scales (layout above). Per 32-element block (zero padded):
+// amax = 0 -> scale byte 0 and all codes 0; a block holding NaN or +-Inf -> scale 0xFF (NaN
+// per OCP) and all codes 0, so the problem stays visible after decoding (count_nonfinite in
+// quant/nonfinite.h lets a caller refuse such input first). Elements: y = v * 2^-shared_exp
+// (exact: a power of two), e2m1_encode (nearest even, saturating at +-6, zeros as +0).
+// The oracle (plain scalar code, exhaustive nearest-value rounding):
 void mxfp4_encode_ref(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
+// The same bytes, vectorised, blocks in parallel (OpenMP); FP32 or BF16 input.
 void mxfp4_encode(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
+void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
+
+// The oracle's element rounding (e2m1_encode in element_encode.h is the fast form): the
+// nearest E2M1 magnitude by exhaustive comparison in double, ties to the even code,
+// |y| >= 6 -> 6, NaN -> 0, zero results +0.
+uint8_t e2m1_encode_ref(float y);
 
 }  // namespace iris::quant

@@ -1,4 +1,9 @@
-#include <cmath>
+// Fast MXFP4 encoding: the oracle's rules (mxfp4_ref.cpp) in loops the compiler vectorises.
+// Per 32-element block: one integer max gives the amax and detects NaN/Inf; the shared
+// exponent comes from its bits; elements are scaled by an exact power of two and rounded by
+// e2m1_encode (comparisons only); pairs of codes are packed with 16-bit shifts.
+#include <algorithm>
+#include <cstring>
 
 #include "quant/mxfp4.h"
 #include "quant/simd.h"
@@ -7,91 +12,119 @@
 namespace iris::quant {
 
 namespace {
-IRIS_INLINE uint8_t e2m1_code(float y) {
-  // Count the grid midpoints below |y|: '>' where the tie goes down to the even mantissa
-  // (0.25 -> 0, 1.25 -> 1, 2.5 -> 2, 5 -> 4), '>=' where it goes up (0.75 -> 1, 1.75 -> 2,
-  // 3.5 -> 4). Branch-free, so the loops vectorise; NaN compares false and gives 0.
-  const float a = std::fabs(y);
-  const int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  return uint8_t(m | ((y < 0.f && m) ? 8 : 0));
-}
-}  // namespace
 
-uint8_t e2m1_encode(float y) { return e2m1_code(y); }
-
-namespace {
-
-// floor(log2 |a|) for finite a > 0, from the FP32 bits (subnormals included).
-int floor_log2(float a) {
-  const uint32_t b = f32_bits(a);
-  const int e = int((b >> 23) & 0xff);
-  if (e) return e - 127;
-  return -127 - __builtin_clz(b & 0x7fffff) + 9 - 1;  // subnormal: position of the leading bit
+// floor(log2 |x|) from the bits of |x| (finite, non-zero), subnormals included.
+IRIS_INLINE int floor_log2_bits(uint32_t a) {
+  if (a >= 0x00800000u) return int(a >> 23) - 127;
+  return (31 - __builtin_clz(a)) - 149;  // subnormal: a * 2^-149, leading bit position
 }
 
-// 2^e as a float, e in [-126, 127] (always a normal number here: multiplying by it is exact).
-IRIS_INLINE float pow2(int e) { return f32_from_bits(uint32_t(e + 127) << 23); }
+// 2^e for e in [-126, 127]: a normal FP32 value.
+IRIS_INLINE float pow2f(int e) { return f32_from_bits(uint32_t(e + 127) << 23); }
 
-// Squared error of quantizing `v` (32 values) with scale 2^e.
-double block_error(const float* v, int e) {
-  const float inv = pow2(-e), scale = pow2(e);
-  double err = 0;
+// The codes (one per byte) of 32 values scaled by 2^-e.
+template <typename T>
+IRIS_INLINE void block_codes(const T* v, int e, uint8_t* c) {
+  const float inv = pow2f(-e);
+  for (int i = 0; i < 32; ++i) c[i] = e2m1_encode(detail::load_f32(v[i]) * inv);
+}
+
+// |y| rounded to the E2M1 grid (nearest even, saturating at 6) for a = |y|: the grid steps
+// whose midpoints a passes, summed (exactly: multiples of 0.5), with e2m1_encode's comparisons.
+IRIS_INLINE float e2m1_round_magnitude(float a) {
+  return 0.5f * (float(a > 0.25f) + float(a >= 0.75f) + float(a > 1.25f) + float(a >= 1.75f)) + float(a > 2.5f) +
+         float(a >= 3.5f) + 2.0f * float(a > 5.0f);
+}
+
+// S(e + 1) < S(e) for the search rule (definition in mxfp4.h). The differences are taken
+// on magnitudes: e2m1(code(y)) - y = sign(y) * (round(|y|) - |y|), the same square.
+template <typename T>
+IRIS_INLINE bool plus_one_is_better(const T* v, int e) {
+  const float inv = pow2f(-e), inv1 = pow2f(-e - 1);
+  double sq0[32], sq1[32];
   for (int i = 0; i < 32; ++i) {
-    const double d = double(e2m1_to_f32(e2m1_code(v[i] * inv)) * scale) - double(v[i]);
-    err += d * d;
+    const float a = f32_from_bits(f32_bits(detail::load_f32(v[i])) & 0x7fffffffu);
+    const float y = a * inv, y1 = a * inv1;  // exact scalings of |v|
+    // Exact in FP32 (|d| <= |y| and d is a multiple of ulp(y)), so the same as in double.
+    const double d0 = double(e2m1_round_magnitude(y) - y);
+    const double d1 = double(2.0f * e2m1_round_magnitude(y1) - y);
+    sq0[i] = d0 * d0;
+    sq1[i] = d1 * d1;
   }
-  return err;
+  double p0[8], p1[8];
+  for (int l = 0; l < 8; ++l) {
+    p0[l] = ((sq0[l] + sq0[8 + l]) + sq0[16 + l]) + sq0[24 + l];  // partial sums over i mod 8, in order of i
+    p1[l] = ((sq1[l] + sq1[8 + l]) + sq1[16 + l]) + sq1[24 + l];
+  }
+  const double s0 = ((p0[0] + p0[1]) + (p0[2] + p0[3])) + ((p0[4] + p0[5]) + (p0[6] + p0[7]));
+  const double s1 = ((p1[0] + p1[1]) + (p1[2] + p1[3])) + ((p1[4] + p1[5]) + (p1[6] + p1[7]));
+  return s1 < s0;
 }
 
-IRIS_INLINE void encode_block(const float* v, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scale) {
-  float amax = 0;
-  uint32_t nonfinite = 0;
-  for (int i = 0; i < 32; ++i) {
-    nonfinite |= (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
-    amax = max_abs(amax, v[i]);
-  }
-  const bool finite = !nonfinite;
-  for (int i = 0; i < 16; ++i) codes[i] = 0;
-  if (!finite) {
-    *scale = 0xff;
+// One block of 32 values, read straight from the input (a staging copy would cost a
+// store-forwarding stall per block).
+template <bool kSearch, typename T>
+IRIS_INLINE void encode_block(const T* v, uint8_t* codes, uint8_t* scale) {
+  uint32_t amax = 0;  // |v| bits; NaN and Inf are >= 0x7f800000
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, f32_bits(detail::load_f32(v[i])) & 0x7fffffffu);
+  if (amax == 0 || amax >= 0x7f800000u) {
+    std::memset(codes, 0, 16);
+    *scale = amax == 0 ? 0 : 0xff;
     return;
   }
-  if (amax == 0) {
-    *scale = 0;
-    return;
-  }
-  int e = floor_log2(amax) - 2;
+  int e = floor_log2_bits(amax) - 2;
   if (e < -127) e = -127;
-  if (rule == Mxfp4ScaleRule::kSearch && e >= -126 && e + 1 <= 125 && block_error(v, e + 1) < block_error(v, e)) e += 1;
+  // The search (mxfp4.h) only needs evaluating when some element saturates (amax > 6 * 2^e):
+  // otherwise every |y| <= 6, where the e + 1 grid {0, 1, 2, 3, 4, 6} (in units of 2^e) is a
+  // subset of the e grid, so each exact square is no smaller for e + 1, and so is its sum
+  // (same order, monotone rounding): S(e+1) < S(e) cannot hold. Skips ~60% of blocks.
+  const uint32_t six_times_scale = (uint32_t(e + 2 + 127) << 23) | 0x00400000u;  // 1.5 * 2^(e+2)
+  if (kSearch && e + 1 <= 125 && amax > six_times_scale && plus_one_is_better(v, e))
+    e += 1;  // (never above 125: 6 * 2^126 overflows)
   *scale = uint8_t(e + 127);
-  // amax < 2^(e+3) and e >= -127, so 2^-e is a normal float and v * 2^-e is exact.
-  const float inv = f32_from_bits(uint32_t(127 - e) << 23);
-  for (int i = 0; i < 32; i += 2) codes[i / 2] = uint8_t(e2m1_code(v[i] * inv) | (e2m1_code(v[i + 1] * inv) << 4));
+  alignas(64) uint8_t c[32];
+  block_codes(v, e, c);
+  for (int j = 0; j < 16; ++j) codes[j] = detail::pack_low_first(detail::load_pair(c + 2 * j));
 }
 
-IRIS_HOT_LOOP void encode_rows(const float* in, uint64_t r0, uint64_t r1, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
-  const uint64_t blocks = (k + 31) / 32;
-  float buf[32];
-  for (uint64_t r = r0; r < r1; ++r)
-    for (uint64_t b = 0; b < blocks; ++b) {
-      const float* src = in + r * k + b * 32;
-      if ((b + 1) * 32 > k) {  // the last, partial block: pad with zeros
-        for (uint64_t i = 0; i < 32; ++i) buf[i] = b * 32 + i < k ? src[i] : 0.f;
-        src = buf;
-      }
-      encode_block(src, rule, codes + (r * blocks + b) * 16, scales + r * blocks + b);
+// Blocks [b0, b1) of the row-major input, `blocks` per row of k values. (The rule is a
+// template parameter so the floor rule's loop carries no trace of the search.)
+template <bool kSearch, typename T>
+IRIS_HOT_LOOP void encode_blocks(const T* in, uint64_t k, uint64_t blocks, uint64_t b0, uint64_t b1, uint8_t* codes,
+                                 uint8_t* scales) {
+  for (uint64_t i = b0; i < b1; ++i) {
+    const uint64_t r = i / blocks, b = i % blocks, count = b + 1 < blocks ? 32 : k - b * 32;
+    const T* src = in + r * k + b * 32;
+    if (count == 32) {
+      encode_block<kSearch>(src, codes + i * 16, scales + i);
+    } else {  // the last block of a row, zero padded
+      float v[32];
+      for (uint64_t j = 0; j < 32; ++j) v[j] = j < count ? detail::load_f32(src[j]) : 0.0f;
+      encode_block<kSearch>(v, codes + i * 16, scales + i);
     }
+  }
+}
+
+template <typename T>
+void encode(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
+  const uint64_t blocks = mxfp4_row_scales(k), total = rows * blocks, chunk = 1024;
+  const int64_t chunks = int64_t((total + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t b0 = uint64_t(c) * chunk, b1 = b0 + chunk < total ? b0 + chunk : total;
+    if (rule == Mxfp4ScaleRule::kSearch) encode_blocks<true>(in, k, blocks, b0, b1, codes, scales);
+    else encode_blocks<false>(in, k, blocks, b0, b1, codes, scales);
+  }
 }
 
 }  // namespace
-
-void mxfp4_encode_ref(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
-  encode_rows(in, 0, rows, k, rule, codes, scales);
-}
 
 void mxfp4_encode(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < int64_t(rows); ++r) encode_rows(in, uint64_t(r), uint64_t(r) + 1, k, rule, codes, scales);
+  encode(in, rows, k, rule, codes, scales);
+}
+
+void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
+  encode(in, rows, k, rule, codes, scales);
 }
 
 }  // namespace iris::quant

@@ -1,51 +1,61 @@
-// bitsandbytes 4-bit (NF4, and FP4 through its code table), with or without double
-// quantization of the absmax (FORMATS.md section 3).
+// bitsandbytes 4-bit weights (NF4, and FP4 through its code table), with or without double
+// quantization of the absmax (FORMATS.md section 3). Flat layout: the [N, K] tensor is one
+// sequence of n elements (blocks may straddle rows; n need not be even or a multiple of
+// anything); codes hold element 2j in the HIGH nibble of byte j, element 2j+1 in the low one.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "quant/element_encode.h"
+
 namespace iris::quant {
 
 struct Bnb4bitParams {
   uint64_t block_size = 64;
-  const float* code_table = nullptr;  // 16 values (the file's quant_map)
+  const float* code_table = nullptr;      // 16 values (the file's quant_map); null: NF4 (nf4_to_f32)
   bool double_quant = false;
   const float* absmax = nullptr;          // !double_quant: ceil(n/block_size) FP32
   const uint8_t* absmax_codes = nullptr;  // double_quant: ceil(n/block_size) codes
   const float* nested_absmax = nullptr;   // double_quant: ceil(n_absmax/nested_block_size)
-  const float* nested_map = nullptr;      // double_quant: 256 values
+  const float* nested_map = nullptr;      // double_quant: 256 values; null: dynamic_map_value
   uint64_t nested_block_size = 256;
-  float nested_offset = 0.f;
+  float nested_offset = 0.f;              // the JSON's nested_offset, parsed as double, cast to float
 };
 
-// The absmax of block b, double dequantization included: map[q] * nested_absmax, then
-// + offset, two separately rounded FP32 operations.
+// ---- Decoding (FORMATS.md 3.4).
+
+// The absmax of block b, double dequantization included: nested_map[q] * nested_absmax[b /
+// nested_block_size], then + offset: two separately rounded FP32 operations, as bnb's two
+// passes (never fused).
 float bnb_block_absmax(const Bnb4bitParams& p, uint64_t block);
 
-// Elements [i0, i1) of the flattened tensor; codes hold element 2j in the HIGH nibble of
-// byte j. w = code_table[nibble] * absmax[i / block_size] (one FP32 product); a NaN result
-// is the canonical NaN (common/float_bits.h).
+// The oracle, elements [i0, i1) of the flattened tensor into out[0, i1 - i0):
+// w = code_table[nibble] * absmax(i / block_size), one FP32 product; NaN results are the
+// canonical NaN (common/float_bits.h).
 void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
-// [i0, i1) in parallel (i0 a multiple of block_size).
+// The same bits, fast: one table of 16 products per block, blocks in parallel (OpenMP).
 void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
-// The same over [0, n), blocks in parallel.
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
+// BF16 output: each FP32 product rounded once (nearest even), which is exactly what bnb's
+// dequantize_4bit returns for a bfloat16 quant_state.dtype.
+void bnb4_decode_bf16(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, uint16_t* out);
 
-}  // namespace iris::quant
-
-namespace iris::quant {
-
-// NF4 code of x (already normalized to [-1, 1]): bitsandbytes' decision tree over the FP32
-// midpoints, strict '>' (a value on a midpoint takes the lower code), NaN -> code 0.
-uint8_t nf4_encode(float x);
-// The same code, branch-free (the number of thresholds x exceeds): what the fast encoder uses.
-uint8_t nf4_encode_fast(float x);
-
-// The 8-bit code of x in the signed dynamic map, as bitsandbytes' dQuantize: a 7-step
-// binary search over the sorted map, then a midpoint comparison.
-uint8_t dynamic_map_encode(float x);
-
+// ---- Encoding: NF4 with double quantization, byte for byte what bitsandbytes
+// quantize_4bit(quant_type="nf4", blocksize=64, compress_statistics=True) writes on CUDA
+// (FORMATS.md 3.2, 3.3):
+//  1. blocks of 64: absmax = max |w| (FP32, NaN ignored as fmaxf does; a full block starts
+//     from -FLT_MAX, a short last block from 0 because bnb reads its padding as zeros);
+//     w * (1.0f / absmax) (reciprocal, then multiply); code by nf4_encode. An all-zero block
+//     gets absmax 0 and code 0 everywhere (0 * Inf = NaN -> code 0), which decodes to -0.0.
+//     With n odd, the last byte's low nibble is the code of a padding 0.
+//  2. offset = mean(absmax): the sum in double, divided by the count, rounded to FP32 (this
+//     reproduces every offset bitsandbytes stored in the fixtures).
+//  3. absmax - offset in blocks of 256 over the dynamic map: nested_absmax = max |.|, the
+//     normalized value (times the FP32 reciprocal) coded by dynamic_map_encode.
+// NaN/Inf input: never crashes; as in bnb, NaN elements get code 0 and Inf makes its block's
+// absmax Inf (the other elements code 7, the Inf code 0) and then the offset and all nested
+// values NaN. Use count_nonfinite (quant/nonfinite.h) to refuse such input.
 struct Nf4DoubleQuant {
   std::vector<uint8_t> codes;          // (n+1)/2 bytes, first element in the HIGH nibble
   std::vector<uint8_t> absmax_codes;   // ceil(n/64)
@@ -53,19 +63,22 @@ struct Nf4DoubleQuant {
   float offset = 0;                    // mean of the first-level absmax
 };
 
-// Quantizes n values (flattened) exactly as bitsandbytes quantize_4bit(nf4,
-// compress_statistics=True) does: blocks of 64, absmax, normalization by the FP32
-// reciprocal, then double quantization of absmax - mean(absmax) in blocks of 256 over the
-// dynamic map.
+// The oracle: plain loops, the decision tree.
 void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out);
+// The same bytes, vectorised, blocks in parallel (OpenMP); FP32 or BF16 input.
 void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out);
+void nf4_encode_dq_bf16(const uint16_t* in, uint64_t n, Nf4DoubleQuant* out);
 
-// The same in passes, for tensors streamed in chunks (chunks start on a 64-element block):
-// 1. the absmax of each block of [i0, i0 + count)
+// The same in passes, for tensors streamed in chunks. A chunk covers elements
+// [i0, i0 + count) of the n-element tensor; i0 is a multiple of 64 and the chunk ends on a
+// block boundary or at n.
+// 1. absmax[b] for the blocks of the chunk
 void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax);
-// 2. the offset and the double quantization of all absmax values
+// 2. the offset and the double quantization of all nabs absmax values (fills absmax_codes,
+//    nested_absmax and offset of *out; codes untouched)
 void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out);
-// 3. the codes of [i0, i0 + count), normalized by the FIRST-level absmax (as bitsandbytes)
+// 3. the codes of the chunk into codes[0, (count+1)/2), normalized by the FIRST-level absmax
+//    (as bitsandbytes does: the double-quantized absmax is only used to decode)
 void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes);
 
 }  // namespace iris::quant

@@ -1,40 +1,50 @@
-#include <algorithm>
-
-#include "common/float_bits.h"
+// Fast bitsandbytes 4-bit decoding: per block, the absmax once and the 16 possible products
+// code value * absmax (the same FP32 products as the oracle), then one lookup per element.
 #include "quant/nf4.h"
+#include "quant/simd.h"
+#include "quant/tables.h"
 
 namespace iris::quant {
 
-float bnb_block_absmax(const Bnb4bitParams& p, uint64_t b) {
-  if (!p.double_quant) return p.absmax[b];
-  volatile float scaled = p.nested_map[p.absmax_codes[b]] * p.nested_absmax[b / p.nested_block_size];
-  return scaled + p.nested_offset;  // the volatile keeps the two roundings apart
+namespace {
+
+// Elements [i0, i1) of one block, into out[i - i0].
+template <typename Out>
+IRIS_HOT_LOOP void decode_span(const uint8_t* codes, uint64_t i0, uint64_t i1, const float* table, float absmax, Out* out) {
+  Out lut[16];
+  for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(table[c] * absmax));
+  uint64_t i = i0;
+  if (i % 2 == 1 && i < i1) *out++ = lut[codes[i++ / 2] & 15];
+  for (; i + 1 < i1; i += 2) {  // whole bytes: high nibble first
+    const uint8_t byte = codes[i / 2];
+    out[0] = lut[byte >> 4];
+    out[1] = lut[byte & 15];
+    out += 2;
+  }
+  if (i < i1) *out = lut[codes[i / 2] >> 4];
 }
 
-void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out) {
-  for (uint64_t i = i0; i < i1; ++i) {
-    const uint8_t byte = codes[i / 2];
-    const uint8_t code = (i % 2 == 0) ? (byte >> 4) : (byte & 15);
-    out[i - i0] = canonical_nan_if_nan(p.code_table[code] * bnb_block_absmax(p, i / p.block_size));
+template <typename Out>
+void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, Out* out) {
+  if (i1 <= i0) return;
+  float table[16];
+  for (int c = 0; c < 16; ++c) table[c] = p.code_table ? p.code_table[c] : nf4_to_f32(uint8_t(c));
+  const uint64_t bs = p.block_size, b0 = i0 / bs, b1 = (i1 - 1) / bs + 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = int64_t(b0); b < int64_t(b1); ++b) {
+    const uint64_t s = uint64_t(b) * bs > i0 ? uint64_t(b) * bs : i0, e = (uint64_t(b) + 1) * bs < i1 ? (uint64_t(b) + 1) * bs : i1;
+    decode_span(codes, s, e, table, bnb_block_absmax(p, uint64_t(b)), out + (s - i0));
   }
 }
+
+}  // namespace
 
 void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out) {
-  const int64_t chunks = int64_t((i1 - i0 + 65535) / 65536);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const uint64_t a = i0 + uint64_t(c) * 65536, b = std::min(i1, a + 65536);
-    bnb4_decode_ref(codes, a, b, p, out + (a - i0));
-  }
+  decode(codes, i0, i1, p, out);
 }
 
-void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out) {
-  const int64_t chunks = int64_t((n + 65535) / 65536);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const uint64_t i0 = uint64_t(c) * 65536, i1 = std::min(n, i0 + 65536);
-    bnb4_decode_ref(codes, i0, i1, p, out + i0);
-  }
-}
+void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out) { decode(codes, 0, n, p, out); }
+
+void bnb4_decode_bf16(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, uint16_t* out) { decode(codes, 0, n, p, out); }
 
 }  // namespace iris::quant

@@ -1,5 +1,9 @@
+// Fast NF4 double-quant encoding: the oracle's rules (nf4_ref.cpp) in loops the compiler
+// vectorises. First level (nearly all the work): 64-element blocks in parallel, absmax as an
+// integer max, codes by nf4_encode_fast (threshold counting). Second level (one value per 64
+// inputs): nested blocks in parallel, codes by dynamic_map_encode_fast (gathers).
 #include <algorithm>
-#include <cmath>
+#include <cfloat>
 
 #include "quant/nf4.h"
 #include "quant/simd.h"
@@ -7,162 +11,128 @@
 
 namespace iris::quant {
 
-uint8_t nf4_encode(float x) {
-  // bitsandbytes csrc/kernels.cu dQuantizeNF4, the same comparisons in the same order.
-  if (x > 0.03979014977812767f) {
-    if (x > 0.3893125355243683f) {
-      if (x > 0.6427869200706482f) return x > 0.8614784181118011f ? 15 : 14;
-      return x > 0.5016634166240692f ? 13 : 12;
-    }
-    if (x > 0.2035212516784668f) return x > 0.2920137718319893f ? 11 : 10;
-    return x > 0.1202552504837513f ? 9 : 8;
-  }
-  if (x > -0.33967943489551544f) {
-    if (x > -0.13791173323988914f) return x > -0.045525018125772476f ? 7 : 6;
-    return x > -0.23460740596055984f ? 5 : 4;
-  }
-  if (x > -0.6106329262256622f) return x > -0.4599952697753906f ? 3 : 2;
-  return x > -0.8480964004993439f ? 1 : 0;
-}
-
-namespace {
-IRIS_INLINE uint8_t nf4_code_fast(float x) {
-  // Strict '>' against the ascending midpoints, exactly like the tree; NaN exceeds none -> 0.
-  static constexpr float kT[15] = {-0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f, -0.33967943489551544f,
-                                   -0.23460740596055984f, -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f,
-                                   0.1202552504837513f,  0.2035212516784668f,  0.2920137718319893f,  0.3893125355243683f,
-                                   0.5016634166240692f,  0.6427869200706482f,  0.8614784181118011f};
-  int c = 0;
-  for (int i = 0; i < 15; ++i) c += x > kT[i];
-  return uint8_t(c);
-}
-}  // namespace
-
-uint8_t nf4_encode_fast(float x) { return nf4_code_fast(x); }
-
-uint8_t dynamic_map_encode(float x) {
-  // bitsandbytes dQuantize<0>: pivot search over the sorted 256-entry map.
-  int pivot = 127, upper_pivot = 255, lower_pivot = 0;
-  float lower = -1.0f, upper = 1.0f;
-  float val = dynamic_map_value(uint8_t(pivot));
-  for (int i = 64; i > 0; i >>= 1) {
-    if (x > val) {
-      lower_pivot = pivot;
-      lower = val;
-      pivot += i;
-    } else {
-      upper_pivot = pivot;
-      upper = val;
-      pivot -= i;
-    }
-    val = dynamic_map_value(uint8_t(pivot));
-  }
-  if (upper_pivot == 255) upper = dynamic_map_value(255);
-  if (lower_pivot == 0) lower = dynamic_map_value(0);
-  if (x > val) {
-    const float midpoint = (upper + val) * 0.5f;
-    return uint8_t(x > midpoint ? upper_pivot : pivot);
-  }
-  const float midpoint = (lower + val) * 0.5f;
-  return uint8_t(x < midpoint ? lower_pivot : pivot);
-}
-
 namespace {
 
 constexpr uint64_t kBlock = 64, kNested = 256;
 
-// First level: absmax and codes of blocks [b0, b1).
-template <uint8_t (*Encode)(float)>
-IRIS_HOT_LOOP void quantize_blocks(const float* in, uint64_t n, uint64_t b0, uint64_t b1, float* absmax, uint8_t* codes) {
+// bnb's block absmax: max(init, |x_i|) with fmaxf, so NaN is ignored; init is -FLT_MAX for
+// a full block and 0 for a short one (its padding zeros count). As unsigned maxima over |x|
+// bits with NaN mapped to 0 (order-free and vectorisable); -FLT_MAX only survives when every
+// element of a full block is NaN.
+IRIS_INLINE float absmax64(const float* v, uint64_t count) {
+  uint32_t amax = 0, any_number = 0;
+  for (int i = 0; i < 64; ++i) {
+    const uint32_t a = f32_bits(v[i]) & 0x7fffffffu;
+    amax = std::max(amax, detail::abs_bits_no_nan(v[i]));
+    any_number = std::max(any_number, uint32_t(a <= 0x7f800000u));
+  }
+  return count == kBlock && !any_number ? -FLT_MAX : f32_from_bits(amax);
+}
+
+// One block (count <= 64 values, zero padded in v): codes into out[0, (count+1)/2).
+IRIS_INLINE void block_codes(const float* v, uint64_t count, float absmax, uint8_t* out) {
+  const float inv = 1.0f / absmax;
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) c[i] = nf4_encode_fast(v[i] * inv);
+  if (count == kBlock) {
+    for (int j = 0; j < 32; ++j) out[j] = detail::pack_high_first(detail::load_pair(c + 2 * j));
+  } else {
+    for (uint64_t j = 0; j < (count + 1) / 2; ++j) out[j] = detail::pack_high_first(detail::load_pair(c + 2 * j));
+  }
+}
+
+// Loads block b (of the n-element tensor whose elements [i0, ...) are at x) into v.
+template <typename T>
+IRIS_INLINE uint64_t load_block(const T* x, uint64_t i0, uint64_t n, uint64_t b, float* v) {
+  const uint64_t start = b * kBlock, count = start + kBlock <= n ? kBlock : n - start;
+  const T* src = x + (start - i0);
+  if (count == kBlock) {
+    for (int j = 0; j < 64; ++j) v[j] = detail::load_f32(src[j]);
+  } else {
+    for (uint64_t j = 0; j < 64; ++j) v[j] = j < count ? detail::load_f32(src[j]) : 0.0f;
+  }
+  return count;
+}
+
+// Blocks [b0, b1): the absmax (into computed[b], or read from given[b]) and, when `codes` is
+// set, the codes (at codes[(b*64 - i0)/2]).
+template <typename T>
+IRIS_HOT_LOOP void first_level(const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed,
+                               uint8_t* codes) {
+  alignas(64) float v[64];
   for (uint64_t b = b0; b < b1; ++b) {
-    const uint64_t i0 = b * kBlock, i1 = std::min(n, i0 + kBlock);
-    float amax = -3.40282347e38f;  // bnb starts from -FLT_MAX and takes fmaxf
-    for (uint64_t i = i0; i < i1; ++i) amax = max_abs(amax, in[i]);
-    absmax[b] = amax;
-    const float inv = 1.0f / amax;  // reciprocal, then multiply (an all-zero block gives 0 * inf = NaN -> code 0)
-    for (uint64_t i = i0; i < i0 + kBlock; i += 2) {
-      if (i >= n) break;
-      const uint8_t hi = Encode(in[i] * inv);
-      // A missing last element is loaded as 0 by bnb, then normalized like the others.
-      const uint8_t lo = Encode((i + 1 < n ? in[i + 1] : 0.0f) * inv);
-      codes[i / 2] = uint8_t((hi << 4) | lo);
-    }
+    const uint64_t count = load_block(x, i0, n, b, v);
+    const float absmax = given ? given[b] : absmax64(v, count);
+    if (computed) computed[b] = absmax;
+    if (codes) block_codes(v, count, absmax, codes + (b * kBlock - i0) / 2);
   }
 }
 
-// Second level over the absmax values, once their mean is known.
-void quantize_nested(const float* absmax, uint64_t nabs, float offset, uint64_t j0, uint64_t j1, uint8_t* qabs, float* nested) {
-  for (uint64_t j = j0; j < j1; ++j) {
-    const uint64_t a0 = j * kNested, a1 = std::min(nabs, a0 + kNested);
-    float amax = -3.40282347e38f;
-    for (uint64_t a = a0; a < a1; ++a) amax = std::fmax(amax, std::fabs(absmax[a] - offset));
-    nested[j] = amax;
-    const float inv = 1.0f / amax;
-    for (uint64_t a = a0; a < a1; ++a) qabs[a] = dynamic_map_encode((absmax[a] - offset) * inv);
+// Runs first_level over the blocks of [i0, i0 + count) in parallel chunks.
+template <typename T>
+void first_level_parallel(const T* x, uint64_t i0, uint64_t count, uint64_t n, const float* given, float* computed, uint8_t* codes) {
+  const uint64_t b0 = i0 / kBlock, b1 = (i0 + count + kBlock - 1) / kBlock, chunk = 256;
+  const int64_t chunks = int64_t((b1 - b0 + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t s = b0 + uint64_t(c) * chunk, e = s + chunk < b1 ? s + chunk : b1;
+    first_level(x, i0, n, s, e, given, computed, codes);
   }
 }
 
-// torch.mean of a float32 CUDA tensor; summed in double here. (tests/quant compares the
-// result with the offsets bitsandbytes stored in the fixture.)
-float mean_of(const float* v, uint64_t n) {
-  double s = 0;
-  for (uint64_t i = 0; i < n; ++i) s += v[i];
-  return n ? float(s / double(n)) : 0.f;
+// Second level: the dynamic-map codes of absmax[a0, a1), a1 - a0 <= 256. Map and codes are
+// local arrays of different types, so the compiler sees that the gathers from the map do
+// not alias the stores and vectorises.
+IRIS_HOT_LOOP void nested_codes(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
+  float map[256];
+  uint32_t q[kNested];
+  for (int i = 0; i < 256; ++i) map[i] = dynamic_map_value(uint8_t(i));
+  const uint32_t count = uint32_t(a1 - a0);
+  for (uint32_t a = 0; a < count; ++a) q[a] = dynamic_map_encode_fast((absmax[a0 + a] - offset) * inv, map);
+  for (uint32_t a = 0; a < count; ++a) codes[a0 + a] = uint8_t(q[a]);
 }
 
-void encode(const float* in, uint64_t n, Nf4DoubleQuant* out, bool parallel) {
-  const uint64_t nabs = (n + kBlock - 1) / kBlock, nnest = (nabs + kNested - 1) / kNested;
-  std::vector<float> absmax(nabs);
-  out->codes.assign((n + 1) / 2, 0);
-  out->absmax_codes.assign(nabs, 0);
-  out->nested_absmax.assign(nnest, 0.f);
-  const int64_t chunks = int64_t((nabs + 255) / 256);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t c = 0; c < chunks; ++c)
-    if (parallel) quantize_blocks<nf4_code_fast>(in, n, uint64_t(c) * 256, std::min(nabs, uint64_t(c + 1) * 256), absmax.data(), out->codes.data());
-    else quantize_blocks<nf4_encode>(in, n, uint64_t(c) * 256, std::min(nabs, uint64_t(c + 1) * 256), absmax.data(), out->codes.data());
-  out->offset = mean_of(absmax.data(), nabs);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t j = 0; j < int64_t(nnest); ++j)
-    quantize_nested(absmax.data(), nabs, out->offset, uint64_t(j), uint64_t(j) + 1, out->absmax_codes.data(), out->nested_absmax.data());
+template <typename T>
+void encode_dq(const T* in, uint64_t n, Nf4DoubleQuant* out) {
+  std::vector<float> absmax((n + kBlock - 1) / kBlock);
+  out->codes.resize((n + 1) / 2);  // every byte is written below: no need to zero it
+  first_level_parallel(in, 0, n, n, nullptr, absmax.data(), out->codes.data());
+  nf4_quantize_absmax(absmax.data(), absmax.size(), out);
 }
 
 }  // namespace
 
-void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax) {
-  const int64_t b0 = int64_t(i0 / kBlock), b1 = int64_t((i0 + count + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = b0; b < b1; ++b) {
-    float amax = -3.40282347e38f;
-    for (uint64_t i = uint64_t(b) * kBlock; i < std::min(n, uint64_t(b + 1) * kBlock); ++i) amax = max_abs(amax, chunk[i - i0]);
-    absmax[b] = amax;
-  }
-}
-
 void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out) {
   const uint64_t nnest = (nabs + kNested - 1) / kNested;
-  out->absmax_codes.assign(nabs, 0);
-  out->nested_absmax.assign(nnest, 0.f);
-  out->offset = mean_of(absmax, nabs);
+  double sum = 0;  // torch.mean of the absmax values, reproduced by a double sum (nf4.h)
+  for (uint64_t b = 0; b < nabs; ++b) sum += absmax[b];
+  const float offset = nabs ? float(sum / double(nabs)) : 0.0f;
+  out->offset = offset;
+  out->absmax_codes.resize(nabs);  // every element is written below
+  out->nested_absmax.resize(nnest);
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < int64_t(nnest); ++j)
-    quantize_nested(absmax, nabs, out->offset, uint64_t(j), uint64_t(j) + 1, out->absmax_codes.data(), out->nested_absmax.data());
-}
-
-IRIS_HOT_LOOP void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes) {
-  const int64_t b0 = int64_t(i0 / kBlock), b1 = int64_t((i0 + count + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = b0; b < b1; ++b) {
-    const float inv = 1.0f / absmax[b];
-    for (uint64_t i = uint64_t(b) * kBlock; i < std::min(n, uint64_t(b + 1) * kBlock); i += 2) {
-      const uint8_t hi = nf4_code_fast(chunk[i - i0] * inv);
-      const uint8_t lo = nf4_code_fast((i + 1 < n ? chunk[i + 1 - i0] : 0.0f) * inv);
-      codes[(i - i0) / 2] = uint8_t((hi << 4) | lo);
+  for (int64_t j = 0; j < int64_t(nnest); ++j) {
+    const uint64_t a0 = uint64_t(j) * kNested, a1 = a0 + kNested < nabs ? a0 + kNested : nabs;
+    float m = a1 - a0 == kNested ? -FLT_MAX : 0.0f;
+    for (uint64_t a = a0; a < a1; ++a) {
+      const float ad = f32_from_bits(f32_bits(absmax[a] - offset) & 0x7fffffffu);  // |.|, +0 for -0 like fabsf
+      m = ad > m ? ad : m;
     }
+    out->nested_absmax[j] = m;
+    const float inv = 1.0f / m;
+    nested_codes(absmax, a0, a1, offset, inv, out->absmax_codes.data());
   }
 }
 
-void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode(in, n, out, false); }
-void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode(in, n, out, true); }
+void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode_dq(in, n, out); }
+void nf4_encode_dq_bf16(const uint16_t* in, uint64_t n, Nf4DoubleQuant* out) { encode_dq(in, n, out); }
+
+void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax) {
+  first_level_parallel(chunk, i0, count, n, nullptr, absmax, nullptr);
+}
+
+void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes) {
+  first_level_parallel(chunk, i0, count, n, absmax, nullptr, codes);
+}
 
 }  // namespace iris::quant

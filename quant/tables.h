@@ -1,7 +1,8 @@
-// Code tables and element decoders shared by the CPU reference and the CUDA kernels.
+// Element decoders and code books shared by the CPU codecs and the CUDA kernels.
 //
-// Header-only; every function is IRIS_HD (host and device). Values are FP32 bit patterns or
-// exact bit arithmetic, so there is one definition of each table in the project.
+// Header-only; every function is IRIS_HD (host and device) and uses only bit arithmetic or
+// a function-local constexpr table, so there is one definition of each value in the project.
+// Tables are written as FP32 bit patterns: decimal literals would invite "improvements".
 #pragma once
 
 #include <cstdint>
@@ -10,43 +11,84 @@
 
 namespace iris::quant {
 
-// OCP E2M1 (FORMATS.md 2.1): sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0.
+// OCP E2M1 (FORMATS.md 2.1): sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0:
+// 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; 0x8 is -0. No Inf, no NaN.
 IRIS_HD float e2m1_to_f32(uint8_t code) {
   const uint32_t e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0 ? 0.5f * float(m) : f32_from_bits(((e + 126u) << 23) | (m << 22));
-  return (code & 8u) ? -mag : mag;
+  // e = 0 is subnormal (0 or 0.5); otherwise (1 + m/2) * 2^(e-1), built from the FP32 fields.
+  const uint32_t mag = e == 0 ? (m ? 0x3f000000u : 0u) : ((e + 126u) << 23) | (m << 22);
+  return f32_from_bits(mag | (uint32_t(code & 8u) << 28));
 }
 
-// E8M0 scale: 2^(e-127). Byte 0 is 2^-127 (an FP32 subnormal), not zero. Byte 0xFF is NaN,
-// as the OCP MX specification says; transformers instead computes ldexp(x, 128) (Inf for
-// |x| >= 1): iris follows the specification, and no real checkpoint stores 0xFF.
+// OCP E8M0 scale: 2^(e-127). Byte 0 is 2^-127, an FP32 subnormal, not zero.
+// Byte 0xFF: NaN, as the OCP MX specification says (a NaN scale makes its block NaN).
+// transformers instead computes ldexp(x, 128) (+-Inf for |x| >= 1); iris follows the
+// specification. No checkpoint seen stores 0xFF (the fixtures have none), and the encoders
+// of quant/ write it only for blocks that contain NaN or Inf.
 IRIS_HD float e8m0_to_f32(uint8_t e) {
-  if (e == 0xffu) return f32_from_bits(0x7fc00000u);
-  return e == 0 ? f32_from_bits(0x00400000u) : f32_from_bits(uint32_t(e) << 23);
+  if (e == 0xffu) return f32_from_bits(kCanonicalNanBits);
+  return f32_from_bits(e == 0 ? 0x00400000u : uint32_t(e) << 23);
 }
 
 // FP8 E4M3 "fn" (FORMATS.md 4.1): bias 7, subnormals m * 2^-9, 0x7F/0xFF NaN, no Inf.
+// Max finite 448 (0x7E).
 IRIS_HD float e4m3_to_f32(uint8_t b) {
   const uint32_t s = uint32_t(b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
-  if (e == 15u && m == 7u) return f32_from_bits(s | 0x7fc00000u);
+  if (e == 15u && m == 7u) return f32_from_bits(s | kCanonicalNanBits);
+  // Subnormal m * 2^-9: exact in FP32 (a small integer times a power of two).
   if (e == 0) return f32_from_bits(s | f32_bits(float(m) * 0.001953125f));
   return f32_from_bits(s | ((e + 120u) << 23) | (m << 20));
 }
 
-// bitsandbytes NF4 code book (FORMATS.md 3.1), FP32 constants verbatim. Host only: the
-// kernels read the code table stored with each tensor. (Static storage: a plain local
-// array would be rebuilt on every call.)
-inline float nf4_to_f32(uint8_t code) {
+// bitsandbytes NF4 code book (FORMATS.md 3.1), its FP32 constants verbatim (they equal the
+// `quant_map` tensor bnb stores; tests/quant checks that against the fixture).
+IRIS_HD float nf4_to_f32(uint8_t code) {
   static constexpr uint32_t kBits[16] = {0xbf800000u, 0xbf3239b1u, 0xbf066b30u, 0xbeca32a0u, 0xbe91a24du, 0xbe3d353fu,
-                                  0xbdba7871u, 0x00000000u, 0x3da2faffu, 0x3e24cae3u, 0x3e7c04ddu, 0x3ead033au,
-                                  0x3ee1a4b8u, 0x3f1007abu, 0x3f3913b3u, 0x3f800000u};
+                                         0xbdba7871u, 0x00000000u, 0x3da2faffu, 0x3e24cae3u, 0x3e7c04ddu, 0x3ead033au,
+                                         0x3ee1a4b8u, 0x3f1007abu, 0x3f3913b3u, 0x3f800000u};
   return f32_from_bits(kBits[code & 15u]);
 }
 
-// The 256-entry signed dynamic map bitsandbytes uses for double quantization
-// (create_dynamic_map(signed=True)), exactly as stored in checkpoints' nested_quant_map;
-// tests/quant checks it against the fixture.
-inline float dynamic_map_value(uint8_t i) {
+// The NF4 decision thresholds of bitsandbytes' dQuantizeNF4 (csrc/kernels.cu), the same
+// float literals it compiles: threshold i (0..14) separates code i from code i + 1, and a
+// value x takes code i + 1 only if x > threshold(i) (strict: a value on a midpoint takes the
+// lower code; NaN exceeds nothing and takes code 0).
+IRIS_HD float nf4_threshold(int i) {
+  switch (i) {
+    case 0: return -0.8480964004993439f;
+    case 1: return -0.6106329262256622f;
+    case 2: return -0.4599952697753906f;
+    case 3: return -0.33967943489551544f;
+    case 4: return -0.23460740596055984f;
+    case 5: return -0.13791173323988914f;
+    case 6: return -0.045525018125772476f;
+    case 7: return 0.03979014977812767f;
+    case 8: return 0.1202552504837513f;
+    case 9: return 0.2035212516784668f;
+    case 10: return 0.2920137718319893f;
+    case 11: return 0.3893125355243683f;
+    case 12: return 0.5016634166240692f;
+    case 13: return 0.6427869200706482f;
+    default: return 0.8614784181118011f;
+  }
+}
+
+// bitsandbytes FP4 code book (get_4bit_type("fp4")): [0, 0.0625, 8, 12, 4, 6, 2, 3] / 12 and
+// negatives (code bit 3 = sign), the values of its CUDA dequantizer dDequantizeFP4Tree.
+// Code 8 is -0 here, as that kernel computes it (0 * absmax * -1); the `quant_map` tensor bnb
+// stores holds +0 at index 8 (Python's `-0` is the integer 0). Codecs use whichever table
+// they are given; the two differ only in the sign of a decoded zero.
+IRIS_HD float bnb_fp4_to_f32(uint8_t code) {
+  static constexpr uint32_t kBits[8] = {0x00000000u, 0x3baaaaabu, 0x3f2aaaabu, 0x3f800000u,
+                                        0x3eaaaaabu, 0x3f000000u, 0x3e2aaaabu, 0x3e800000u};
+  return f32_from_bits(kBits[code & 7u] | (uint32_t(code & 8u) << 28));
+}
+
+// The 256-entry signed dynamic map of bitsandbytes' double quantization
+// (create_dynamic_map(signed=True)), sorted ascending, exactly as stored in checkpoints'
+// `nested_quant_map` (copied from tests/data/fixtures/llama-nf4-dq; tests/quant compares).
+// Not symmetric: +1.0 (index 255) exists, -1.0 does not; index 127 is 0.
+IRIS_HD float dynamic_map_value(uint8_t i) {
   static constexpr uint32_t kBits[256] = {
     0xbf7e3333u, 0xbf7a999au, 0xbf770000u, 0xbf736666u, 0xbf6fcccdu, 0xbf6c3333u, 0xbf68999au, 0xbf650000u,
     0xbf616666u, 0xbf5dcccdu, 0xbf5a3333u, 0xbf56999au, 0xbf530000u, 0xbf4f6666u, 0xbf4bcccdu, 0xbf483333u,

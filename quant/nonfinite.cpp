@@ -1,0 +1,46 @@
+#include "quant/nonfinite.h"
+
+#include "quant/simd.h"
+
+namespace iris::quant {
+
+namespace {
+
+IRIS_INLINE bool nonfinite(float x) { return (f32_bits(x) & 0x7f800000u) == 0x7f800000u; }
+IRIS_INLINE bool nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
+
+// Count over [i0, i1) and the first index there (i1 if none); branch-free so it vectorises.
+template <typename T>
+IRIS_HOT_LOOP uint64_t count_range(const T* x, uint64_t i0, uint64_t i1, uint64_t* first) {
+  uint64_t count = 0, f = i1;
+  for (uint64_t i = i0; i < i1; ++i) {
+    const bool bad = nonfinite(x[i]);
+    count += bad;
+    f = bad && i < f ? i : f;
+  }
+  *first = f;
+  return count;
+}
+
+template <typename T>
+uint64_t count(const T* x, uint64_t n, uint64_t* first_index) {
+  const uint64_t chunk = 1 << 16;
+  const int64_t chunks = int64_t((n + chunk - 1) / chunk);
+  uint64_t total = 0, first = n;
+#pragma omp parallel for schedule(static) reduction(+ : total) reduction(min : first)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t i0 = uint64_t(c) * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+    uint64_t f;
+    total += count_range(x, i0, i1, &f);
+    if (f < i1 && f < first) first = f;
+  }
+  if (first_index) *first_index = first;
+  return total;
+}
+
+}  // namespace
+
+uint64_t count_nonfinite(const float* x, uint64_t n, uint64_t* first_index) { return count(x, n, first_index); }
+uint64_t count_nonfinite_bf16(const uint16_t* x, uint64_t n, uint64_t* first_index) { return count(x, n, first_index); }
+
+}  // namespace iris::quant

@@ -1,0 +1,227 @@
+// FP8 E4M3: fast == oracle for every granularity on fresh random input (FP32 and BF16
+// input), encode -> decode error bounds, decoding with F32/BF16/F16 scales, the single
+// rounding behind the BF16-scale rule, zero units, NaN/Inf and extreme magnitudes.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "common/float_bits.h"
+#include "quant/fp8.h"
+#include "quant/tables.h"
+#include "tests/quant/test_util.h"
+
+namespace iris::quant {
+namespace {
+
+using test::first_difference;
+
+const char* name(Fp8Granularity g) {
+  return g == Fp8Granularity::kTensor ? "tensor" : g == Fp8Granularity::kChannel ? "channel" : g == Fp8Granularity::kBlock ? "block" : "group";
+}
+
+struct Encoded {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+
+Encoded encode(bool fast, const std::vector<float>& x, uint64_t b, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn = 128,
+               uint64_t bk = 128) {
+  Encoded e{std::vector<uint8_t>(b * n * k), std::vector<float>(fp8_scale_count(b, n, k, g, bn, bk))};
+  (fast ? fp8_encode : fp8_encode_ref)(x.data(), b, n, k, g, bn, bk, e.codes.data(), e.scales.data());
+  return e;
+}
+
+Fp8Scales f32_scales(const Encoded& e, Fp8Granularity g, uint64_t bn = 128, uint64_t bk = 128) {
+  Fp8Scales s;
+  s.granularity = g;
+  s.data = e.scales.data();
+  s.block_n = bn;
+  s.block_k = bk;
+  return s;
+}
+
+TEST(Fp8, FastEqualsReferenceAndErrorIsWithinHalfAnUlp) {
+  IRIS_SEED_TRACE();
+  std::mt19937 rng(test::seed());
+  using Shape = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint64_t>;  // batch, n, k, block_n, block_k
+  for (auto g : {Fp8Granularity::kTensor, Fp8Granularity::kChannel, Fp8Granularity::kBlock})
+    for (auto [b, n, k, bn, bk] : std::vector<Shape>{{1, 1, 1, 128, 128}, {1, 3, 40, 128, 128}, {2, 130, 200, 128, 128},
+                                                    {1, 256, 512, 128, 128}, {3, 17, 33, 8, 16}, {1, 1, 1000, 128, 128}}) {
+      SCOPED_TRACE(std::string(name(g)) + " batch " + std::to_string(b) + " n " + std::to_string(n) + " k " + std::to_string(k));
+      const auto x = test::random_weights(b * n * k, 0.05f, rng);
+      const Encoded r = encode(false, x, b, n, k, g, bn, bk), f = encode(true, x, b, n, k, g, bn, bk);
+      ASSERT_EQ(first_difference(r.codes, f.codes), -1);
+      ASSERT_EQ(first_difference(r.scales, f.scales), -1);
+      // BF16 input: the same bytes as the oracle on the widened values.
+      const auto x16 = test::to_bf16(x);
+      const Encoded rw = encode(false, test::from_bf16(x16), b, n, k, g, bn, bk);
+      Encoded h{std::vector<uint8_t>(x.size()), std::vector<float>(r.scales.size())};
+      fp8_encode_bf16(x16.data(), b, n, k, g, bn, bk, h.codes.data(), h.scales.data());
+      ASSERT_EQ(first_difference(rw.codes, h.codes), -1);
+      ASSERT_EQ(first_difference(rw.scales, h.scales), -1);
+      // Decoders agree (FP32, and BF16 = FP32 rounded once).
+      const Fp8Scales s = f32_scales(r, g, bn, bk);
+      std::vector<float> y(x.size()), y2(x.size());
+      std::vector<uint16_t> y16(x.size());
+      fp8_decode_ref(r.codes.data(), b, n, k, s, y.data());
+      fp8_decode(r.codes.data(), b, n, k, s, y2.data());
+      fp8_decode_bf16(r.codes.data(), b, n, k, s, y16.data());
+      ASSERT_EQ(first_difference(y, y2), -1);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y16[i], f32_to_bf16(y[i])) << i;
+      // Error: half an E4M3 ulp (2^-4 relative) in the normal range, 2^-10 scaled units below.
+      for (uint64_t i = 0; i < x.size(); ++i) {
+        const uint64_t bb = i / (n * k), rr = i / k % n, cc = i % k;
+        const double scale = fp8_scale_at(s, n, k, bb, rr, cc);
+        ASSERT_LE(std::fabs(double(x[i]) - y[i]), (std::fabs(double(x[i])) * 0x1p-4 + 0x1p-10 * scale) * (1 + 1e-6)) << "element " << i;
+      }
+    }
+}
+
+TEST(Fp8, DecodingEveryGranularityAndScaleTypeMatchesTheOracle) {
+  IRIS_SEED_TRACE();
+  std::mt19937 rng(test::seed());
+  std::uniform_int_distribution<int> byte(0, 255);
+  const uint64_t b = 2, n = 37, k = 300;
+  std::vector<uint8_t> codes(b * n * k);
+  for (auto& c : codes) c = uint8_t(byte(rng));  // NaN codes included
+  std::vector<float> sf(b * n * k);              // more than enough scales for any granularity
+  for (auto& v : sf) v = std::ldexp(1.f + float(byte(rng)) / 256.f, byte(rng) % 40 - 30);
+  const auto s16 = test::to_bf16(sf);
+  std::vector<uint16_t> sh(sf.size());
+  for (size_t i = 0; i < sf.size(); ++i) sh[i] = f32_to_f16(sf[i]);
+  for (auto g : {Fp8Granularity::kTensor, Fp8Granularity::kChannel, Fp8Granularity::kBlock, Fp8Granularity::kGroup})
+    for (auto type : {ScaleType::kF32, ScaleType::kBf16, ScaleType::kF16}) {
+      SCOPED_TRACE(std::string(name(g)) + " scale type " + std::to_string(int(type)));
+      Fp8Scales s;
+      s.granularity = g;
+      s.type = type;
+      s.data = type == ScaleType::kF32 ? static_cast<const void*>(sf.data()) : type == ScaleType::kBf16 ? s16.data() : sh.data();
+      s.block_n = 16;
+      s.block_k = 64;
+      s.group = 32;
+      std::vector<float> y(codes.size()), y2(codes.size());
+      std::vector<uint16_t> y16(codes.size());
+      fp8_decode_ref(codes.data(), b, n, k, s, y.data());
+      fp8_decode(codes.data(), b, n, k, s, y2.data());
+      fp8_decode_bf16(codes.data(), b, n, k, s, y16.data());
+      ASSERT_EQ(first_difference(y, y2), -1);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(y16[i], f32_to_bf16(y[i])) << i;
+        if ((codes[i] & 0x7f) == 0x7f) {
+          ASSERT_EQ(f32_bits(y[i]), kCanonicalNanBits) << i;
+        }
+      }
+    }
+}
+
+// compressed-tensors multiplies in BF16: bf16(float(bf16(q)) * float(scale)). Our BF16
+// output rounds the FP32 product once; this holds because the FP32 product of an E4M3 value
+// and a BF16 value is exact. Checked against a correct rounding of the exact (double)
+// product, for every finite code and every BF16 scale whose product is a normal number.
+uint16_t bf16_of_exact(double d) {  // round to nearest even, d normal in BF16's range
+  int e;
+  const double f = std::frexp(std::fabs(d), &e);  // |d| = f * 2^e, f in [0.5, 1)
+  const double m = std::nearbyint(std::ldexp(f, 8));  // 8 significant bits, ties to even
+  const float v = float(std::ldexp(m, e - 8));  // exact
+  return uint16_t((f32_bits(v) >> 16) | (d < 0 ? 0x8000u : 0u));
+}
+
+TEST(Fp8, Bf16ScaledProductIsRoundedOnceLikeCompressedTensors) {
+  int64_t checked = 0;
+  for (int q = 1; q <= 0x7e; ++q)
+    for (uint32_t sb = 0x0080; sb < 0x7f80; ++sb) {
+      const float code = e4m3_to_f32(uint8_t(q)), scale = bf16_to_f32(uint16_t(sb));
+      const double exact = double(code) * double(scale);
+      if (exact < 0x1p-126 || exact >= 0x1p127) continue;
+      ASSERT_EQ(f32_to_bf16(code * scale), bf16_of_exact(exact)) << "code " << q << " scale 0x" << std::hex << sb;
+      ++checked;
+    }
+  EXPECT_GT(checked, 3000000);
+}
+
+TEST(Fp8, AllZeroUnitsGetScaleOneAndZeroCodes) {
+  for (auto g : {Fp8Granularity::kTensor, Fp8Granularity::kChannel, Fp8Granularity::kBlock}) {
+    std::vector<float> x(130 * 140, 0.f);
+    for (int c = 0; c < 140; ++c) x[129 * 140 + c] = -0.f;  // -0 codes keep the sign
+    x[5] = 2.f;                                            // row 0, block (0, 0) not zero
+    for (bool fast : {false, true}) {
+      const Encoded e = encode(fast, x, 1, 130, 140, g);
+      for (size_t u = 0; u < e.scales.size(); ++u) {
+        const bool has_two = g == Fp8Granularity::kTensor || u == 0;
+        EXPECT_EQ(e.scales[u], has_two ? 1.f / 224.f : 1.f) << name(g) << " unit " << u;
+      }
+      EXPECT_EQ(e.codes[5], 0x7e);
+      EXPECT_EQ(e.codes[6], 0x00);
+      EXPECT_EQ(e.codes[129 * 140], 0x80);
+    }
+  }
+}
+
+TEST(Fp8, NanInfAndExtremeMagnitudesAreHandledAsDocumented) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Rows: 0 NaN among ones, 1 +Inf among ones, 2 all 1e-38 and zeros, 3 tiny subnormals,
+  // 4 huge values near FLT_MAX.
+  const uint64_t n = 5, k = 64;
+  std::vector<float> x(n * k, 1.f);
+  x[3] = std::nanf("");
+  x[k + 9] = inf;
+  for (uint64_t c = 0; c < k; ++c) {
+    x[2 * k + c] = c % 2 ? 1e-38f : 0.f;
+    x[3 * k + c] = std::ldexp(float(c), -149);
+    x[4 * k + c] = (c % 2 ? -1 : 1) * 3.4e38f * (float(c + 1) / 64.f);
+  }
+  for (bool fast : {false, true}) {
+    const Encoded e = encode(fast, x, 1, n, k, Fp8Granularity::kChannel);
+    EXPECT_EQ(e.codes[3], 0x7f);           // the NaN
+    EXPECT_EQ(e.codes[4], 0x7e);           // its row is encoded normally: amax ignores NaN
+    EXPECT_EQ(e.scales[0], 1.f / 448.f);
+    EXPECT_EQ(e.codes[k + 9], 0x7f);       // Inf * (448 * (1/Inf)) = Inf * 0 = NaN
+    EXPECT_EQ(e.codes[k + 10], 0x00);      // the rest of an Inf row: 0
+    EXPECT_TRUE(std::isinf(e.scales[1]));
+    const Fp8Scales s = f32_scales(e, Fp8Granularity::kChannel);
+    std::vector<float> y(x.size());
+    fp8_decode_ref(e.codes.data(), 1, n, k, s, y.data());
+    for (uint64_t r = 2; r < n; ++r)
+      for (uint64_t c = 0; c < k; ++c) {
+        const uint64_t i = r * k + c;
+        EXPECT_FALSE(std::isnan(y[i])) << "row " << r << " col " << c;  // no Inf * 0 even where 448/amax overflows
+        EXPECT_LE(std::fabs(double(x[i]) - y[i]), std::fabs(double(x[i])) * 0x1p-4 + 0x1p-10 * e.scales[r] * 2 + 1e-45) << "row " << r << " col " << c;
+      }
+    EXPECT_EQ(e.scales[3], 1.f / FLT_MAX);  // mul clamped to FLT_MAX
+  }
+}
+
+TEST(Fp8, MultiplierIsTorchsReciprocalTimes448WithTheDocumentedGuards) {
+  EXPECT_EQ(fp8_multiplier(0.f), 1.f);
+  for (float amax : {0.8125f, 1.f, 0.033f, 3e38f, 1e-30f}) {
+    volatile float recip = 1.f / amax;  // two roundings, as torch
+    EXPECT_EQ(f32_bits(fp8_multiplier(amax)), f32_bits(448.f * recip)) << amax;
+  }
+  EXPECT_EQ(fp8_multiplier(1e-37f), FLT_MAX);  // 448 / 1e-37 overflows
+  EXPECT_EQ(fp8_multiplier(1e-45f), FLT_MAX);  // 1 / amax itself overflows
+  EXPECT_EQ(fp8_multiplier(std::numeric_limits<float>::infinity()), 0.f);
+}
+
+TEST(Fp8, EmptyInputsTouchNothing) {
+  uint8_t code = 0xAA;
+  float scale = 7.f, out = 1.f;
+  for (auto g : {Fp8Granularity::kChannel, Fp8Granularity::kBlock}) {
+    fp8_encode(nullptr, 1, 0, 16, g, 128, 128, &code, &scale);
+    fp8_encode_ref(nullptr, 1, 0, 16, g, 128, 128, &code, &scale);
+    fp8_encode(nullptr, 0, 4, 16, g, 128, 128, &code, &scale);
+  }
+  fp8_decode(&code, 1, 0, 16, Fp8Scales{}, &out);
+  fp8_decode(&code, 1, 3, 0, Fp8Scales{}, &out);
+  EXPECT_EQ(code, 0xAA);
+  EXPECT_EQ(scale, 7.f);
+  EXPECT_EQ(out, 1.f);
+  // A tensor scale is still written for an empty matrix: 1.
+  fp8_encode(nullptr, 1, 0, 16, Fp8Granularity::kTensor, 128, 128, &code, &scale);
+  EXPECT_EQ(scale, 1.f);
+}
+
+}  // namespace
+}  // namespace iris::quant
