@@ -169,8 +169,7 @@ Status produce_fp8(Job& j, ByteSink& sink) {
     };
     IRIS_TRY(for_each_chunk(j, chunk_amax));
     for (uint64_t m = 0; m < j.batch; ++m) {
-      volatile float recip = 1.f / amax[m];  // torch's 448 / amax is reciprocal(amax) * 448
-      mul[m] = amax[m] > 0 ? 448.f * recip : 1.f;
+      mul[m] = quant::fp8_multiplier(amax[m]);  // the encoders' own rule (torch's 448 * (1/amax))
       j.stash.fp8_scales.push_back(1.f / mul[m]);
     }
   }
