@@ -8,6 +8,7 @@
 #ifdef IRIS_HAVE_CUDA
 #include "formats/iris_archive.h"
 #include "kernels/bench.h"
+#include "kernels/tuning.h"
 #endif
 
 namespace iris {
@@ -34,6 +35,15 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_bench_command(const BenchCommandOptions& o) {
+  for (const auto& v : o.variants) {
+    const auto eq = v.find('=');
+    Status st = eq == std::string::npos ? usage_error("--variant '" + v + "': expected NAME=VALUE") : set_kernel_variant(v.substr(0, eq), v.substr(eq + 1));
+    if (!st.is_ok()) return fail(st);
+  }
+  uint64_t tile_n = 0, tile_k = 0;
+  if (std::sscanf(o.tile.c_str(), "%llux%llu", reinterpret_cast<unsigned long long*>(&tile_n), reinterpret_cast<unsigned long long*>(&tile_k)) != 2 ||
+      tile_n == 0 || tile_k == 0)
+    return fail(usage_error("--tile '" + o.tile + "': expected TILE_NxTILE_K, e.g. 16x256"));
   std::vector<BenchCase> cases;
   if (!o.archive.empty()) {
     auto a = IrisArchive::open(o.archive);
@@ -46,7 +56,7 @@ int run_bench_command(const BenchCommandOptions& o) {
   for (const auto& spec : specs) {
     auto colon = spec.find(':');
     if (colon == std::string::npos) return fail(usage_error("--synthetic '" + spec + "': expected FORMAT:SHAPE"));
-    auto d = synthetic_desc(spec.substr(0, colon), spec.substr(colon + 1));
+    auto d = synthetic_desc(spec.substr(0, colon), spec.substr(colon + 1), tile_n, tile_k);
     if (!d.is_ok()) return fail(d.status());
     const bool big = d->shape.size() == 2;
     cases.push_back({spec.substr(0, colon) + " " + spec.substr(colon + 1), *d, big ? o.batches : std::vector<int>{}});
@@ -71,13 +81,16 @@ int run_bench_command(const BenchCommandOptions& o) {
           res["peers"].push_back({{"peer", p.value("peer", "")}, {"us", p.value("us", 0.0)},
                                   {"speedup", p.value("us", 0.0) / res["us"].get<double>()}});
   }
+  j["variants"] = o.variants;
+  j["tile"] = o.tile;
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("device %s, copy bandwidth %.0f GB/s (read+write, measured now)\n", j["device"].get<std::string>().c_str(),
-              j["copy_gbps"].get<double>());
-  std::printf("%-8s %-26s %5s %10s %9s %7s  %s\n", "kernel", "case", "batch", "us", "GB/s", "%copy", "peer");
+  std::printf("device %s, copy bandwidth %.0f GB/s (read+write, measured now: cudaMemcpy %.0f, copy kernel %.0f)\n",
+              j["device"].get<std::string>().c_str(), j["copy_gbps"].get<double>(), j["copy_memcpy_gbps"].get<double>(),
+              j["copy_kernel_gbps"].get<double>());
+  std::printf("%-8s %-26s %5s %10s %9s %7s %-5s %s\n", "kernel", "case", "batch", "us", "GB/s", "%copy", "path", "peer");
   for (const auto& res : j["results"]) {
     std::string peer;
     for (const auto& p : res.value("peers", nlohmann::json::array())) {
@@ -86,8 +99,10 @@ int run_bench_command(const BenchCommandOptions& o) {
                     p["us"].get<double>(), p["speedup"].get<double>());
       peer += buf;
     }
-    std::printf("%-8s %-26s %5d %10.2f %9.0f %6.1f%%  %s\n", res["kernel"].get<std::string>().c_str(), res["case"].get<std::string>().c_str(),
-                res["batch"].get<int>(), res["us"].get<double>(), res["gbps"].get<double>(), res["pct_copy"].get<double>(), peer.c_str());
+    const std::string path = res.value("path", "");
+    std::printf("%-8s %-26s %5d %10.2f %9.0f %6.1f%% %-5s %s\n", res["kernel"].get<std::string>().c_str(), res["case"].get<std::string>().c_str(),
+                res["batch"].get<int>(), res["us"].get<double>(), res["gbps"].get<double>(), res["pct_copy"].get<double>(),
+                path == "tensor-cores" ? "tc" : path == "cuda-cores" ? "cc" : "", peer.c_str());
   }
   return 0;
 }

@@ -11,6 +11,8 @@ struct BenchCommandOptions {
   std::vector<std::string> synthetic;  // FORMAT:SHAPE, e.g. nf4:14336x4096
   std::vector<int> batches = {1, 16};
   std::string peers;                   // JSON of peer timings from bench/peers.py (same run)
+  std::string tile = "16x256";         // tile_n x tile_k of synthetic cases (shrunk for small matrices)
+  std::vector<std::string> variants;   // NAME=VALUE kernel variants (kernels/tuning.h)
   int replays = 50;
   bool json = false;
 };

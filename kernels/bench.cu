@@ -92,7 +92,16 @@ Result<double> time_graph(int rotations, int warmup, int replays, const std::fun
   return double(ms[ms.size() / 2]) * 1000.0 / rotations;
 }
 
-Result<double> copy_bandwidth_gbps(int replays) {
+// A plain 16-byte-per-thread copy: the kernels' own access width, for the ceiling.
+__global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
+struct CopyCeiling {
+  double memcpy_gbps, kernel_gbps;
+};
+
+Result<CopyCeiling> copy_bandwidth_gbps(int replays) {
   const uint64_t bytes = 1ull << 30;
   DeviceBuffer src, dst;
   IRIS_CUDA_TRY(cudaMalloc(&src.p, bytes));
@@ -102,7 +111,16 @@ Result<double> copy_bandwidth_gbps(int replays) {
     IRIS_CUDA_TRY(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
     return Status::ok();
   }));
-  return 2.0 * double(bytes) / (us * 1e-6) / 1e9;  // bytes read + bytes written
+  int dev = 0, sms = 0;
+  IRIS_CUDA_TRY(cudaGetDevice(&dev));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  IRIS_ASSIGN_OR_RETURN(double kus, time_graph(1, 3, replays, [&](int, cudaStream_t s) -> Status {
+    copy16<<<sms * 8, 256, 0, s>>>(static_cast<const uint4*>(src.p), static_cast<uint4*>(dst.p), bytes / 16);
+    IRIS_CUDA_LAUNCHED("copy16");
+    return Status::ok();
+  }));
+  // bytes read + bytes written
+  return CopyCeiling{2.0 * double(bytes) / (us * 1e-6) / 1e9, 2.0 * double(bytes) / (kus * 1e-6) / 1e9};
 }
 
 int scale_kind_for(const TensorDesc& d, const std::string& role) {
@@ -114,7 +132,7 @@ int scale_kind_for(const TensorDesc& d, const std::string& role) {
 
 }  // namespace
 
-Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape) {
+Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape, uint64_t tile_n, uint64_t tile_k) {
   TensorDesc d;
   d.name = format + " " + shape;
   std::stringstream ss(shape);
@@ -147,7 +165,8 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
   } else {
     return usage_error("--synthetic: unknown format '" + format + "' (mxfp4, nf4, fp8, fp8-channel)");
   }
-  d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
+  d.layout = choose_layout(d, tile_n, tile_k);
+  if (auto specs = component_specs(d); !specs.is_ok()) return usage_error("--tile: " + specs.status().message());
   return d;
 }
 
@@ -158,7 +177,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
   cudaDeviceProp prop;
   IRIS_CUDA_TRY(cudaGetDevice(&dev));
   IRIS_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
-  IRIS_ASSIGN_OR_RETURN(double copy_gbps, copy_bandwidth_gbps(o.replays));
+  IRIS_ASSIGN_OR_RETURN(CopyCeiling ceiling, copy_bandwidth_gbps(o.replays));
+  const double copy_gbps = std::max(ceiling.memcpy_gbps, ceiling.kernel_gbps);
   json results = json::array();
   for (const auto& c : cases) {
     IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(c.desc));
@@ -191,6 +211,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
     const double bytes = double(in_bytes + out_bytes);
     results.push_back({{"kernel", "dequant"}, {"case", c.name}, {"batch", 0}, {"us", us}, {"bytes", bytes},
+                       {"tile", std::to_string(c.desc.layout.tile_n) + "x" + std::to_string(c.desc.layout.tile_k)},
                        {"gbps", bytes / (us * 1e-6) / 1e9}, {"pct_copy", 100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbps}});
     for (int batch : c.batches) {
       std::vector<DeviceBuffer> xs(rot), ys(rot);
@@ -205,11 +226,13 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
       results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
+                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch) ? "tensor-cores" : "cuda-cores"},
                          {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
     }
   }
   return json{{"device", prop.name}, {"sms", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
-              {"copy_gbps", copy_gbps}, {"results", results}};
+              {"copy_gbps", copy_gbps}, {"copy_memcpy_gbps", ceiling.memcpy_gbps}, {"copy_kernel_gbps", ceiling.kernel_gbps},
+              {"results", results}};
 }
 
 }  // namespace iris

@@ -27,10 +27,13 @@ struct BenchOptions {
   int warmup = 5;
 };
 
-// Returns {"device", "copy_gbps", "l2_bytes", "results": [{kernel, case, us, gbps, pct_copy, bytes}]}.
+// Returns {"device", "copy_gbps" (the better of cudaMemcpy and a 16-byte copy kernel, both
+// also given),  "l2_bytes", "results": [{kernel, case, us, gbps, pct_copy, bytes}]}.
 Result<nlohmann::json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOptions& options);
 
 // Synthetic descriptors for a shape like "14336x4096" or "32x5760x2880".
-Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape);
+// Tiles of tile_n x tile_k, shrunk for small matrices as the converter does.
+Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& shape, uint64_t tile_n = kDefaultTileN,
+                                  uint64_t tile_k = kDefaultTileK);
 
 }  // namespace iris

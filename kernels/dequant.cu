@@ -2,6 +2,8 @@
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
+#include "kernels/fast_div.h"
+#include "kernels/tuning.h"
 #include "kernels/fp8.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
@@ -12,7 +14,6 @@ namespace iris {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // items per thread per step: loads issued together, then decoded
 
 template <int OutKind, int N>
 __device__ __forceinline__ void store(void* out, uint64_t o, const float (&vals)[N], int count) {
@@ -21,90 +22,66 @@ __device__ __forceinline__ void store(void* out, uint64_t o, const float (&vals)
   else dev::store_f32(static_cast<float*>(out) + o, vals, count);
 }
 
-// v2: walks the codes in storage order, so each warp loads one contiguous run of code bytes
-// and, within a tile row, stores one contiguous run of outputs. Tile coordinates come from
-// 32-bit arithmetic on the item index; padding items are skipped.
-template <typename F, int OutKind>
-__global__ void __launch_bounds__(kThreads) dequant_tiled(const QuantView v, void* out) {
-  __shared__ float tables[16 + 256];
-  F::load_tables(v, tables);
-  __syncthreads();
-  constexpr uint32_t kItemBytes = F::kItem * F::kBits / 8;
-  const uint32_t ipr = uint32_t(v.tile_k / F::kItem);   // items per tile row
-  const uint32_t ipt = ipr * uint32_t(v.tile_n);         // items per tile
-  const uint32_t tps = uint32_t(v.padded_k / v.tile_k);  // tiles per stripe
-  const uint32_t tpm = tps * uint32_t(v.padded_n / v.tile_n);  // tiles per matrix
-  const uint64_t total = uint64_t(tpm) * (v.rows / v.n) * ipt;
-  const uint64_t step = uint64_t(gridDim.x) * kThreads * kUnroll;
-  for (uint64_t base = uint64_t(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < total; base += step) {
-    typename F::Word w[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint64_t it = base + uint64_t(u) * kThreads;
-      if (it < total) w[u] = F::load(v, it * kItemBytes);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint64_t it = base + uint64_t(u) * kThreads;
-      if (it >= total) break;
-      const uint64_t tile = it / ipt;
-      const uint32_t j = uint32_t(it - tile * ipt);
-      const uint64_t b = tile / tpm;
-      const uint32_t tm = uint32_t(tile - b * tpm);
-      const uint32_t s = tm / tps, t = tm - s * tps;
-      const uint32_t r = j / ipr, c = j - r * ipr;
-      const uint64_t n = uint64_t(s) * v.tile_n + r;
-      const uint64_t k0 = uint64_t(t) * v.tile_k + uint64_t(c) * F::kItem;
-      if (n >= v.n || k0 >= v.k) continue;  // padding
-      const uint64_t row = b * v.n + n;
-      float vals[F::kItem];
-      F::decode_word(v, tables, row, k0, w[u], vals);
-      store<OutKind>(out, row * v.k + k0, vals, int(min(uint64_t(F::kItem), v.k - k0)));
-    }
-  }
-}
+// Where item i (8 elements, in storage order) of a tiled tensor lies: the tile, then the row
+// and column inside it, by multiply-shift divisions (fast_div.h) set up once on the host.
+struct ItemGeometry {
+  FastDiv items_per_tile, items_per_row, tiles_per_matrix, tiles_per_stripe;
+  uint32_t total;  // items in the tensor, padding included (< 2^31)
+  bool vector_out; // 16-byte stores are aligned: K % 8 == 0 and an aligned output pointer
+};
 
-// v3: one tile per block iteration. The tile's coordinates come from one set of 32-bit
-// divisions per tile instead of two 64-bit divisions per 8-element item (Nsight Compute:
-// v2 was instruction-bound, 56-67% SM throughput against 27-30% memory throughput).
-// Threads walk the tile's items in storage order; `ipr_shift` = log2(items per tile row).
-template <typename F, int OutKind>
-__global__ void __launch_bounds__(kThreads) dequant_tile_per_block(const QuantView v, void* out, uint32_t ipr_shift) {
+// v4: every thread takes kUnroll items spaced a block apart, so each warp instruction reads
+// one contiguous run of codes (128 or 256 bytes) and writes one contiguous run of outputs
+// (512 bytes within a tile row). All loads of the kUnroll items, scales included, are issued
+// before the first is decoded. BF16 output decodes two elements per instruction
+// (packed_decode.cuh); items that could produce a NaN, and F16/F32 output, take the scalar
+// decoder, which is the same code as the CPU reference's arithmetic.
+template <typename F, int OutKind, int kUnroll>
+__global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
-  __syncthreads();
+  const bool tables_ok = __syncthreads_and(F::tables_finite(v, tables));
   constexpr uint32_t kItemBytes = F::kItem * F::kBits / 8;
-  constexpr int kPerThread = 4;
-  const uint32_t ipr = 1u << ipr_shift;
-  const uint32_t ipt = ipr * uint32_t(v.tile_n);
-  const uint32_t tps = uint32_t(v.padded_k / v.tile_k);
-  const uint32_t tpm = tps * uint32_t(v.padded_n / v.tile_n);
-  const uint32_t tiles = tpm * uint32_t(v.rows / v.n);
-  for (uint32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const uint32_t b = tile / tpm, tm = tile - b * tpm;
-    const uint32_t s = tm / tps, t = tm - s * tps;
-    const uint64_t tile_base = uint64_t(tile) * ipt * kItemBytes;
-    const uint64_t row0 = uint64_t(b) * v.n + uint64_t(s) * v.tile_n;  // first row of the tile
-    const uint32_t n_left = uint32_t(min(uint64_t(v.tile_n), v.n - uint64_t(s) * v.tile_n));
-    const uint64_t k_base = uint64_t(t) * v.tile_k;
-    for (uint32_t j0 = threadIdx.x; j0 < ipt; j0 += kThreads * kPerThread) {
-      typename F::Word w[kPerThread];
+  const uint32_t tile_n = uint32_t(v.tile_n), tile_k = uint32_t(v.tile_k), n_rows = uint32_t(v.n);
+  const uint64_t k = v.k;
+  for (uint32_t base = blockIdx.x * kThreads * kUnroll; base < g.total; base += gridDim.x * kThreads * kUnroll) {
+    typename F::Word w[kUnroll];
+    typename F::Aux aux[kUnroll];
+    uint64_t row[kUnroll];
+    uint32_t k0[kUnroll];
+    bool live[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kPerThread; ++u) {
-        const uint32_t j = j0 + u * kThreads;
-        if (j < ipt) w[u] = F::load(v, tile_base + uint64_t(j) * kItemBytes);
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t it = base + u * kThreads + threadIdx.x;
+      live[u] = it < g.total;
+      if (!live[u]) continue;
+      const uint32_t tile = g.items_per_tile.div(it), j = it - tile * g.items_per_tile.d;
+      const uint32_t r = g.items_per_row.div(j), c = j - r * g.items_per_row.d;
+      const uint32_t b = g.tiles_per_matrix.div(tile), tm = tile - b * g.tiles_per_matrix.d;
+      const uint32_t s = g.tiles_per_stripe.div(tm), t = tm - s * g.tiles_per_stripe.d;
+      const uint32_t n = s * tile_n + r;
+      k0[u] = t * tile_k + c * F::kItem;
+      live[u] = n < n_rows && k0[u] < k;  // padding items are not stored
+      if (!live[u]) continue;
+      row[u] = uint64_t(b) * n_rows + n;
+      w[u] = F::load(v, uint64_t(it) * kItemBytes);
+      if constexpr (OutKind == 0) aux[u] = F::load_aux(v, tables, row[u], k0[u]);
+    }
 #pragma unroll
-      for (int u = 0; u < kPerThread; ++u) {
-        const uint32_t j = j0 + u * kThreads;
-        if (j >= ipt) break;
-        const uint32_t r = j >> ipr_shift, c = j & (ipr - 1);
-        const uint64_t k0 = k_base + uint64_t(c) * F::kItem;
-        if (r >= n_left || k0 >= v.k) continue;  // padding
-        float vals[F::kItem];
-        F::decode_word(v, tables, row0 + r, k0, w[u], vals);
-        store<OutKind>(out, (row0 + r) * v.k + k0, vals, int(min(uint64_t(F::kItem), v.k - k0)));
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!live[u]) continue;
+      const uint64_t o = row[u] * k + k0[u];
+      const int count = int(min(uint64_t(F::kItem), k - k0[u]));
+      if constexpr (OutKind == 0) {
+        uint4 q;
+        if (g.vector_out && count == F::kItem && F::decode_bf16(v, w[u], aux[u], tables, tables_ok, q)) {
+          *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + o) = q;
+          continue;
+        }
       }
+      float vals[F::kItem];
+      F::decode_word(v, tables, row[u], k0[u], w[u], vals);
+      store<OutKind>(out, o, vals, count);
     }
   }
 }
@@ -125,48 +102,55 @@ __global__ void __launch_bounds__(kThreads) dequant_flat(const QuantView v, void
   }
 }
 
-// log2 of the items per tile row when it is a power of two and a tile fills a block; -1 otherwise.
-template <typename F>
-int tile_kernel_shift(const QuantView& v) {
-  if (!v.tiled) return -1;
-  const uint64_t ipr = v.tile_k / F::kItem;
-  if (ipr == 0 || (ipr & (ipr - 1)) || ipr * v.tile_n < uint64_t(kThreads)) return -1;
-  const uint64_t tiles = (v.padded_k / v.tile_k) * (v.padded_n / v.tile_n) * (v.rows / v.n);
-  if (tiles >= (uint64_t(1) << 31)) return -1;
-  int sh = 0;
-  while ((uint64_t(1) << sh) < ipr) ++sh;
-  return sh;
+template <typename F, int OutKind, int kUnroll>
+Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sms, cudaStream_t s) {
+  int per_sm = 0;
+  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll>, kThreads, 0));
+  // A grid that fills every SM once; the loop covers the rest (no tail wave).
+  const uint64_t need = (uint64_t(g.total) + kThreads * kUnroll - 1) / (kThreads * kUnroll);
+  const unsigned blocks = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(need, uint64_t(sms) * std::max(per_sm, 1))));
+  dequant_items<F, OutKind, kUnroll><<<blocks, kThreads, 0, s>>>(v, g, out);
+  IRIS_CUDA_LAUNCHED("dequant");
+  return Status::ok();
 }
 
 template <typename F, int OutKind>
-void launch_kind(const QuantView& v, void* out, unsigned blocks, cudaStream_t s) {
-  const int sh = tile_kernel_shift<F>(v);
-  if (sh >= 0) {
-    const uint64_t tiles = (v.padded_k / v.tile_k) * (v.padded_n / v.tile_n) * (v.rows / v.n);
-    const unsigned tb = unsigned(std::min<uint64_t>(tiles, uint64_t(blocks) * 4));
-    dequant_tile_per_block<F, OutKind><<<tb, kThreads, 0, s>>>(v, out, uint32_t(sh));
-  } else if (v.tiled) {
-    dequant_tiled<F, OutKind><<<blocks, kThreads, 0, s>>>(v, out);
-  } else {
-    dequant_flat<F, OutKind><<<blocks, kThreads, 0, s>>>(v, out);
+Status launch_tiled(const QuantView& v, void* out, int sms, cudaStream_t s) {
+  const uint64_t ipr = v.tile_k / F::kItem, ipt = ipr * v.tile_n;
+  const uint64_t tps = v.padded_k / v.tile_k, tpm = tps * (v.padded_n / v.tile_n);
+  const uint64_t total = tpm * (v.rows / v.n) * ipt;
+  if (total >= (uint64_t(1) << 31) || v.k >= (uint64_t(1) << 32) || v.n >= (uint64_t(1) << 32))
+    return unsupported("dequantize: more than 2^31 code items of 8 elements in one tensor");
+  ItemGeometry g;
+  g.items_per_tile = FastDiv(uint32_t(ipt));
+  g.items_per_row = FastDiv(uint32_t(ipr));
+  g.tiles_per_matrix = FastDiv(uint32_t(tpm));
+  g.tiles_per_stripe = FastDiv(uint32_t(tps));
+  g.total = uint32_t(total);
+  g.vector_out = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
+  switch (dequant_unroll()) {
+    case 2: return launch_items<F, OutKind, 2>(v, g, out, sms, s);
+    case 8: return launch_items<F, OutKind, 8>(v, g, out, sms, s);
+    default: return launch_items<F, OutKind, 4>(v, g, out, sms, s);
   }
 }
 
 template <typename F>
 Status launch(const QuantView& v, void* out, DType dt, cudaStream_t s) {
-  const uint64_t items = v.tiled ? (v.rows / v.n) * v.padded_n * (v.padded_k / F::kItem) : (v.rows * v.k + F::kItem - 1) / F::kItem;
   if (v.rows == 0 || v.k == 0) return Status::ok();
-  if (v.tiled && (v.tile_k / F::kItem) * v.tile_n * (v.padded_k / v.tile_k) * (v.padded_n / v.tile_n) >= (uint64_t(1) << 32))
-    return unsupported("dequantize: a matrix of more than 2^32 code items");
   int dev = 0, sms = 0;
   IRIS_CUDA_TRY(cudaGetDevice(&dev));
   IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  // Enough blocks to fill every SM several times over, no more: the loop covers the rest.
-  const uint64_t per_block = v.tiled ? uint64_t(kThreads) * kUnroll : kThreads;
-  const uint64_t blocks = std::min<uint64_t>((items + per_block - 1) / per_block, uint64_t(sms) * 8);
-  if (dt == DType::kBF16) launch_kind<F, 0>(v, out, unsigned(blocks), s);
-  else if (dt == DType::kF16) launch_kind<F, 1>(v, out, unsigned(blocks), s);
-  else launch_kind<F, 2>(v, out, unsigned(blocks), s);
+  if (v.tiled) {
+    if (dt == DType::kBF16) return launch_tiled<F, 0>(v, out, sms, s);
+    if (dt == DType::kF16) return launch_tiled<F, 1>(v, out, sms, s);
+    return launch_tiled<F, 2>(v, out, sms, s);
+  }
+  const uint64_t items = (v.rows * v.k + F::kItem - 1) / F::kItem;
+  const unsigned blocks = unsigned(std::min<uint64_t>((items + kThreads - 1) / kThreads, uint64_t(sms) * 8));
+  if (dt == DType::kBF16) dequant_flat<F, 0><<<blocks, kThreads, 0, s>>>(v, out);
+  else if (dt == DType::kF16) dequant_flat<F, 1><<<blocks, kThreads, 0, s>>>(v, out);
+  else dequant_flat<F, 2><<<blocks, kThreads, 0, s>>>(v, out);
   IRIS_CUDA_LAUNCHED("dequant");
   return Status::ok();
 }

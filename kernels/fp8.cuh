@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/device_common.cuh"
+#include "kernels/packed_decode.cuh"
 
 namespace iris::dev {
 
@@ -62,6 +63,29 @@ struct Fp8 {
       const uint32_t word = i < 4 ? w.x : w.y;
       out[i] = iris::canonical_nan_if_nan(__fmul_rn(decode_byte((word >> (8 * (i % 4))) & 0xffu), s));
     }
+  }
+
+  // BF16 fast path (dequant v4): the scale of elements [k0, k0 + 8) when one covers them all.
+  using Aux = float;
+  static __device__ __forceinline__ bool tables_finite(const QuantView&, const float*) { return true; }
+  static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float*, uint64_t row, uint64_t k0) {
+    return scale_at(v, scale_index(v, row, k0));
+  }
+  // Exact E4M3 values times a finite scale in FP32, rounded by cvt.rn.bf16x2: equal to the
+  // reference. NaN codes, a non-finite scale or scales that change inside the 8 elements go
+  // to the scalar path.
+  static __device__ __forceinline__ bool decode_bf16(const QuantView& v, Word w, Aux s, const float*, bool, uint4& out) {
+    if (!v.fp8_uniform8 || !isfinite(s) || (e4m3_nan_bytes(w.x) | e4m3_nan_bytes(w.y))) return false;
+    uint32_t r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word = j < 2 ? w.x : w.y;
+      float lo, hi;
+      e4m3x2_to_f32(j % 2 ? word >> 16 : word, lo, hi);
+      r[j] = pack_bf16x2(__fmul_rn(lo, s), __fmul_rn(hi, s));
+    }
+    out = make_uint4(r[0], r[1], r[2], r[3]);
+    return true;
   }
 
   static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {

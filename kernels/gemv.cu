@@ -1,5 +1,8 @@
 // Host launcher of the fused dequant-GEMV kernels: y[b, row] = sum_k x[b, k] * W[row, k].
 //
+// Layouts of 16-row stripes (the default tiles) go to the tensor-core kernel (gemv_mma.cu);
+// the CUDA-core kernels below take every other layout and batch:
+//
 // v1 (CUDA cores, any tile): one warp per output row; lanes stride over the row's code items,
 // decode them in registers and multiply with every activation row (FP32 accumulation), then
 // a warp shuffle reduction. The activations are read through the read-only cache.
@@ -8,6 +11,8 @@
 // tiles are issued before any is decoded, and each activation chunk serves both rows.
 #include "kernels/cuda_check.h"
 #include "kernels/fp8.cuh"
+#include "kernels/gemv_mma.h"
+#include "kernels/tuning.h"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
 #include "kernels/nf4.cuh"
@@ -207,6 +212,7 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
   if (!v.tiled && v.format == ViewFormat::kNf4) return unsupported("gemv: flat NF4 (K not a multiple of the block) has no rows to multiply");
   auto s = static_cast<cudaStream_t>(stream);
   const bool f32 = y_dtype == DType::kF32;
+  if (cuda_gemv_uses_tensor_cores(v, batch)) return cuda_gemv_mma(v, x, batch, y, f32, stream);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, x, batch, y, f32, s);
@@ -214,5 +220,7 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
   }
   return unsupported("gemv: unknown format");
 }
+
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch) { return gemv_tensor_cores_allowed() && gemv_mma_supports(v, batch); }
 
 }  // namespace iris

@@ -19,6 +19,11 @@ Status cuda_dequantize(const QuantView& v, void* out, DType out_dtype, void* str
 // y [batch, rows] of y_dtype (bf16 or f32); FP32 accumulation.
 Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream);
 
+// Whether cuda_gemv runs this tensor and batch on the tensor cores (BF16 operands, FP32
+// accumulation) rather than the FP32 CUDA-core kernels: the two have different error bounds
+// (verify/gemv_bound.h), so checks ask which one ran.
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch);
+
 // Device discovery for verify / tests: false with a reason when no usable GPU is present.
 bool cuda_device_available(std::string* why);
 std::string cuda_device_name();

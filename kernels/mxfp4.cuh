@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/device_common.cuh"
+#include "kernels/packed_decode.cuh"
 
 namespace iris::dev {
 
@@ -30,6 +31,28 @@ struct Mxfp4 {
       out[j * 2 + 0] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte & 15u], s));  // low nibble = even element
       out[j * 2 + 1] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte >> 4], s));
     }
+  }
+
+  // BF16 fast path (dequant v4): the scale byte of elements [k0, k0 + 8), loaded with the codes.
+  using Aux = uint32_t;
+  static __device__ __forceinline__ bool tables_finite(const QuantView&, const float*) { return true; }
+  static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float*, uint64_t row, uint64_t k0) {
+    return __ldg(static_cast<const uint8_t*>(v.scales) + row * ((v.k + 31) / 32) + k0 / 32);
+  }
+  // Eight elements as four bf16x2, bit-identical to the FP32 reference rounded to BF16 (the
+  // products are exact, see packed_decode.cuh); scale 0xFF gives the canonical NaN.
+  static __device__ __forceinline__ bool decode_bf16(const QuantView&, Word w, Aux e, const float*, bool, uint4& out) {
+    if (e == 0xffu) {
+      out = make_uint4(0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u);
+      return true;
+    }
+    const E8m0Factors f = e8m0_factors(e);
+    const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
+    out.x = apply_e8m0(e2m1_pair_scaled<0>(lo4, hi4), f);
+    out.y = apply_e8m0(e2m1_pair_scaled<1>(lo4, hi4), f);
+    out.z = apply_e8m0(e2m1_pair_scaled<2>(lo4, hi4), f);
+    out.w = apply_e8m0(e2m1_pair_scaled<3>(lo4, hi4), f);
+    return true;
   }
 
   static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/device_common.cuh"
+#include "kernels/packed_decode.cuh"
 
 namespace iris::dev {
 
@@ -45,6 +46,28 @@ struct Nf4 {
       out[j * 2 + 0] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte >> 4], am));  // high nibble = even element
       out[j * 2 + 1] = iris::canonical_nan_if_nan(__fmul_rn(smem[byte & 15u], am));
     }
+  }
+
+  // BF16 fast path (dequant v4): the absmax of elements [k0, k0 + 8) of `row`.
+  using Aux = float;
+  static __device__ __forceinline__ bool tables_finite(const QuantView&, const float* smem) {
+    return threadIdx.x >= 16 || isfinite(smem[threadIdx.x]);
+  }
+  static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float* smem, uint64_t row, uint64_t k0) {
+    return absmax(v, smem, div_by(row * v.k + k0, v.block_size, v.block_shift));
+  }
+  // Finite table and absmax: no product is NaN, so the hardware rounding (cvt.rn.bf16x2)
+  // equals the reference's; otherwise the caller takes the scalar path (canonical NaN).
+  static __device__ __forceinline__ bool decode_bf16(const QuantView&, Word w, Aux am, const float* smem, bool tables_ok, uint4& out) {
+    if (!tables_ok || !isfinite(am)) return false;
+    uint32_t r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t byte = (w >> (8 * j)) & 0xffu;
+      r[j] = pack_bf16x2(__fmul_rn(smem[byte >> 4], am), __fmul_rn(smem[byte & 15u], am));  // high nibble = even element
+    }
+    out = make_uint4(r[0], r[1], r[2], r[3]);
+    return true;
   }
 
   static __device__ __forceinline__ void decode(const QuantView& v, const float* t, uint64_t row, uint64_t k0, float (&out)[kItem]) {

@@ -114,7 +114,8 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr
       if (e != cudaSuccess) s = io_error(cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:gemv", s.message());
-    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv"));
+    const auto acc = cuda_gemv_uses_tensor_cores(*view, 1) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv", acc));
   }
 }
 

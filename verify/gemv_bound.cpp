@@ -6,14 +6,18 @@
 
 namespace iris {
 
-double gemv_error_bound(uint64_t k, double sum_abs_products) {
-  const double u = std::ldexp(1.0, -24);
-  const double ku = double(k) * u;
-  return ku / (1.0 - ku) * sum_abs_products + double(k) * std::ldexp(1.0, -126);
+double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation acc) {
+  const double flush = double(k) * std::ldexp(1.0, -126);
+  if (acc == GemvAccumulation::kFp32) {
+    const double ku = double(k) * std::ldexp(1.0, -24);
+    return ku / (1.0 - ku) * sum_abs_products + flush;
+  }
+  const double nu = double(k + 64) * std::ldexp(1.0, -22);
+  return (nu / (1.0 - nu) + std::ldexp(1.0, -18) + std::ldexp(1.0, -24)) * sum_abs_products + flush;
 }
 
 CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,
-                                const std::string& name) {
+                                const std::string& name, GemvAccumulation acc) {
   for (uint64_t r = 0; r < rows; ++r) {
     double ref = 0, mag = 0;
     bool finite = true;
@@ -31,7 +35,7 @@ CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows
     // Past FLT_MAX the FP32 accumulation may overflow even though the exact sum is finite:
     // the bound no longer applies, and an infinite (or NaN) result is the honest answer.
     if (mag > 3.4028234663852886e38 && !std::isfinite(y[r])) continue;
-    const double err = std::fabs(double(y[r]) - ref), bound = gemv_error_bound(k, mag);
+    const double err = std::fabs(double(y[r]) - ref), bound = gemv_error_bound(k, mag, acc);
     if (!(err <= bound)) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "row %llu: gpu %.9g, reference %.9g, |error| %.3g > bound %.3g", (unsigned long long)r, double(y[r]),

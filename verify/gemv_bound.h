@@ -6,6 +6,15 @@
 // Algorithms", 3.1), for any summation order. The products themselves are exact in double.
 // Subnormal flushing adds at most K * 2^-126 in absolute terms. The bound assumes no
 // overflow: where sum |w x| exceeds FLT_MAX, a non-finite result is accepted.
+//
+// The tensor-core path (kernels/gemv_mma.cu) multiplies BF16 operands exactly into FP32 and
+// accumulates inside the mma with truncation and alignment of the 16 products to the largest
+// one (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", 2021):
+// its bound uses u' = 2^-22 (four times u: a factor 2 for truncation, 2 for the alignment) and
+// K + 64 rounding steps (the chunk scalings and the warp sum), plus 2^-18 for the NF4 table
+// values carried as two BF16s and u for the weights' own FP32 rounding, which the scaled
+// path does not repeat:
+//   bound_tc = (gamma_{K+64}(2^-22) + 2^-18 + 2^-24) * sum |w x| + K 2^-126.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +24,12 @@
 
 namespace iris {
 
-double gemv_error_bound(uint64_t k, double sum_abs_products);
+enum class GemvAccumulation { kFp32, kTensorCores };
+
+double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation acc = GemvAccumulation::kFp32);
 
 // Checks y[row] against sum_k w[row*k + kk] * x[kk] (x in bf16 bits) for every row.
 CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,
-                                const std::string& name);
+                                const std::string& name, GemvAccumulation acc = GemvAccumulation::kFp32);
 
 }  // namespace iris

@@ -13,7 +13,9 @@
 #include "common/checked_math.h"
 #include "common/float_bits.h"
 #include "formats/tile_layout.h"
+#include "kernels/gemv_mma.h"
 #include "kernels/kernels.h"
+#include "kernels/tuning.h"
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
 #include "verify/reference_decode.h"
@@ -24,7 +26,7 @@ namespace {
 enum class Scales { kNormal, kExtreme, kWithNaN };
 
 struct Case {
-  std::string format;  // mxfp4 | nf4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-bf16
+  std::string format;  // mxfp4 | nf4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-bf16
   std::vector<uint64_t> shape;
   uint64_t tile_n, tile_k;  // 0: the converter's default choice
   Scales scales = Scales::kNormal;
@@ -108,11 +110,12 @@ Built build(const Case& c, std::mt19937& rng) {
     rows = bytes(numel);
     if (nan_free)
       for (auto& x : rows) if ((x & 0x7f) == 0x7f) x &= 0xfe;
-    std::string g = c.format == "fp8-bf16" ? "block" : c.format.substr(4);
-    uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, 128) * ceil_div(k, 128) : batch * n * ceil_div(k, 48);
+    std::string g = c.format == "fp8-bf16" ? "block" : c.format == "fp8-group128" ? "group" : c.format.substr(4);
+    const uint64_t group = c.format == "fp8-group128" ? 128 : 48;
+    uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, 128) * ceil_div(k, 128) : batch * n * ceil_div(k, group);
     d.params = {{"scale_granularity", g}, {"scale_dtype", c.format == "fp8-bf16" ? "bf16" : "f32"}, {"scale_shape", std::vector<uint64_t>{ns}}};
     if (g == "block") { d.params["block_n"] = 128; d.params["block_k"] = 128; }
-    if (g == "group") d.params["group_size"] = 48;
+    if (g == "group") d.params["group_size"] = group;
     if (c.format == "fp8-bf16") {
       std::vector<uint8_t> v(ns * 2);
       std::uniform_real_distribution<float> dist(1e-4f, 1e-2f);
@@ -173,7 +176,12 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
 
-  for (DType out : {DType::kF32, DType::kBF16}) {
+  // Every dequant variant (items per thread) must give the same bits; BF16 takes the packed
+  // fast path, F32 the scalar decoder.
+  struct Run { DType out; const char* unroll; };
+  for (Run run : {Run{DType::kF32, "4"}, Run{DType::kBF16, "2"}, Run{DType::kBF16, "4"}, Run{DType::kBF16, "8"}}) {
+    const DType out = run.out;
+    ASSERT_TRUE(set_kernel_variant("dequant-unroll", run.unroll).is_ok());
     const size_t es = out == DType::kF32 ? 4 : 2;
     void* d_out = nullptr;
     ASSERT_EQ(cudaMalloc(&d_out, std::max<size_t>(numel * es, 16)), cudaSuccess);
@@ -187,14 +195,19 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
       uint32_t g = 0, want = out == DType::kF32 ? f32_bits(ref[i]) : f32_to_bf16(ref[i]);
       std::memcpy(&g, &got[i * es], es);
       if (g != want) {
-        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : " bf16") << ": first mismatch at element " << i << " (row "
+        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : " bf16") << " unroll " << run.unroll << ": first mismatch at element " << i << " (row "
                       << i / view->k << ", col " << i % view->k << "): gpu " << std::hex << g << " cpu " << want;
         break;
       }
     }
   }
+  ASSERT_TRUE(set_kernel_variant("dequant-unroll", "4").is_ok());
   if (b.desc.layout.kind != LayoutKind::kTiled) return;  // GEMV needs rows
-  for (int batch : {1, 2, 3, 4, 8, 16}) {
+  // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
+  for (const char* gemv : {"auto", "cuda-cores"})
+  for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
+    if (std::string(gemv) == "cuda-cores" && !gemv_mma_supports(*view, batch)) continue;  // ran in the "auto" pass
+    ASSERT_TRUE(set_kernel_variant("gemv", gemv).is_ok());
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     std::vector<uint16_t> x(batch * view->k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -209,11 +222,15 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(dx);
     cudaFree(dy);
+    // The bound of the kernel that ran (verify/gemv_bound.h states both).
+    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     for (int bi = 0; bi < batch; ++bi) {
-      CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv");
-      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " row-set " << bi << ": " << r.detail;
+      CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
+      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << (acc == GemvAccumulation::kTensorCores ? " tensor cores" : " cuda cores")
+                        << " row-set " << bi << ": " << r.detail;
     }
   }
+  ASSERT_TRUE(set_kernel_variant("gemv", "auto").is_ok());
 }
 
 std::vector<Case> all_cases() {
@@ -236,6 +253,19 @@ std::vector<Case> all_cases() {
   cs.push_back({"nf4", {3, 50}, 0, 0});      // flat: blocks cross rows
   cs.push_back({"nf4", {1, 1}, 0, 0});       // flat, one element
   cs.push_back({"nf4", {7, 129}, 0, 0});     // flat, odd element count
+  // Tensor-core GEMV: 16-row stripes with 64, 128, 192 and 512-column tiles, K not a multiple
+  // of the chunk (64) or the tile, a partial last stripe, NF4 blocks of 128.
+  for (std::string f : {"mxfp4", "nf4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-group128"}) {
+    for (uint64_t tk : {64, 128, 192, 512}) cs.push_back({f, {40, 1024}, 16, tk});
+  }
+  cs.push_back({"mxfp4", {32, 100}, 0, 0});
+  cs.push_back({"mxfp4", {33, 1000}, 0, 0});
+  cs.push_back({"fp8-block", {40, 200}, 0, 0});
+  cs.push_back({"fp8-channel", {17, 72}, 0, 0});
+  cs.push_back({"fp8-tensor", {2, 16, 4104}, 0, 0});
+  cs.push_back({"nf4", {33, 192}, 0, 0});
+  cs.push_back({"fp8-group128", {20, 300}, 0, 0});
+  cs.push_back({"mxfp4", {48, 14336}, 0, 0});
   // Scale regimes.
   for (auto sc : {Scales::kExtreme, Scales::kWithNaN}) {
     cs.push_back({"mxfp4", {32, 256}, 0, 0, sc});

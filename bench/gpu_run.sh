@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One GPU-machine session: correctness first, then every timing, logs under $OUT.
+# Run through the device tool from the repository root, with a static build carried in
+# .device-bin (iris, kernels_tests) and, for the bitsandbytes peer, .peer/bnb (built from
+# bitsandbytes' public source on a machine of ours; nothing of it is committed):
+#
+#   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
+#   cmake --build build-device --target iris kernels_tests
+#   mkdir -p .device-bin && cp build-device/converter/iris build-device/tests/kernels/kernels_tests .device-bin/
+#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick]
+#
+# Files back (8 at most): env.txt, tests.log, verify.log, peers.json, bench.json, variants.txt.
+set -uo pipefail
+B=${B:-.device-bin}
+# The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
+for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+OUT=${OUT:-/tmp/iris-gpu-run}
+mkdir -p "$OUT"
+T=$(mktemp -d)
+mode=${1:-full}
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv; date -u; } > "$OUT/env.txt" 2>&1
+
+echo "== kernel cases (dequant bit-exact, GEMV within bound) =="
+"$B/kernels_tests" --gtest_brief=1 > "$OUT/tests.log" 2>&1; tests_rc=$?
+tail -n 4 "$OUT/tests.log"
+
+echo "== iris verify --device cuda on converted fixtures =="
+{
+  set -x
+  for f in gptoss-mxfp4 llama-nf4-dq llama-fp8-block; do
+    "$B/iris" convert "tests/data/fixtures/$f" -o "$T/$f.iris" --force && "$B/iris" verify "$T/$f.iris" --device cuda
+  done
+  for q in mxfp4 nf4 fp8 fp8-channel fp8-block; do
+    "$B/iris" convert tests/data/fixtures/llama-bf16 -o "$T/bf16-$q.iris" --quant "$q" --force && "$B/iris" verify "$T/bf16-$q.iris" --device cuda
+  done
+  # A flipped byte in a tile must fail (exit 4).
+  cp "$T/bf16-mxfp4.iris" "$T/bad.iris"
+  off=$(( $(stat -c %s "$T/bad.iris") - 5000 ))
+  printf '\xff' | dd of="$T/bad.iris" bs=1 seek="$off" conv=notrunc status=none
+  "$B/iris" verify "$T/bad.iris" --device cuda; echo "corrupted archive: exit $?"
+  set +x
+} > "$OUT/verify.log" 2>&1
+grep -cE "^(PASS|ok)|passed" "$OUT/verify.log" >/dev/null; grep -E "corrupted archive|FAIL|error" "$OUT/verify.log" | head -n 20
+
+[ "$mode" = quick ] && exit "$tests_rc"
+
+echo "== peers (cuBLAS via torch, bitsandbytes) =="
+PYTHONPATH=.peer/bnb${PYTHONPATH:+:$PYTHONPATH} python3 bench/peers.py > "$OUT/peers.json" 2> "$T/peers.err"; tail -n 3 "$T/peers.err"
+
+echo "== iris bench (defaults) =="
+"$B/iris" bench --peers "$OUT/peers.json" --json > "$OUT/bench.json"
+"$B/iris" bench --peers "$OUT/peers.json"
+
+echo "== variants and tile shapes =="
+{
+  for v in dequant-unroll=2 dequant-unroll=8 gemv-unroll=1 gemv-unroll=4 gemv=cuda-cores; do
+    echo "--- --variant $v"
+    "$B/iris" bench --variant "$v" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
+  done
+  for t in 16x64 16x128 16x512 32x256 8x256; do
+    echo "--- --tile $t"
+    "$B/iris" bench --tile "$t" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
+  done
+} > "$OUT/variants.txt" 2>&1
+cat "$OUT/variants.txt"
+exit "$tests_rc"

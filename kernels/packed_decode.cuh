@@ -1,0 +1,108 @@
+// Two elements per instruction: decoding 4- and 8-bit codes straight into packed BF16 pairs
+// (bf16x2, element 2j in the low half), for the BF16 dequant fast path and the tensor-core
+// GEMV. Each helper says why its result is bit-identical to the FP32 reference of
+// FORMAT.md section 6 rounded once to BF16; tests/kernels checks that on every code.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iris::dev {
+
+// PRMT (generic mode): output byte i = byte (selector nibble i & 7) of {a, b}; a selector
+// nibble with bit 3 set replicates that byte's sign bit instead (0x00 for a byte < 0x80).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Two FP32 values rounded to nearest even into one bf16x2 (lo in the low half). NaN inputs
+// are not canonicalised here: callers route NaN-producing inputs to the scalar path.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// E2M1 codes -> bf16x2 holding e2m1(code) * 2^-126, exactly: the code's three magnitude
+// bits land on the low two exponent bits and the top mantissa bit of a BF16, so BF16's bias
+// (127) replaces E2M1's (1); code 1 (0.5) lands on the BF16 subnormal 2^-127, codes 0 and 8
+// on +0 and -0. `lo4` / `hi4` hold the even / odd elements' nibbles in bytes 0..3
+// (w & 0x0F0F0F0F and (w >> 4) & 0x0F0F0F0F); j picks the byte.
+template <int J>
+__device__ __forceinline__ uint32_t e2m1_pair_scaled(uint32_t lo4, uint32_t hi4) {
+  // bytes [lo4.J, 0x00, hi4.J, 0x00]: nibbles at bits 0..3 and 16..19
+  const uint32_t p = prmt(lo4, hi4, uint32_t(J) | 0x80u | (uint32_t(4 + J) << 8) | 0x8000u);
+  // (p << 6) | (p << 12) in one multiply (the two shifted copies do not overlap), then keep
+  // magnitude bits 6..8 / 22..24 and sign bits 15 / 31.
+  return (p * 0x1040u) & 0x81C081C0u;
+}
+
+// E8M0 scale byte e as the BF16 factors that turn e2m1 * 2^-126 into e2m1 * 2^(e-127):
+// one factor 2^(e-1) when that is a normal BF16 (e <= 128), else 2^126 then 2^(e-127).
+// Each multiplication is exact (one significant bit times a power of two, BF16 keeping FP32's
+// exponent range), so the product equals the FP32 reference, overflow to infinity included.
+struct E8m0Factors {
+  uint32_t first, second;  // bf16x2 splats; second == 0 when one factor suffices
+};
+
+__device__ __forceinline__ E8m0Factors e8m0_factors(uint32_t e) {
+  E8m0Factors f;
+  if (e <= 128u) {
+    const uint32_t b = (e + 126u) << 7;
+    f.first = b | (b << 16);
+    f.second = 0;
+  } else {
+    f.first = 0x7E807E80u;  // 2^126
+    const uint32_t b = e << 7;  // 2^(e-127), e in 129..254 (255 is handled by the caller)
+    f.second = b | (b << 16);
+  }
+  return f;
+}
+
+__device__ __forceinline__ uint32_t apply_e8m0(uint32_t pair, const E8m0Factors& f) {
+  uint32_t r = mul_bf16x2(pair, f.first);
+  if (f.second) r = mul_bf16x2(r, f.second);
+  return r;
+}
+
+// E4M3 ("fn") bytes 0 and 2 of p (bytes 1 and 3 zero) -> bf16x2 holding e4m3 * 2^-120,
+// exactly (same re-biasing as above: 7 -> 127). NaN codes are not NaN here: callers check.
+__device__ __forceinline__ uint32_t e4m3_pair_scaled(uint32_t p) {
+  const uint32_t sign = p & 0x00800080u;
+  return ((p ^ sign) << 4) | (sign << 8);
+}
+
+// 2^120 as a bf16x2 splat: e4m3 * 2^-120 * 2^120 is a normal BF16 (the smallest E4M3
+// subnormal is 2^-9), so this product is exact.
+constexpr uint32_t kBf16x2Pow120 = 0x7B807B80u;
+
+// Two E4M3 codes (bits 0..7 and 8..15 of `pair`) as two exact FP32 values, through the
+// hardware E4M3 -> F16 conversion (exact: every E4M3 value is a normal F16 or zero) and
+// F16 -> F32. NaN codes come out NaN (not canonical): callers check e4m3_nan_bytes first.
+__device__ __forceinline__ void e4m3x2_to_f32(uint32_t pair, float& lo, float& hi) {
+  asm("{\n\t.reg .b16 p, l, h;\n\t.reg .b32 f;\n\t"
+      "cvt.u16.u32 p, %2;\n\t"
+      "cvt.rn.f16x2.e4m3x2 f, p;\n\t"
+      "mov.b32 {l, h}, f;\n\t"
+      "cvt.f32.f16 %0, l;\n\t"
+      "cvt.f32.f16 %1, h;\n\t}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(pair));
+}
+
+// Per byte of w: 0x80 where the byte is an E4M3 NaN (0x7F or 0xFF), else 0.
+__device__ __forceinline__ uint32_t e4m3_nan_bytes(uint32_t w) {
+  return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+}
+
+}  // namespace iris::dev
