@@ -7,9 +7,9 @@
 #   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
 #   cmake --build build-device --target iris kernels_tests
 #   mkdir -p .device-bin && cp build-device/converter/iris build-device/tests/kernels/kernels_tests .device-bin/
-#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick]
+#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|full|ncu]
 #
-# Files back (8 at most): env.txt, tests.log, verify.log, peers.json, bench.json, variants.txt.
+# Files back (8 at most): env.txt, tests.log, verify.log, peers.json, bench.json, variants.txt, ncu.txt, sanitizer.log.
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
@@ -43,7 +43,12 @@ echo "== iris verify --device cuda on converted fixtures =="
 } > "$OUT/verify.log" 2>&1
 grep -cE "^(PASS|ok)|passed" "$OUT/verify.log" >/dev/null; grep -E "corrupted archive|FAIL|error" "$OUT/verify.log" | head -n 20
 
-[ "$mode" = quick ] && exit "$tests_rc"
+if [ "$mode" = sanitize ]; then
+  echo "== compute-sanitizer memcheck over the kernel cases =="
+  compute-sanitizer --tool memcheck --print-limit 20 "$B/kernels_tests" --gtest_brief=1 > "$OUT/sanitizer.log" 2>&1
+  echo "memcheck exit $?"; tail -n 6 "$OUT/sanitizer.log"
+fi
+case "$mode" in quick|sanitize) exit "$tests_rc";; esac
 
 echo "== peers (cuBLAS via torch, bitsandbytes) =="
 PYTHONPATH=.peer/bnb${PYTHONPATH:+:$PYTHONPATH} python3 bench/peers.py > "$OUT/peers.json" 2> "$T/peers.err"; tail -n 3 "$T/peers.err"
@@ -54,14 +59,23 @@ echo "== iris bench (defaults) =="
 
 echo "== variants and tile shapes =="
 {
-  for v in dequant-unroll=2 dequant-unroll=8 gemv-unroll=1 gemv-unroll=4 gemv=cuda-cores; do
+  for v in dequant-unroll=2 dequant-unroll=4 dequant-unroll=8 gemv-unroll=1 gemv-unroll=2 gemv=cuda-cores; do
     echo "--- --variant $v"
     "$B/iris" bench --variant "$v" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
   done
-  for t in 16x64 16x128 16x512 32x256 8x256; do
+  for t in 16x128 16x512 32x256; do
     echo "--- --tile $t"
     "$B/iris" bench --tile "$t" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
   done
 } > "$OUT/variants.txt" 2>&1
 cat "$OUT/variants.txt"
+
+if [ "$mode" = ncu ] && command -v ncu >/dev/null; then
+  echo "== Nsight Compute: tensor-core GEMV, batch 1 =="
+  for f in mxfp4 nf4 fp8; do
+    ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats -k "regex:gemv_mma" \
+      --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
+  done > "$OUT/ncu.txt" 2>&1
+  grep -E "gemv_mma|Throughput|Registers Per|Achieved Occupancy|Duration|Block Size|Stall" "$OUT/ncu.txt" | head -n 60
+fi
 exit "$tests_rc"

@@ -30,12 +30,24 @@ struct ItemGeometry {
   bool vector_out; // 16-byte stores are aligned: K % 8 == 0 and an aligned output pointer
 };
 
+// Row and first column of item `it`; false for padding items (never stored).
+__device__ __forceinline__ bool item_pos(const ItemGeometry& g, uint32_t tile_n, uint32_t tile_k, uint32_t n_rows, uint64_t k, uint32_t it,
+                                         uint64_t& row, uint32_t& k0) {
+  const uint32_t tile = g.items_per_tile.div(it), j = it - tile * g.items_per_tile.d;
+  const uint32_t r = g.items_per_row.div(j), c = j - r * g.items_per_row.d;
+  const uint32_t b = g.tiles_per_matrix.div(tile), tm = tile - b * g.tiles_per_matrix.d;
+  const uint32_t s = g.tiles_per_stripe.div(tm), t = tm - s * g.tiles_per_stripe.d;
+  const uint32_t n = s * tile_n + r;
+  k0 = t * tile_k + c * 8;
+  row = uint64_t(b) * n_rows + n;
+  return n < n_rows && k0 < k;
+}
+
 // v4: every thread takes kUnroll items spaced a block apart, so each warp instruction reads
 // one contiguous run of codes (128 or 256 bytes) and writes one contiguous run of outputs
 // (512 bytes within a tile row). All loads of the kUnroll items, scales included, are issued
 // before the first is decoded. BF16 output decodes two elements per instruction
-// (packed_decode.cuh); items that could produce a NaN, and F16/F32 output, take the scalar
-// decoder, which is the same code as the CPU reference's arithmetic.
+// (packed_decode.cuh); items it declines, and F16/F32 output, take the scalar decoder.
 template <typename F, int OutKind, int kUnroll>
 __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
@@ -49,39 +61,41 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
     typename F::Aux aux[kUnroll];
     uint64_t row[kUnroll];
     uint32_t k0[kUnroll];
-    bool live[kUnroll];
+    uint32_t live = 0;  // bit u: item u is a stored item
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const uint32_t it = base + u * kThreads + threadIdx.x;
-      live[u] = it < g.total;
-      if (!live[u]) continue;
-      const uint32_t tile = g.items_per_tile.div(it), j = it - tile * g.items_per_tile.d;
-      const uint32_t r = g.items_per_row.div(j), c = j - r * g.items_per_row.d;
-      const uint32_t b = g.tiles_per_matrix.div(tile), tm = tile - b * g.tiles_per_matrix.d;
-      const uint32_t s = g.tiles_per_stripe.div(tm), t = tm - s * g.tiles_per_stripe.d;
-      const uint32_t n = s * tile_n + r;
-      k0[u] = t * tile_k + c * F::kItem;
-      live[u] = n < n_rows && k0[u] < k;  // padding items are not stored
-      if (!live[u]) continue;
-      row[u] = uint64_t(b) * n_rows + n;
+      if (it >= g.total || !item_pos(g, tile_n, tile_k, n_rows, k, it, row[u], k0[u])) continue;
+      live |= 1u << u;
       w[u] = F::load(v, uint64_t(it) * kItemBytes);
       if constexpr (OutKind == 0) aux[u] = F::load_aux(v, tables, row[u], k0[u]);
     }
+    uint32_t scalar = OutKind == 0 ? 0 : live;  // items for the scalar decoder
+    if constexpr (OutKind == 0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!live[u]) continue;
-      const uint64_t o = row[u] * k + k0[u];
-      const int count = int(min(uint64_t(F::kItem), k - k0[u]));
-      if constexpr (OutKind == 0) {
+      for (int u = 0; u < kUnroll; ++u) {
+        if (!(live >> u & 1u)) continue;
         uint4 q;
-        if (g.vector_out && count == F::kItem && F::decode_bf16(v, w[u], aux[u], tables, tables_ok, q)) {
-          *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + o) = q;
-          continue;
-        }
+        if (g.vector_out && k0[u] + F::kItem <= k && F::decode_bf16(v, w[u], aux[u], tables, tables_ok, q))
+          __stcs(reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]), q);  // streaming: never re-read
+        else
+          scalar |= 1u << u;
       }
+    }
+    // The scalar decoder (the CPU reference's arithmetic, canonical NaN) for F16/F32 output and
+    // the rare BF16 items the packed path declines: once, outside the unrolled code, from a
+    // reload. Inlined per item it made the FP8 kernel 6x larger than the MXFP4 one and 4-8x
+    // slower (instruction-cache misses, run v6).
+    while (scalar) {
+      const uint32_t u = __ffs(scalar) - 1;
+      scalar &= scalar - 1;
+      const uint32_t it = base + u * kThreads + threadIdx.x;
+      uint64_t r;
+      uint32_t kk;
+      item_pos(g, tile_n, tile_k, n_rows, k, it, r, kk);
       float vals[F::kItem];
-      F::decode_word(v, tables, row[u], k0[u], w[u], vals);
-      store<OutKind>(out, o, vals, count);
+      F::decode_word(v, tables, r, kk, F::load(v, uint64_t(it) * kItemBytes), vals);
+      store<OutKind>(out, r * k + kk, vals, int(min(uint64_t(F::kItem), k - kk)));
     }
   }
 }
@@ -128,7 +142,7 @@ Status launch_tiled(const QuantView& v, void* out, int sms, cudaStream_t s) {
   g.tiles_per_stripe = FastDiv(uint32_t(tps));
   g.total = uint32_t(total);
   g.vector_out = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
-  switch (dequant_unroll()) {
+  switch (dequant_unroll(int(v.format))) {
     case 2: return launch_items<F, OutKind, 2>(v, g, out, sms, s);
     case 8: return launch_items<F, OutKind, 8>(v, g, out, sms, s);
     default: return launch_items<F, OutKind, 4>(v, g, out, sms, s);

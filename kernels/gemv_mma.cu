@@ -1,14 +1,15 @@
 // Fused dequant-GEMV on the tensor cores: y[b, row] = sum_k x[b, k] * W[row, k], batch 1..16,
 // for 16-row stripes (tile_n = 16) whose tiles are whole 64-column chunks.
 //
-// One block of kWarps warps per stripe; warp w takes the stripe's 64-column chunks w,
-// w + kWarps, ... so the block's warps read each tile together. Per chunk a lane (group g =
-// lane / 4, t = lane % 4) loads columns [16t, 16t + 16) of stripe rows g and g + 8 (8 bytes
-// of 4-bit codes, 16 of FP8), decodes them into BF16 pairs and issues four
-// mma.m16n8k16 (BF16 inputs, FP32 accumulation) per 8 batch rows.
+// One block per stripe, of as many warps (1..8) as keep all stripes resident in one wave;
+// warp w takes the stripe's chunks w, w + warps, ... so the block's warps read each tile
+// together. A chunk is 128 columns for MXFP4 and 64 for NF4 and FP8: a lane (group g =
+// lane / 4, t = lane % 4) loads a quarter of it, columns [c t, c t + c) with c = chunk / 4, of
+// stripe rows g and g + 8 (16 bytes of MXFP4, 8 of NF4, 16 of FP8), decodes them into BF16
+// pairs and issues c / 4 mma.m16n8k16 (BF16 inputs, FP32 accumulation) per 8 batch rows.
 //
 // The k order inside an mma is permuted, identically for A (weights) and B (activations):
-// the mma's k slots {2t, 2t+1, 2t+8, 2t+9} of step i hold columns 16t + 4i + {0, 1, 2, 3}.
+// the mma's k slots {2t, 2t+1, 2t+8, 2t+9} of step i hold columns c t + 4i + {0, 1, 2, 3}.
 // A dot product does not depend on the order of its terms, and this way each lane's codes
 // and activations are contiguous in memory.
 //
@@ -22,6 +23,8 @@
 //    chunk's partial sums, as for FP8.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda_check.h"
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
@@ -34,8 +37,7 @@ namespace iris {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr uint32_t kChunk = 64;  // columns per chunk
+constexpr int kMaxWarps = 8;  // warps per block (one block per stripe): chosen at launch
 
 struct MmaGeometry {
   FastDiv chunks_per_tile;
@@ -58,39 +60,44 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 
 struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
+  static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, one scale block) per lane
+  static constexpr int kPairs = kChunk / 8;  // bf16x2 pairs per lane and row
   static constexpr bool kFactored = false;  // scale applied before the mma
   static constexpr int kSplits = 1;
-  using Word = uint2;
+  using Word = uint4;
   using Aux = uint32_t;  // E8M0 byte
+  using Raw = uint32_t;
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
-  // The scale of columns [kc, kc + 16) (inside one 32-block); 127 (x1) for padding.
-  static __device__ __forceinline__ Aux aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
+  static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
+  // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding.
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
     if (!row_ok || kc >= v.k) return 127u;
     return __ldg(static_cast<const uint8_t*>(v.scales) + row * ((v.k + 31) / 32) + kc / 32);
   }
-  static __device__ __forceinline__ void decode(Word w, Aux e, const uint32_t*, uint32_t (&a)[kSplits][8]) {
+  static __device__ __forceinline__ void decode(Word w, Aux e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     if (e == 0xffu) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) a[0][i] = 0x7FC07FC0u;
+      for (int i = 0; i < 16; ++i) a[0][i] = 0x7FC07FC0u;
       return;
     }
     const dev::E8m0Factors f = dev::e8m0_factors(e);
-    const uint32_t lx = w.x & 0x0F0F0F0Fu, hx = (w.x >> 4) & 0x0F0F0F0Fu;
-    const uint32_t ly = w.y & 0x0F0F0F0Fu, hy = (w.y >> 4) & 0x0F0F0F0Fu;
-    a[0][0] = dev::apply_e8m0(dev::e2m1_pair_scaled<0>(lx, hx), f);
-    a[0][1] = dev::apply_e8m0(dev::e2m1_pair_scaled<1>(lx, hx), f);
-    a[0][2] = dev::apply_e8m0(dev::e2m1_pair_scaled<2>(lx, hx), f);
-    a[0][3] = dev::apply_e8m0(dev::e2m1_pair_scaled<3>(lx, hx), f);
-    a[0][4] = dev::apply_e8m0(dev::e2m1_pair_scaled<0>(ly, hy), f);
-    a[0][5] = dev::apply_e8m0(dev::e2m1_pair_scaled<1>(ly, hy), f);
-    a[0][6] = dev::apply_e8m0(dev::e2m1_pair_scaled<2>(ly, hy), f);
-    a[0][7] = dev::apply_e8m0(dev::e2m1_pair_scaled<3>(ly, hy), f);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t lo4 = ws[q] & 0x0F0F0F0Fu, hi4 = (ws[q] >> 4) & 0x0F0F0F0Fu;
+      a[0][4 * q + 0] = dev::apply_e8m0(dev::e2m1_pair_scaled<0>(lo4, hi4), f);
+      a[0][4 * q + 1] = dev::apply_e8m0(dev::e2m1_pair_scaled<1>(lo4, hi4), f);
+      a[0][4 * q + 2] = dev::apply_e8m0(dev::e2m1_pair_scaled<2>(lo4, hi4), f);
+      a[0][4 * q + 3] = dev::apply_e8m0(dev::e2m1_pair_scaled<3>(lo4, hi4), f);
+    }
   }
 };
 
 struct MmaNf4 {
   static constexpr uint32_t kBits = 4;
+  static constexpr uint32_t kChunk = 64;   // one absmax block at most: 16 columns (8 bytes) per lane
+  static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;  // absmax multiplies the chunk's partial sums
   static constexpr int kSplits = 2;        // table value = hi + lo, two BF16s
   using Word = uint2;
@@ -107,16 +114,27 @@ struct MmaNf4 {
     if (v.double_quant)
       for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
   }
-  // The absmax of the chunk starting at column kc (one block: block_size is a multiple of 64).
-  static __device__ __forceinline__ Aux aux(const QuantView& v, const float* nested, uint64_t row, bool row_ok, uint64_t kc) {
-    if (!row_ok || kc >= v.k) return 0.f;
+  // The absmax of the chunk starting at column kc (one block: block_size is a multiple of 64),
+  // in two steps so that the loads of a pipeline stage are all independent: `aux` loads the
+  // absmax code and its nested absmax (or the FP32 absmax), `finish` looks the code up.
+  struct Raw {
+    uint32_t q;
+    float nested;
+    bool ok;  // false for padding rows and columns: absmax 0
+  };
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
+    if (!row_ok || kc >= v.k) return {0u, 0.f, false};
     const uint64_t blk = dev::div_by(row * v.k + kc, v.block_size, v.block_shift);
-    if (!v.double_quant) return __ldg(static_cast<const float*>(v.scales) + blk);
-    const uint8_t q = __ldg(static_cast<const uint8_t*>(v.scales) + blk);
-    const float a = __fmul_rn(nested[q], __ldg(v.nested_absmax + dev::div_by(blk, v.nested_block_size, v.nested_shift)));
-    return __fadd_rn(a, v.nested_offset);
+    if (!v.double_quant) return {0u, __ldg(static_cast<const float*>(v.scales) + blk), true};
+    return {__ldg(static_cast<const uint8_t*>(v.scales) + blk), __ldg(v.nested_absmax + dev::div_by(blk, v.nested_block_size, v.nested_shift)),
+            true};
   }
-  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t* split, uint32_t (&a)[kSplits][8]) {
+  static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
+    if (!r.ok) return 0.f;
+    if (!v.double_quant) return r.nested;
+    return __fadd_rn(__fmul_rn(nested[r.q], r.nested), v.nested_offset);  // as bitsandbytes: no FMA
+  }
+  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint32_t word = j < 4 ? w.x : w.y;
@@ -130,18 +148,22 @@ struct MmaNf4 {
 
 struct MmaFp8 {
   static constexpr uint32_t kBits = 8;
+  static constexpr uint32_t kChunk = 64;   // 16 columns (16 bytes) per lane
+  static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;
   static constexpr int kSplits = 1;
   using Word = uint4;
   using Aux = float;
+  using Raw = float;
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
-  static __device__ __forceinline__ Aux aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
+  static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
     if (!row_ok || kc >= v.k) return 0.f;
     return dev::Fp8::scale_at(v, dev::Fp8::scale_index(v, row, kc));
   }
   // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
-  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t*, uint32_t (&a)[kSplits][8]) {
+  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -157,81 +179,92 @@ __device__ __forceinline__ W load_word(const uint8_t* p) {
   return __ldg(reinterpret_cast<const W*>(p));
 }
 
-// 16 activations x[nb][kc .. kc + 16) as 8 bf16x2 pairs; zeros past K or for rows >= batch.
+// 2 * kPairs activations x[nb][kc ..] as bf16x2 pairs; zeros past K or for rows >= batch.
+template <int kPairs>
 __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int nb, int batch, uint64_t kc,
-                                       uint32_t (&b)[8]) {
+                                       uint32_t (&b)[kPairs]) {
   if (nb >= batch || kc >= k) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) b[i] = 0;
+    for (int i = 0; i < kPairs; ++i) b[i] = 0;
     return;
   }
   const uint16_t* p = x + uint64_t(nb) * k + kc;
-  if (vector_x && kc + 16 <= k) {
-    const uint4 q0 = __ldg(reinterpret_cast<const uint4*>(p)), q1 = __ldg(reinterpret_cast<const uint4*>(p + 8));
-    b[0] = q0.x; b[1] = q0.y; b[2] = q0.z; b[3] = q0.w;
-    b[4] = q1.x; b[5] = q1.y; b[6] = q1.z; b[7] = q1.w;
+  if (vector_x && kc + 2 * kPairs <= k) {
+#pragma unroll
+    for (int i = 0; i < kPairs; i += 4) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
+      b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
+    }
     return;
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const uint32_t lo = kc + 2 * i < k ? p[2 * i] : 0u, hi = kc + 2 * i + 1 < k ? p[2 * i + 1] : 0u;
     b[i] = lo | (hi << 16);
   }
 }
 
+// v3.2: all loads of U chunks (codes, scales, activations) are issued before any is used;
+// the block's warps (chosen at launch) share the stripe.
 template <typename P, int NT, bool OutF32, int U>
-__global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
-                                                               int batch, void* y) {
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
+                                                                  int batch, void* y) {
+  constexpr int kPairs = P::kPairs;
+  constexpr uint32_t kLaneCols = P::kChunk / 4;
   __shared__ uint32_t split[16];
   __shared__ float nested[256];
-  __shared__ float partial[kWarps][NT][32][4];
+  __shared__ float partial[kMaxWarps][NT][32][4];
   P::load_smem(v, split, nested);
   __syncthreads();
 
+  const int warps = blockDim.x >> 5;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
   const uint32_t stripe = blockIdx.x;
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   const uint64_t n_g = uint64_t(s) * 16 + gi, n_h = n_g + 8;
   const bool ok_g = n_g < v.n, ok_h = n_h < v.n;
   const uint64_t row_g = uint64_t(b_mat) * v.n + n_g, row_h = row_g + 8;
-  const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (16 * P::kBits / 8);
+  const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
   const uint32_t h_off = 8 * g.tile_row_bytes;
 
   float acc[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-  for (uint32_t c0 = warp; c0 < g.chunks; c0 += kWarps * U) {
+  // Warp w takes chunks w, w + warps, ...: the block's warps read each tile together.
+  for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
     typename P::Word wg[U], wh[U];
-    typename P::Aux ag[U], ah[U];
+    typename P::Raw rg[U], rh[U];
+    uint32_t bx[U][NT][kPairs];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * kWarps;
+      const uint32_t c = c0 + u * warps;
       if (c >= g.chunks) break;
       const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
-      const uint8_t* p = base + tile * g.tile_bytes + sub * (kChunk * P::kBits / 8);
+      const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
       wg[u] = load_word<typename P::Word>(p);
       wh[u] = load_word<typename P::Word>(p + h_off);
-      const uint64_t kc = uint64_t(c) * kChunk + (P::kFactored ? 0 : 16 * ti);
-      ag[u] = P::aux(v, nested, row_g, ok_g, kc);
-      ah[u] = P::aux(v, nested, row_h, ok_h, kc);
+      const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
+      rg[u] = P::aux(v, nested, row_g, ok_g, kc);
+      rh[u] = P::aux(v, nested, row_h, ok_h, kc);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[u][j]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * kWarps;
+      const uint32_t c = c0 + u * warps;
       if (c >= g.chunks) break;
-      const uint64_t kc = uint64_t(c) * kChunk + 16 * ti;
-      uint32_t bx[NT][8];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j]);
-      uint32_t a_g[P::kSplits][8], a_h[P::kSplits][8];
-      P::decode(wg[u], ag[u], split, a_g);
-      P::decode(wh[u], ah[u], split, a_h);
+      const typename P::Aux ag = P::finish(v, nested, rg[u]), ah = P::finish(v, nested, rh[u]);
+      uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
+      P::decode(wg[u], ag, split, a_g);
+      P::decode(wh[u], ah, split, a_h);
+      // mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
       if constexpr (!P::kFactored) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int q = 0; q < kPairs / 2; ++q)
 #pragma unroll
-          for (int j = 0; j < NT; ++j) mma16816(acc[j], a_g[0][2 * i], a_h[0][2 * i], a_g[0][2 * i + 1], a_h[0][2 * i + 1], bx[j][2 * i], bx[j][2 * i + 1]);
+          for (int j = 0; j < NT; ++j)
+            mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
       } else {
         float part[NT][4];
 #pragma unroll
@@ -239,16 +272,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(const QuantView v
 #pragma unroll
         for (int sp = 0; sp < P::kSplits; ++sp)
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
+          for (int q = 0; q < kPairs / 2; ++q)
 #pragma unroll
             for (int j = 0; j < NT; ++j)
-              mma16816(part[j], a_g[sp][2 * i], a_h[sp][2 * i], a_g[sp][2 * i + 1], a_h[sp][2 * i + 1], bx[j][2 * i], bx[j][2 * i + 1]);
+              mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          acc[j][0] = fmaf(ag[u], part[j][0], acc[j][0]);
-          acc[j][1] = fmaf(ag[u], part[j][1], acc[j][1]);
-          acc[j][2] = fmaf(ah[u], part[j][2], acc[j][2]);
-          acc[j][3] = fmaf(ah[u], part[j][3], acc[j][3]);
+          acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
+          acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
+          acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
+          acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
         }
       }
     }
@@ -267,8 +300,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(const QuantView v
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       float sum = partial[0][j][lane][q];
-#pragma unroll
-      for (int w = 1; w < kWarps; ++w) sum += partial[w][j][lane][q];
+      for (int w = 1; w < warps; ++w) sum += partial[w][j][lane][q];
       const int nb = 8 * j + 2 * ti + (q & 1);
       const bool hrow = q >= 2;
       if (nb >= batch || !(hrow ? ok_h : ok_g)) continue;
@@ -278,23 +310,44 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(const QuantView v
     }
 }
 
-template <typename P, int NT, bool OutF32>
-Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s) {
-  const unsigned blocks = unsigned((v.rows / v.n) * g.stripes);
-  switch (gemv_unroll()) {
-    case 1: gemv_mma_kernel<P, NT, OutF32, 1><<<blocks, kWarps * 32, 0, s>>>(v, g, x, batch, y); break;
-    case 4: gemv_mma_kernel<P, NT, OutF32, 4><<<blocks, kWarps * 32, 0, s>>>(v, g, x, batch, y); break;
-    default: gemv_mma_kernel<P, NT, OutF32, 2><<<blocks, kWarps * 32, 0, s>>>(v, g, x, batch, y); break;
+// Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
+// second, partial wave costs a whole block time, run v7), at most 8, at least 1.
+template <typename K>
+Result<int> warps_per_stripe(K kernel, uint64_t stripes) {
+  int dev = 0, sms = 0;
+  IRIS_CUDA_TRY(cudaGetDevice(&dev));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  for (int w = kMaxWarps; w > 1; --w) {
+    int per_sm = 0;
+    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
+    if (uint64_t(per_sm) * sms >= stripes) return w;
   }
+  return 1;
+}
+
+template <typename P, int NT, bool OutF32, int U>
+Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s) {
+  const uint64_t stripes = (v.rows / v.n) * g.stripes;
+  auto kernel = gemv_mma_kernel<P, NT, OutF32, U>;
+  IRIS_ASSIGN_OR_RETURN(int warps, warps_per_stripe(kernel, stripes));
+  kernel<<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
   IRIS_CUDA_LAUNCHED("gemv (tensor cores)");
   return Status::ok();
+}
+
+template <typename P, int NT, bool OutF32>
+Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s) {
+  switch (gemv_unroll(int(v.format), NT * 8)) {
+    case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s);
+    default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s);
+  }
 }
 
 template <typename P>
 Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool f32, cudaStream_t s) {
   MmaGeometry g;
-  g.chunks_per_tile = FastDiv(uint32_t(v.tile_k / kChunk));
-  g.chunks = uint32_t(v.padded_k / kChunk);
+  g.chunks_per_tile = FastDiv(uint32_t(v.tile_k / P::kChunk));
+  g.chunks = uint32_t(v.padded_k / P::kChunk);
   g.stripes = uint32_t(v.padded_n / 16);
   g.tile_row_bytes = uint32_t(v.tile_k * P::kBits / 8);
   g.tile_bytes = 16 * g.tile_row_bytes;
@@ -307,7 +360,9 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
 }  // namespace
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
-  if (!v.tiled || v.tile_n != 16 || v.tile_k % kChunk != 0 || batch < 1 || batch > 16) return false;
+  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : 64;
+  constexpr uint64_t kChunk = 64;  // NF4 blocks and FP8 scale blocks must hold whole 64-column chunks
+  if (!v.tiled || v.tile_n != 16 || v.tile_k % chunk != 0 || batch < 1 || batch > 16) return false;
   if (v.padded_k / kChunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {

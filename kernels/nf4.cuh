@@ -48,17 +48,28 @@ struct Nf4 {
     }
   }
 
-  // BF16 fast path (dequant v4): the absmax of elements [k0, k0 + 8) of `row`.
-  using Aux = float;
+  // BF16 fast path (dequant v4): the absmax inputs of elements [k0, k0 + 8) of `row`, loaded
+  // with the codes (independent loads only); the table lookup waits for the decode step.
+  struct Aux {
+    uint32_t q;      // absmax code (double quant) ...
+    float nested;    // ... and its nested absmax; or the FP32 absmax itself
+  };
   static __device__ __forceinline__ bool tables_finite(const QuantView&, const float* smem) {
     return threadIdx.x >= 16 || isfinite(smem[threadIdx.x]);
   }
-  static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float* smem, uint64_t row, uint64_t k0) {
-    return absmax(v, smem, div_by(row * v.k + k0, v.block_size, v.block_shift));
+  static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float*, uint64_t row, uint64_t k0) {
+    const uint64_t blk = div_by(row * v.k + k0, v.block_size, v.block_shift);
+    if (!v.double_quant) return {0u, __ldg(static_cast<const float*>(v.scales) + blk)};
+    return {__ldg(static_cast<const uint8_t*>(v.scales) + blk), __ldg(v.nested_absmax + div_by(blk, v.nested_block_size, v.nested_shift))};
+  }
+  static __device__ __forceinline__ float absmax_of(const QuantView& v, const float* smem, Aux a) {
+    if (!v.double_quant) return a.nested;
+    return __fadd_rn(__fmul_rn(smem[16 + a.q], a.nested), v.nested_offset);  // as absmax() above
   }
   // Finite table and absmax: no product is NaN, so the hardware rounding (cvt.rn.bf16x2)
   // equals the reference's; otherwise the caller takes the scalar path (canonical NaN).
-  static __device__ __forceinline__ bool decode_bf16(const QuantView&, Word w, Aux am, const float* smem, bool tables_ok, uint4& out) {
+  static __device__ __forceinline__ bool decode_bf16(const QuantView& v, Word w, Aux a, const float* smem, bool tables_ok, uint4& out) {
+    const float am = absmax_of(v, smem, a);
     if (!tables_ok || !isfinite(am)) return false;
     uint32_t r[4];
 #pragma unroll

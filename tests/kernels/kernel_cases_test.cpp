@@ -179,7 +179,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // Every dequant variant (items per thread) must give the same bits; BF16 takes the packed
   // fast path, F32 the scalar decoder.
   struct Run { DType out; const char* unroll; };
-  for (Run run : {Run{DType::kF32, "4"}, Run{DType::kBF16, "2"}, Run{DType::kBF16, "4"}, Run{DType::kBF16, "8"}}) {
+  for (Run run : {Run{DType::kF32, "auto"}, Run{DType::kF16, "auto"}, Run{DType::kBF16, "2"}, Run{DType::kBF16, "4"}, Run{DType::kBF16, "8"}}) {
     const DType out = run.out;
     ASSERT_TRUE(set_kernel_variant("dequant-unroll", run.unroll).is_ok());
     const size_t es = out == DType::kF32 ? 4 : 2;
@@ -192,22 +192,26 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(d_out);
     for (uint64_t i = 0; i < numel; ++i) {
-      uint32_t g = 0, want = out == DType::kF32 ? f32_bits(ref[i]) : f32_to_bf16(ref[i]);
+      uint32_t g = 0, want = out == DType::kF32 ? f32_bits(ref[i]) : out == DType::kF16 ? f32_to_f16(ref[i]) : f32_to_bf16(ref[i]);
       std::memcpy(&g, &got[i * es], es);
       if (g != want) {
-        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : " bf16") << " unroll " << run.unroll << ": first mismatch at element " << i << " (row "
+        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : out == DType::kF16 ? " f16" : " bf16") << " unroll " << run.unroll << ": first mismatch at element " << i << " (row "
                       << i / view->k << ", col " << i % view->k << "): gpu " << std::hex << g << " cpu " << want;
         break;
       }
     }
   }
-  ASSERT_TRUE(set_kernel_variant("dequant-unroll", "4").is_ok());
+  ASSERT_TRUE(set_kernel_variant("dequant-unroll", "auto").is_ok());
   if (b.desc.layout.kind != LayoutKind::kTiled) return;  // GEMV needs rows
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
-  for (const char* gemv : {"auto", "cuda-cores"})
+  // The tensor-core kernel runs with each unroll (chunks loaded ahead) at batches 1 and 9.
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
-    if (std::string(gemv) == "cuda-cores" && !gemv_mma_supports(*view, batch)) continue;  // ran in the "auto" pass
-    ASSERT_TRUE(set_kernel_variant("gemv", gemv).is_ok());
+    const std::string variant = gemv;
+    if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
+    if (variant.rfind("unroll-", 0) == 0 && batch != 1 && batch != 9) continue;
+    ASSERT_TRUE(set_kernel_variant("gemv", variant == "cuda-cores" ? "cuda-cores" : "auto").is_ok());
+    ASSERT_TRUE(set_kernel_variant("gemv-unroll", variant.rfind("unroll-", 0) == 0 ? variant.substr(7) : "auto").is_ok());
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     std::vector<uint16_t> x(batch * view->k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -226,11 +230,13 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     const auto acc = cuda_gemv_uses_tensor_cores(*view, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
-      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << (acc == GemvAccumulation::kTensorCores ? " tensor cores" : " cuda cores")
+      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
+                        << (acc == GemvAccumulation::kTensorCores ? " tensor cores" : " cuda cores")
                         << " row-set " << bi << ": " << r.detail;
     }
   }
   ASSERT_TRUE(set_kernel_variant("gemv", "auto").is_ok());
+  ASSERT_TRUE(set_kernel_variant("gemv-unroll", "auto").is_ok());
 }
 
 std::vector<Case> all_cases() {
