@@ -34,14 +34,23 @@ echo "== iris verify --device cuda on converted fixtures =="
   for q in mxfp4 nf4 fp8 fp8-channel fp8-block; do
     "$B/iris" convert tests/data/fixtures/llama-bf16 -o "$T/bf16-$q.iris" --quant "$q" --force && "$B/iris" verify "$T/bf16-$q.iris" --device cuda
   done
-  # A flipped byte in a tile must fail (exit 4).
+  # A flipped byte inside a quantized tile (the middle of the first MXFP4 tensor's codes;
+  # component offsets are relative to the data section, whose offset is preamble bytes 32..39)
+  # must fail (exit 4).
   cp "$T/bf16-mxfp4.iris" "$T/bad.iris"
-  off=$(( $(stat -c %s "$T/bad.iris") - 5000 ))
-  printf '\xff' | dd of="$T/bad.iris" bs=1 seek="$off" conv=notrunc status=none
-  "$B/iris" verify "$T/bad.iris" --device cuda; echo "corrupted archive: exit $?"
+  off=$("$B/iris" inspect "$T/bad.iris" --json | python3 -c '
+import json, struct, sys
+t = next(t for t in json.load(sys.stdin)["tensors"] if t["format"] == "mxfp4")
+c = next(c for c in t["components"] if c["role"] == "codes")
+data = struct.unpack_from("<Q", open(sys.argv[1], "rb").read(64), 32)[0]
+print(data + c["offset"] + c["bytes"] // 2, t["name"], file=sys.stderr)
+print(data + c["offset"] + c["bytes"] // 2)' "$T/bad.iris")
+  byte=$(od -An -tu1 -j "$off" -N1 "$T/bad.iris" | tr -d ' ')
+  printf "\\$(printf '%03o' $(( byte ^ 0x10 )))" | dd of="$T/bad.iris" bs=1 seek="$off" conv=notrunc status=none
+  "$B/iris" verify "$T/bad.iris" --device cuda; echo "corrupted tile: exit $?"
   set +x
 } > "$OUT/verify.log" 2>&1
-grep -cE "^(PASS|ok)|passed" "$OUT/verify.log" >/dev/null; grep -E "corrupted archive|FAIL|error" "$OUT/verify.log" | head -n 20
+grep -cE "^(PASS|ok)|passed" "$OUT/verify.log" >/dev/null; grep -E "corrupted tile|FAIL|error" "$OUT/verify.log" | head -n 20
 
 if [ "$mode" = sanitize ]; then
   echo "== compute-sanitizer memcheck over the kernel cases =="
