@@ -212,6 +212,13 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
   if (!v.tiled && v.format == ViewFormat::kNf4) return unsupported("gemv: flat NF4 (K not a multiple of the block) has no rows to multiply");
   auto s = static_cast<cudaStream_t>(stream);
   const bool f32 = y_dtype == DType::kF32;
+  // Empty tensors: no rows, nothing to write (and no zero-block launch); K = 0, every output
+  // is the empty sum, +0.
+  if (v.rows == 0) return Status::ok();
+  if (v.k == 0) {
+    IRIS_CUDA_TRY(cudaMemsetAsync(y, 0, uint64_t(batch) * v.rows * (f32 ? 4 : 2), s));
+    return Status::ok();
+  }
   if (cuda_gemv_uses_tensor_cores(v, batch)) return cuda_gemv_mma(v, x, batch, y, f32, stream);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);

@@ -272,6 +272,11 @@ std::vector<Case> all_cases() {
   cs.push_back({"nf4", {33, 192}, 0, 0});
   cs.push_back({"fp8-group128", {20, 300}, 0, 0});
   cs.push_back({"mxfp4", {48, 14336}, 0, 0});
+  // Empty tensors: no rows, or no columns (every GEMV output is then +0).
+  for (std::string f : {"mxfp4", "nf4", "fp8-channel"}) {
+    cs.push_back({f, {0, 64}, 0, 0});
+    cs.push_back({f, {3, 0}, 0, 0});
+  }
   // Scale regimes.
   for (auto sc : {Scales::kExtreme, Scales::kWithNaN}) {
     cs.push_back({"mxfp4", {32, 256}, 0, 0, sc});
