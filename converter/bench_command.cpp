@@ -40,9 +40,8 @@ int run_bench_command(const BenchCommandOptions& o) {
     Status st = eq == std::string::npos ? usage_error("--variant '" + v + "': expected NAME=VALUE") : set_kernel_variant(v.substr(0, eq), v.substr(eq + 1));
     if (!st.is_ok()) return fail(st);
   }
-  uint64_t tile_n = 0, tile_k = 0;
-  if (std::sscanf(o.tile.c_str(), "%llux%llu", reinterpret_cast<unsigned long long*>(&tile_n), reinterpret_cast<unsigned long long*>(&tile_k)) != 2 ||
-      tile_n == 0 || tile_k == 0)
+  unsigned long long tile_n = 0, tile_k = 0;
+  if (std::sscanf(o.tile.c_str(), "%llux%llu", &tile_n, &tile_k) != 2 || tile_n == 0 || tile_k == 0)
     return fail(usage_error("--tile '" + o.tile + "': expected TILE_NxTILE_K, e.g. 16x256"));
   std::vector<BenchCase> cases;
   if (!o.archive.empty()) {

@@ -41,7 +41,7 @@ constexpr int kMaxWarps = 8;  // warps per block (one block per stripe): chosen 
 
 struct MmaGeometry {
   FastDiv chunks_per_tile;
-  uint32_t chunks;          // per stripe: padded_k / 64
+  uint32_t chunks;          // per stripe: padded_k / chunk
   uint32_t stripes;         // per matrix: padded_n / 16
   uint32_t tile_row_bytes;  // tile_k * bits / 8
   uint32_t tile_bytes;      // 16 rows
@@ -56,7 +56,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// --- Per-format chunk decoders: a lane's 16 columns of one row -> 8 bf16x2 pairs. ---
+// --- Per-format chunk decoders: a lane's chunk / 4 columns of one row -> bf16x2 pairs. ---
 
 struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
@@ -72,25 +72,19 @@ struct MmaMxfp4 {
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
   // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding.
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
-    if (!row_ok || kc >= v.k) return 127u;
-    return __ldg(static_cast<const uint8_t*>(v.scales) + row * ((v.k + 31) / 32) + kc / 32);
+    return !row_ok || kc >= v.k ? 127u : dev::Mxfp4::load_aux(v, nullptr, row, kc);
   }
   static __device__ __forceinline__ void decode(Word w, Aux e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     if (e == 0xffu) {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) a[0][i] = 0x7FC07FC0u;
+      for (int i = 0; i < kPairs; ++i) a[0][i] = dev::kBf16x2CanonicalNan;
       return;
     }
     const dev::E8m0Factors f = dev::e8m0_factors(e);
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint32_t lo4 = ws[q] & 0x0F0F0F0Fu, hi4 = (ws[q] >> 4) & 0x0F0F0F0Fu;
-      a[0][4 * q + 0] = dev::apply_e8m0(dev::e2m1_pair_scaled<0>(lo4, hi4), f);
-      a[0][4 * q + 1] = dev::apply_e8m0(dev::e2m1_pair_scaled<1>(lo4, hi4), f);
-      a[0][4 * q + 2] = dev::apply_e8m0(dev::e2m1_pair_scaled<2>(lo4, hi4), f);
-      a[0][4 * q + 3] = dev::apply_e8m0(dev::e2m1_pair_scaled<3>(lo4, hi4), f);
-    }
+    dev::e2m1_word_to_bf16x4(w.x, f, &a[0][0]);
+    dev::e2m1_word_to_bf16x4(w.y, f, &a[0][4]);
+    dev::e2m1_word_to_bf16x4(w.z, f, &a[0][8]);
+    dev::e2m1_word_to_bf16x4(w.w, f, &a[0][12]);
   }
 };
 
@@ -114,25 +108,18 @@ struct MmaNf4 {
     if (v.double_quant)
       for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
   }
-  // The absmax of the chunk starting at column kc (one block: block_size is a multiple of 64),
-  // in two steps so that the loads of a pipeline stage are all independent: `aux` loads the
-  // absmax code and its nested absmax (or the FP32 absmax), `finish` looks the code up.
+  // The absmax of the chunk starting at column kc (one block: block_size is a multiple of 64):
+  // its loads with the codes (`aux`), the nested-map lookup at use (`finish`), as dequant does.
   struct Raw {
-    uint32_t q;
-    float nested;
+    dev::Nf4::AbsmaxInputs in;
     bool ok;  // false for padding rows and columns: absmax 0
   };
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
-    if (!row_ok || kc >= v.k) return {0u, 0.f, false};
-    const uint64_t blk = dev::div_by(row * v.k + kc, v.block_size, v.block_shift);
-    if (!v.double_quant) return {0u, __ldg(static_cast<const float*>(v.scales) + blk), true};
-    return {__ldg(static_cast<const uint8_t*>(v.scales) + blk), __ldg(v.nested_absmax + dev::div_by(blk, v.nested_block_size, v.nested_shift)),
-            true};
+    if (!row_ok || kc >= v.k) return {{0u, 0.f}, false};
+    return {dev::Nf4::absmax_inputs(v, dev::div_by(row * v.k + kc, v.block_size, v.block_shift)), true};
   }
   static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
-    if (!r.ok) return 0.f;
-    if (!v.double_quant) return r.nested;
-    return __fadd_rn(__fmul_rn(nested[r.q], r.nested), v.nested_offset);  // as bitsandbytes: no FMA
+    return r.ok ? dev::Nf4::absmax_of(v, nested, r.in) : 0.f;
   }
   static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
 #pragma unroll
@@ -182,7 +169,7 @@ __device__ __forceinline__ W load_word(const uint8_t* p) {
 // 2 * kPairs activations x[nb][kc ..] as bf16x2 pairs; zeros past K. Lanes whose batch row
 // does not exist load the last row instead: their mma columns are never written out, and
 // the whole warp takes one path (at batch 1, 28 of 32 lanes used to zero-fill; measured
-// neutral in run v10, kept as the simpler code).
+// neutral in run v12, kept as the simpler code).
 template <int kPairs>
 __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int nb, int batch, uint64_t kc,
                                        uint32_t (&b)[kPairs]) {
@@ -364,19 +351,18 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
 }  // namespace
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
-  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : 64;
-  constexpr uint64_t kChunk = 64;  // NF4 blocks and FP8 scale blocks must hold whole 64-column chunks
+  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4::kChunk : MmaFp8::kChunk;
   if (!v.tiled || v.tile_n != 16 || v.tile_k % chunk != 0 || batch < 1 || batch > 16) return false;
-  if (v.padded_k / kChunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
+  if (v.padded_k / chunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {
     case ViewFormat::kMxfp4: return true;
-    case ViewFormat::kNf4: return v.block_size % kChunk == 0;
+    case ViewFormat::kNf4: return v.block_size % MmaNf4::kChunk == 0;
     case ViewFormat::kFp8:
       switch (v.granularity) {
         case 0: case 1: return true;                                     // tensor, channel
-        case 2: return v.block_k % kChunk == 0;                          // block
-        default: return v.group_size % kChunk == 0;                      // group
+        case 2: return v.block_k % MmaFp8::kChunk == 0;    // block
+        default: return v.group_size % MmaFp8::kChunk == 0;  // group
       }
   }
   return false;

@@ -43,15 +43,12 @@ struct Mxfp4 {
   // products are exact, see packed_decode.cuh); scale 0xFF gives the canonical NaN.
   static __device__ __forceinline__ bool decode_bf16(const QuantView&, Word w, Aux e, const float*, bool, uint4& out) {
     if (e == 0xffu) {
-      out = make_uint4(0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u);
+      out = make_uint4(kBf16x2CanonicalNan, kBf16x2CanonicalNan, kBf16x2CanonicalNan, kBf16x2CanonicalNan);
       return true;
     }
-    const E8m0Factors f = e8m0_factors(e);
-    const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
-    out.x = apply_e8m0(e2m1_pair_scaled<0>(lo4, hi4), f);
-    out.y = apply_e8m0(e2m1_pair_scaled<1>(lo4, hi4), f);
-    out.z = apply_e8m0(e2m1_pair_scaled<2>(lo4, hi4), f);
-    out.w = apply_e8m0(e2m1_pair_scaled<3>(lo4, hi4), f);
+    uint32_t r[4];
+    e2m1_word_to_bf16x4(w, e8m0_factors(e), r);
+    out = make_uint4(r[0], r[1], r[2], r[3]);
     return true;
   }
 

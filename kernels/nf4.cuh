@@ -19,12 +19,24 @@ struct Nf4 {
       for (int i = threadIdx.x; i < 256; i += blockDim.x) smem[16 + i] = v.nested_code_table[i];
   }
 
-  static __device__ __forceinline__ float absmax(const QuantView& v, const float* smem, uint64_t blk) {
-    if (!v.double_quant) return __ldg(static_cast<const float*>(v.scales) + blk);
-    const uint8_t q = __ldg(static_cast<const uint8_t*>(v.scales) + blk);
+  // The absmax of block `blk`, in two steps so that a caller can issue the loads of several
+  // blocks before using any: `absmax_inputs` loads (the absmax code and its nested absmax, or
+  // the FP32 absmax), `absmax_of` looks the code up in the nested map (256 floats).
+  struct AbsmaxInputs {
+    uint32_t q;      // absmax code (double quant) ...
+    float nested;    // ... and its nested absmax; or the FP32 absmax itself
+  };
+  static __device__ __forceinline__ AbsmaxInputs absmax_inputs(const QuantView& v, uint64_t blk) {
+    if (!v.double_quant) return {0u, __ldg(static_cast<const float*>(v.scales) + blk)};
+    return {__ldg(static_cast<const uint8_t*>(v.scales) + blk), __ldg(v.nested_absmax + div_by(blk, v.nested_block_size, v.nested_shift))};
+  }
+  static __device__ __forceinline__ float absmax_of(const QuantView& v, const float* nested_map, AbsmaxInputs a) {
+    if (!v.double_quant) return a.nested;
     // Two separately rounded FP32 operations, as bitsandbytes does (no FMA).
-    const float a = __fmul_rn(smem[16 + q], __ldg(v.nested_absmax + div_by(blk, v.nested_block_size, v.nested_shift)));
-    return __fadd_rn(a, v.nested_offset);
+    return __fadd_rn(__fmul_rn(nested_map[a.q], a.nested), v.nested_offset);
+  }
+  static __device__ __forceinline__ float absmax(const QuantView& v, const float* smem, uint64_t blk) {
+    return absmax_of(v, smem + 16, absmax_inputs(v, blk));
   }
 
   static __device__ __forceinline__ Word load(const QuantView& v, uint64_t byte_offset) {
@@ -49,27 +61,18 @@ struct Nf4 {
   }
 
   // BF16 fast path (dequant v4): the absmax inputs of elements [k0, k0 + 8) of `row`, loaded
-  // with the codes (independent loads only); the table lookup waits for the decode step.
-  struct Aux {
-    uint32_t q;      // absmax code (double quant) ...
-    float nested;    // ... and its nested absmax; or the FP32 absmax itself
-  };
+  // with the codes; the table lookup waits for the decode step.
+  using Aux = AbsmaxInputs;
   static __device__ __forceinline__ bool tables_finite(const QuantView&, const float* smem) {
     return threadIdx.x >= 16 || isfinite(smem[threadIdx.x]);
   }
   static __device__ __forceinline__ Aux load_aux(const QuantView& v, const float*, uint64_t row, uint64_t k0) {
-    const uint64_t blk = div_by(row * v.k + k0, v.block_size, v.block_shift);
-    if (!v.double_quant) return {0u, __ldg(static_cast<const float*>(v.scales) + blk)};
-    return {__ldg(static_cast<const uint8_t*>(v.scales) + blk), __ldg(v.nested_absmax + div_by(blk, v.nested_block_size, v.nested_shift))};
-  }
-  static __device__ __forceinline__ float absmax_of(const QuantView& v, const float* smem, Aux a) {
-    if (!v.double_quant) return a.nested;
-    return __fadd_rn(__fmul_rn(smem[16 + a.q], a.nested), v.nested_offset);  // as absmax() above
+    return absmax_inputs(v, div_by(row * v.k + k0, v.block_size, v.block_shift));
   }
   // Finite table and absmax: no product is NaN, so the hardware rounding (cvt.rn.bf16x2)
   // equals the reference's; otherwise the caller takes the scalar path (canonical NaN).
   static __device__ __forceinline__ bool decode_bf16(const QuantView& v, Word w, Aux a, const float* smem, bool tables_ok, uint4& out) {
-    const float am = absmax_of(v, smem, a);
+    const float am = absmax_of(v, smem + 16, a);
     if (!tables_ok || !isfinite(am)) return false;
     uint32_t r[4];
 #pragma unroll
