@@ -43,14 +43,14 @@ import json, struct, sys
 t = next(t for t in json.load(sys.stdin)["tensors"] if t["format"] == "mxfp4")
 c = next(c for c in t["components"] if c["role"] == "codes")
 data = struct.unpack_from("<Q", open(sys.argv[1], "rb").read(64), 32)[0]
-print(data + c["offset"] + c["bytes"] // 2, t["name"], file=sys.stderr)
+print("flipping a byte of", t["name"], file=sys.stderr)
 print(data + c["offset"] + c["bytes"] // 2)' "$T/bad.iris")
   byte=$(od -An -tu1 -j "$off" -N1 "$T/bad.iris" | tr -d ' ')
   printf "\\$(printf '%03o' $(( byte ^ 0x10 )))" | dd of="$T/bad.iris" bs=1 seek="$off" conv=notrunc status=none
   "$B/iris" verify "$T/bad.iris" --device cuda; echo "corrupted tile: exit $?"
   set +x
 } > "$OUT/verify.log" 2>&1
-grep -cE "^(PASS|ok)|passed" "$OUT/verify.log" >/dev/null; grep -E "corrupted tile|FAIL|error" "$OUT/verify.log" | head -n 20
+grep -E "corrupted tile|FAIL|error" "$OUT/verify.log" | head -n 20
 
 if [ "$mode" = sanitize ]; then
   echo "== compute-sanitizer memcheck over the kernel cases =="
@@ -84,7 +84,7 @@ if [ "$mode" = ncu ] && command -v ncu >/dev/null; then
   for f in mxfp4 nf4 fp8; do
     ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats -k "regex:gemv_mma" \
       --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
-  done > "$OUT/ncu.txt" 2>&1
+  done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu.txt"  # no machine paths in logs that get committed
   grep -E "gemv_mma|Throughput|Registers Per|Achieved Occupancy|Duration|Block Size|Stall" "$OUT/ncu.txt" | head -n 60
 fi
 exit "$tests_rc"
