@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/float_bits.h"
-#include "formats/safetensors_writer.h"
+#include "converter/hf/safetensors_writer.h"
 
 namespace {
 

@@ -71,8 +71,8 @@ Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path,
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!overwrite && fs::exists(fs::symlink_status(final_path, ec)))
-    return usage_error(final_path + ": already exists (use --force to replace it)");
-  if (fs::is_directory(final_path, ec)) return usage_error(final_path + ": is a folder");
+    return already_exists(final_path + ": already exists");
+  if (fs::is_directory(final_path, ec)) return invalid_argument(final_path + ": is a folder");
   AtomicOutputFile f;
   f.final_path_ = final_path;
   f.overwrite_ = overwrite;
@@ -181,7 +181,7 @@ Status AtomicOutputFile::commit() {
     }
   }
   if (rc != 0) {
-    if (errno == EEXIST) return usage_error(final_path_ + ": appeared while writing; not replaced (use --force)");
+    if (errno == EEXIST) return already_exists(final_path_ + ": appeared while writing; not replaced");
     return io_error(final_path_ + ": rename failed: " + errno_text());
   }
   partial_path_.clear();

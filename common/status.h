@@ -12,14 +12,19 @@
 
 namespace iris {
 
+// What went wrong, by meaning. The command line maps kinds to its documented exit codes
+// (converter/cli/exit_codes.h) and the C API to iris_status; the library knows neither.
 enum class ErrorKind {
-  kUsage = 2,          // bad command line or option values
-  kInvalidInput = 3,   // malformed or inconsistent source / archive
-  kVerifyFailed = 4,   // the archive is well-formed but a check failed
-  kIo = 5,             // the OS refused a read, a write, a rename...
-  kNoDevice = 6,       // --device cuda without a usable GPU
-  kUnsupported = 7,    // valid input we do not handle (yet)
-  kInternal = 70,      // a bug: an invariant of our own code broke
+  kInvalidArgument,  // the caller asked for something impossible (bad option value, bad index)
+  kAlreadyExists,    // an output that must not be replaced exists
+  kInvalidInput,     // malformed or inconsistent source or archive
+  kCorrupt,          // a checksum does not match: the bytes were damaged
+  kVerifyFailed,     // the archive is well-formed but a comparison failed
+  kIo,               // the OS refused a read, a write, a rename...
+  kNoDevice,         // no usable GPU, or a build without CUDA
+  kDevice,           // the CUDA runtime reported an error
+  kUnsupported,      // valid input this version does not handle (yet)
+  kInternal,         // a bug: an invariant of our own code broke
 };
 
 const char* error_kind_name(ErrorKind kind);
@@ -49,7 +54,10 @@ class Status {
 
 inline Status invalid_input(std::string m) { return Status::error(ErrorKind::kInvalidInput, std::move(m)); }
 inline Status io_error(std::string m) { return Status::error(ErrorKind::kIo, std::move(m)); }
-inline Status usage_error(std::string m) { return Status::error(ErrorKind::kUsage, std::move(m)); }
+inline Status invalid_argument(std::string m) { return Status::error(ErrorKind::kInvalidArgument, std::move(m)); }
+inline Status usage_error(std::string m) { return invalid_argument(std::move(m)); }  // the command line's name for it
+inline Status already_exists(std::string m) { return Status::error(ErrorKind::kAlreadyExists, std::move(m)); }
+inline Status corrupt_data(std::string m) { return Status::error(ErrorKind::kCorrupt, std::move(m)); }
 inline Status unsupported(std::string m) { return Status::error(ErrorKind::kUnsupported, std::move(m)); }
 inline Status verify_failed(std::string m) { return Status::error(ErrorKind::kVerifyFailed, std::move(m)); }
 inline Status internal_error(std::string m) { return Status::error(ErrorKind::kInternal, std::move(m)); }
@@ -72,6 +80,7 @@ class Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
   std::variant<T, Status> v_;

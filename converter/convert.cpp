@@ -7,9 +7,8 @@
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
 #include "converter/requantize.h"
-#include "converter/progress.h"
-#include "formats/snapshot.h"
-#include "formats/source_tensors.h"
+#include "converter/hf/snapshot.h"
+#include "converter/hf/source_tensors.h"
 
 #ifndef IRIS_VERSION
 #define IRIS_VERSION "dev"
@@ -41,10 +40,10 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
   std::vector<ComponentProducer> out;
   for (const auto& spec : specs) {
     const SourcePart* part = st.part(spec.role);
-    if (!part) return internal_error("tensor '" + desc.name + "': no source for component '" + spec.role + "'");
+    if (!part) return internal_error("tensor '" + desc.name + "': no source for component '" + role_name(spec.role) + "'");
     const auto& file = part->ref.file->mapping();
     const auto& t = *part->ref.tensor;
-    if (spec.role == "codes" && desc.layout.kind == LayoutKind::kTiled) {
+    if (spec.role == Role::kCodes && desc.layout.kind == LayoutKind::kTiled) {
       IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(desc));
       if (g.batch * g.n * g.row_bytes() != t.size)
         return invalid_input(part->ref.file->path() + ": tensor '" + t.name + "': " + std::to_string(t.size) +
@@ -53,7 +52,7 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
     } else {
       if (spec.bytes != t.size)
         return invalid_input(part->ref.file->path() + ": tensor '" + t.name + "': holds " + std::to_string(t.size) +
-                             " bytes, component '" + spec.role + "' needs " + std::to_string(spec.bytes));
+                             " bytes, component '" + role_name(spec.role) + "' needs " + std::to_string(spec.bytes));
       out.push_back(copy_producer(file, t.offset, t.size));
     }
   }
@@ -140,12 +139,10 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }
-  ProgressBar bar("convert", o.show_progress);
   WriteOptions wo;
   wo.overwrite = o.overwrite;
-  wo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+  wo.progress = o.progress;
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
-  bar.finish();
   if (!o.report_path.empty()) {
     std::ofstream rep(o.report_path);
     rep << report.to_json().dump(2) << "\n";

@@ -1,6 +1,8 @@
 // The conversion pipeline: snapshot -> logical tensors -> layout -> archive.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -19,7 +21,8 @@ struct ConvertOptions {
   bool overwrite = false;
   uint64_t tile_n = kDefaultTileN;
   uint64_t tile_k = kDefaultTileK;
-  bool show_progress = true;
+  // Called with (bytes done, bytes total) while the archive is written; the CLI draws its bar.
+  std::function<void(uint64_t, uint64_t)> progress;
   // --quant and friends
   std::string quant = "keep";
   std::vector<std::string> rules;   // REGEX=FORMAT

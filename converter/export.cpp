@@ -7,11 +7,10 @@
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
-#include "converter/progress.h"
 #include "formats/iris_archive.h"
-#include "formats/safetensors_writer.h"
+#include "converter/hf/safetensors_writer.h"
 #include "formats/tile_layout.h"
-#include "verify/reference_decode.h"
+#include "formats/tensor_decode.h"
 
 namespace iris {
 
@@ -82,21 +81,19 @@ ComponentProducer untile_component(const IrisArchive& a, const StoredComponent& 
   };
 }
 
-// A quantized tensor decoded by the CPU reference (quant/), rounded once to `to`.
+// A quantized tensor decoded by the CPU reference (formats/tensor_decode.h: the same code
+// as the C API's iris_dequantize_rows), rounded once to `to`, a bounded number of rows at a time.
 ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor& t, DType to) {
   return [&a, &t, to](ByteSink& sink) -> Status {
-    ComponentBytes comps;
-    for (const auto& c : t.components) comps[c.spec.role] = a.bytes(c);
-    uint64_t numel = 1;
-    for (auto d : t.desc.shape) numel *= d;
-    std::vector<float> values(numel);
-    IRIS_TRY(reference_decode(t.desc, comps, values.data()).with_context(a.path() + ": "));
+    const ComponentBytes comps = a.component_bytes(t);
+    const RowView v = row_view(t.desc);
     const uint64_t es = dtype_bits(to) / 8;
-    std::vector<uint8_t> out(std::min<uint64_t>(numel, kChunk) * es);
-    for (uint64_t i = 0; i < numel; i += kChunk) {
-      const uint64_t n = std::min<uint64_t>(kChunk, numel - i);
-      for (uint64_t j = 0; j < n; ++j) store_float(to, values[i + j], out.data() + j * es);
-      IRIS_TRY(sink.write({out.data(), n * es}));
+    const uint64_t step = std::max<uint64_t>(1, kChunk / std::max<uint64_t>(v.k * es, 1));
+    std::vector<uint8_t> out(std::min(step, v.rows) * v.k * es);
+    for (uint64_t r = 0; r < v.rows; r += step) {
+      const uint64_t r1 = std::min(v.rows, r + step);
+      IRIS_TRY(decode_rows(t.desc, comps, r, r1, to, out.data()).with_context(a.path() + ": "));
+      IRIS_TRY(sink.write({out.data(), (r1 - r) * v.k * es}));
     }
     return Status::ok();
   };
@@ -110,14 +107,15 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
     return unsupported(ctx + "has no source record, so it cannot be exported in its original form");
   for (const auto& p : *parts) {
     std::string role = p.value("role", ""), name = p.value("name", ""), dt = p.value("dtype", "");
-    const StoredComponent* c = t.component(role);
+    auto parsed_role = role_from_name(role);
+    const StoredComponent* c = parsed_role ? t.component(*parsed_role) : nullptr;
     auto dtype = dtype_from_safetensors(dt);
     if (!c || !dtype || name.empty() || !p.contains("shape"))
       return invalid_input(ctx + "source record for role '" + role + "' is incomplete");
     std::vector<uint64_t> shape = p["shape"].get<std::vector<uint64_t>>();
     auto need = dtype_bytes(*dtype, checked_numel(shape).value_or(0));
     ComponentProducer prod;
-    if (role == "codes" && t.desc.layout.kind == LayoutKind::kTiled) {
+    if (*parsed_role == Role::kCodes && t.desc.layout.kind == LayoutKind::kTiled) {
       IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(t.desc));
       if (!need || *need != g.batch * g.n * g.row_bytes()) return invalid_input(ctx + "source shape of '" + name + "' disagrees with the codes");
       prod = untile_component(a, *c, g, t.desc.layout);
@@ -157,12 +155,11 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   }
   ExportReport r;
   r.tensors = entries.size();
-  ProgressBar bar("export", o.show_progress);
   SafetensorsWriteOptions wo;
   wo.overwrite = o.overwrite;
   wo.progress = [&](uint64_t d, uint64_t total) {
     r.bytes = total;
-    bar.update(d, total);
+    if (o.progress) o.progress(d, total);
   };
   IRIS_TRY(write_safetensors(o.output, std::move(entries), wo));
   return r;

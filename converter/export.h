@@ -1,6 +1,8 @@
 // `iris export`: an archive back to a standard safetensors file.
 #pragma once
 
+#include <functional>
+
 #include <string>
 
 #include "common/status.h"
@@ -12,7 +14,7 @@ struct ExportOptions {
   std::string output;
   std::string dtype = "keep";  // keep | bf16 | f16 | f32
   bool overwrite = false;
-  bool show_progress = true;
+  std::function<void(uint64_t, uint64_t)> progress;  // (bytes done, bytes total)
 };
 
 struct ExportReport {

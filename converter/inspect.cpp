@@ -4,10 +4,9 @@
 #include <fstream>
 #include <map>
 
-#include "converter/progress.h"
 #include "formats/iris_archive.h"
-#include "formats/snapshot.h"
-#include "formats/source_tensors.h"
+#include "converter/hf/snapshot.h"
+#include "converter/hf/source_tensors.h"
 
 namespace iris {
 
@@ -22,13 +21,6 @@ bool is_archive(const std::string& path) {
   return in.gcount() == 7 && std::string(magic, 7) == "IRISMDL";
 }
 
-std::string layout_text(const json& l) {
-  std::string k = l.value("kind", "");
-  if (k != "tiled") return k;
-  return "tiled " + std::to_string(l.value("tile_n", 0)) + "x" + std::to_string(l.value("tile_k", 0)) + " pad " +
-         std::to_string(l.value("padded_n", 0)) + "x" + std::to_string(l.value("padded_k", 0));
-}
-
 Result<json> inspect_archive(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(path));
   const Manifest& m = a.manifest();
@@ -41,7 +33,7 @@ Result<json> inspect_archive(const std::string& path) {
     json comps = json::array();
     for (const auto& c : t.components) {
       bytes += c.spec.bytes;
-      comps.push_back({{"role", c.spec.role}, {"dtype", std::string(dtype_archive_name(c.spec.dtype))}, {"shape", c.spec.shape},
+      comps.push_back({{"role", role_name(c.spec.role)}, {"dtype", std::string(dtype_archive_name(c.spec.dtype))}, {"shape", c.spec.shape},
                        {"offset", a.absolute_offset(c)}, {"bytes", c.spec.bytes}});
     }
     tj["bytes"] = bytes;
@@ -101,33 +93,6 @@ Result<json> inspect_snapshot(const std::string& path) {
 Result<json> inspect_path(const std::string& path) {
   if (is_archive(path)) return inspect_archive(path);
   return inspect_snapshot(path);
-}
-
-void print_inspection(const json& j) {
-  std::printf("%s: %s", j["path"].get<std::string>().c_str(), j["kind"].get<std::string>().c_str());
-  if (j.contains("format_version")) std::printf(" v%s", j["format_version"].get<std::string>().c_str());
-  std::string mt = j.value("model_type", "");
-  std::printf(", model_type %s\n", mt.empty() ? "(none)" : mt.c_str());
-  size_t w = 4;
-  for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
-  std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");
-  for (const auto& t : j["tensors"]) {
-    std::string shape = t["shape"].dump();
-    std::string layout = t.contains("layout") ? layout_text(t["layout"]) : "";
-    std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t["name"].get<std::string>().c_str(), shape.c_str(),
-                t["format"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), layout.c_str(),
-                (unsigned long long)t["bytes"].get<uint64_t>(), (unsigned long long)t["offset"].get<uint64_t>());
-    if (t.contains("params")) std::printf("%-*s    params %s\n", int(w), "", t["params"].dump().c_str());
-  }
-  std::printf("total: %llu tensors, %s of tensor data", (unsigned long long)j["tensor_count"].get<uint64_t>(),
-              human_bytes(double(j["tensor_bytes"].get<uint64_t>())).c_str());
-  for (const auto& [k, v] : j["formats"].items()) std::printf(", %llu %s", (unsigned long long)v.get<uint64_t>(), k.c_str());
-  std::printf("\n");
-  if (!j["files"].empty()) {
-    std::printf("files:");
-    for (const auto& f : j["files"]) std::printf(" %s (%llu B)", f["name"].get<std::string>().c_str(), (unsigned long long)f["bytes"].get<uint64_t>());
-    std::printf("\n");
-  }
 }
 
 }  // namespace iris

@@ -9,8 +9,7 @@
 
 namespace iris {
 
-// Returns the description as JSON; print_inspection() renders it as a table.
+// Returns the description as JSON (the CLI renders it: converter/cli/report_print.h).
 Result<nlohmann::json> inspect_path(const std::string& path);
-void print_inspection(const nlohmann::json& j);
 
 }  // namespace iris

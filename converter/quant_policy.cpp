@@ -58,12 +58,21 @@ bool already_in_target(const TensorDesc& d, Target t) {
     case Target::kKeep: return true;
     case Target::kBf16: return d.format == Format::kRaw && d.dtype == DType::kBF16;
     case Target::kMxfp4: return d.format == Format::kMxfp4;
-    case Target::kNf4: return d.format == Format::kNf4 && nf4_double_quant(d) && format_block_size(d) == 64;
-    case Target::kFp8Tensor: return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kTensor;
-    case Target::kFp8Channel: return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kChannel;
-    case Target::kFp8Block:
-      return d.format == Format::kFp8E4M3 && fp8_granularity(d) == ScaleGranularity::kBlock &&
-             d.params.value("block_n", 0) == 128 && d.params.value("block_k", 0) == 128;
+    case Target::kNf4: {
+      if (d.format != Format::kNf4) return false;
+      auto p = bnb4_params(d);
+      return p.is_ok() && p->double_quant && p->block_size == 64;
+    }
+    case Target::kFp8Tensor:
+    case Target::kFp8Channel:
+    case Target::kFp8Block: {
+      if (d.format != Format::kFp8E4M3) return false;
+      auto p = fp8_params(d);
+      if (!p.is_ok()) return false;
+      if (t == Target::kFp8Tensor) return p->granularity == ScaleGranularity::kTensor;
+      if (t == Target::kFp8Channel) return p->granularity == ScaleGranularity::kChannel;
+      return p->granularity == ScaleGranularity::kBlock && p->block_n == 128 && p->block_k == 128;
+    }
   }
   return false;
 }

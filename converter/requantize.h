@@ -14,7 +14,7 @@
 #include "converter/quality.h"
 #include "converter/quant_policy.h"
 #include "formats/byte_sink.h"
-#include "formats/source_tensors.h"
+#include "converter/hf/source_tensors.h"
 #include "quant/mxfp4.h"
 
 namespace iris {

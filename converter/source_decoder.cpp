@@ -1,5 +1,7 @@
 #include "converter/source_decoder.h"
 
+#include <array>
+
 #include <cstring>
 
 #include "common/float_bits.h"
@@ -7,7 +9,7 @@
 #include "quant/mxfp4.h"
 #include "quant/nf4.h"
 #include "quant/tables.h"
-#include "verify/reference_decode.h"
+#include "formats/tensor_decode.h"
 
 namespace iris {
 
@@ -74,7 +76,7 @@ class QuantizedDecoder final : public SourceDecoder {
     d_ = s.desc;
     for (const auto& p : s.parts) {
       Status st;
-      comps_[p.role] = read_all(p.ref, &st);
+      comps_[int(p.role)] = read_all(p.ref, &st);
       IRIS_TRY(st);
     }
     k_ = d_.shape.back();
@@ -83,9 +85,17 @@ class QuantizedDecoder final : public SourceDecoder {
     rows_ = numel / k_;
     n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
     ComponentBytes bytes;
-    for (const auto& [role, v] : comps_) bytes[role] = v;
-    if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) p_ = bnb4_params(d_, bytes);
-    if (d_.format == Format::kFp8E4M3) s_ = fp8_scales(d_, comps_["scales"].data());
+    for (int r = 0; r < kRoleCount; ++r) bytes[r] = comps_[r];
+    // The grouped descriptor's parameters are checked before any decoder divides by them.
+    if (d_.format == Format::kMxfp4) IRIS_TRY(mxfp4_params(d_).status());
+    if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) {
+      IRIS_ASSIGN_OR_RETURN(Bnb4Params bp, bnb4_params(d_));
+      p_ = bnb4_decode_params(bp, bytes);
+    }
+    if (d_.format == Format::kFp8E4M3) {
+      IRIS_ASSIGN_OR_RETURN(Fp8Params fp, fp8_params(d_));
+      s_ = fp8_decode_scales(fp, comps_[int(Role::kScales)].data());
+    }
     return Status::ok();
   }
 
@@ -93,15 +103,15 @@ class QuantizedDecoder final : public SourceDecoder {
     switch (d_.format) {
       case Format::kMxfp4: {
         const uint64_t blocks = (k_ + 31) / 32;
-        quant::mxfp4_decode(comps_.at("codes").data() + r0 * blocks * 16, comps_.at("scales").data() + r0 * blocks, r1 - r0, k_, out);
+        quant::mxfp4_decode(comps_[int(Role::kCodes)].data() + r0 * blocks * 16, comps_[int(Role::kScales)].data() + r0 * blocks, r1 - r0, k_, out);
         return Status::ok();
       }
       case Format::kNf4:
       case Format::kBnbFp4:
-        quant::bnb4_decode_ref(comps_.at("codes").data(), r0 * k_, r1 * k_, p_, out);
+        quant::bnb4_decode_ref(comps_[int(Role::kCodes)].data(), r0 * k_, r1 * k_, p_, out);
         return Status::ok();
       case Format::kFp8E4M3: {
-        const uint8_t* codes = comps_.at("codes").data();
+        const uint8_t* codes = comps_[int(Role::kCodes)].data();
 #pragma omp parallel for schedule(static)
         for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
           const uint64_t b = uint64_t(r) / n_, row = uint64_t(r) % n_;
@@ -117,7 +127,7 @@ class QuantizedDecoder final : public SourceDecoder {
 
  private:
   TensorDesc d_;
-  std::map<std::string, std::vector<uint8_t>> comps_;
+  std::array<std::vector<uint8_t>, kRoleCount> comps_;
   uint64_t n_ = 1;
   quant::Bnb4bitParams p_;
   quant::Fp8Scales s_;

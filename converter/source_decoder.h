@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "formats/source_tensors.h"
+#include "converter/hf/source_tensors.h"
 
 namespace iris {
 

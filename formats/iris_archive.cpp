@@ -2,6 +2,8 @@
 
 #include <zstd.h>
 
+#include <algorithm>
+
 #include "common/hashing.h"
 #include "formats/json_limits.h"
 
@@ -14,23 +16,65 @@ Result<IrisArchive> IrisArchive::open(const std::string& path) {
   std::string_view text(reinterpret_cast<const char*>(a.map_.data()) + a.preamble_.manifest_offset,
                         a.preamble_.manifest_size);
   if (xxh3_64(text.data(), text.size()) != a.preamble_.manifest_xxh3)
-    return invalid_input(path + ": manifest checksum mismatch (corrupt manifest)");
+    return corrupt_data(path + ": manifest checksum mismatch (corrupt manifest)");
   IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json(text, path + ": manifest"));
   IRIS_ASSIGN_OR_RETURN(a.manifest_, manifest_from_json(j, a.preamble_.data_size, path));
+  a.by_name_.reserve(a.manifest_.tensors.size());
+  for (size_t i = 0; i < a.manifest_.tensors.size(); ++i) a.by_name_.emplace(a.manifest_.tensors[i].desc.name, i);
   return a;
 }
 
-const ArchiveTensor* IrisArchive::find(const std::string& name) const {
-  for (const auto& t : manifest_.tensors)
-    if (t.desc.name == name) return &t;
-  return nullptr;
+std::optional<size_t> IrisArchive::index_of(std::string_view name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+const ArchiveTensor* IrisArchive::find(std::string_view name) const {
+  auto i = index_of(name);
+  return i ? &manifest_.tensors[*i] : nullptr;
+}
+
+ComponentBytes IrisArchive::component_bytes(const ArchiveTensor& t) const {
+  ComponentBytes c;
+  for (const auto& comp : t.components) c[static_cast<int>(comp.spec.role)] = bytes(comp);
+  return c;
+}
+
+uint64_t IrisArchive::hash_component(const StoredComponent& c) const {
+  // In windows, dropping pages behind itself: hashing an archive larger than memory keeps
+  // this process's resident set bounded (the page cache keeps what the OS wants to keep).
+  constexpr uint64_t kWindow = 64ull << 20;
+  StreamingHash h;
+  const uint64_t offset = absolute_offset(c);
+  for (uint64_t pos = 0; pos < c.spec.bytes; pos += kWindow) {
+    const uint64_t n = std::min(kWindow, c.spec.bytes - pos);
+    h.update(map_.data() + offset + pos, n);
+    map_.release(offset + pos, n);
+  }
+  return h.digest();
+}
+
+Status IrisArchive::verify_tensor(const ArchiveTensor& t) const {
+  for (const auto& c : t.components) {
+    if (hash_component(c) != c.xxh3)
+      return corrupt_data(path() + ": tensor '" + t.desc.name + "': component '" + role_name(c.spec.role) +
+                          "': checksum mismatch (the bytes were damaged)");
+  }
+  return Status::ok();
+}
+
+Status IrisArchive::verify_file(const StoredFile& f) const {
+  auto b = bytes(f);
+  if (xxh3_64(b.data(), b.size()) != f.xxh3) return corrupt_data(path() + ": embedded file '" + f.name + "': checksum mismatch");
+  return Status::ok();
 }
 
 Result<std::string> IrisArchive::read_file(const std::string& name) const {
   for (const auto& f : manifest_.files) {
     if (f.name != name) continue;
     auto b = bytes(f);
-    if (xxh3_64(b.data(), b.size()) != f.xxh3) return invalid_input(path() + ": embedded file '" + name + "': checksum mismatch");
+    if (xxh3_64(b.data(), b.size()) != f.xxh3) return corrupt_data(path() + ": embedded file '" + name + "': checksum mismatch");
     if (f.encoding == "raw") return std::string(reinterpret_cast<const char*>(b.data()), b.size());
     std::string out(f.raw_size, '\0');
     size_t n = ZSTD_decompress(out.data(), out.size(), b.data(), b.size());

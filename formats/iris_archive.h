@@ -7,11 +7,14 @@
 
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "common/mapped_file.h"
 #include "common/status.h"
 #include "formats/iris_preamble.h"
 #include "formats/manifest.h"
+#include "formats/tensor_decode.h"
 
 namespace iris {
 
@@ -22,7 +25,9 @@ class IrisArchive {
   const std::string& path() const { return map_.path(); }
   const Preamble& preamble() const { return preamble_; }
   const Manifest& manifest() const { return manifest_; }
-  const ArchiveTensor* find(const std::string& name) const;
+  // O(1): a hash index built when the archive is opened.
+  const ArchiveTensor* find(std::string_view name) const;
+  std::optional<size_t> index_of(std::string_view name) const;
   std::span<const uint8_t> bytes(const StoredComponent& c) const {
     return map_.bytes(preamble_.data_offset + c.offset, c.spec.bytes);
   }
@@ -31,11 +36,25 @@ class IrisArchive {
   Result<std::string> read_file(const std::string& name) const;
   const MappedFile& mapping() const { return map_; }
   uint64_t absolute_offset(const StoredComponent& c) const { return preamble_.data_offset + c.offset; }
+  // Every component of `t`, by role, as spans into the mapping.
+  ComponentBytes component_bytes(const ArchiveTensor& t) const;
+
+  // XXH3-64 of a component's bytes, streamed through the mapping.
+  uint64_t hash_component(const StoredComponent& c) const;
+  // Hash every component of `t` / the stored bytes of `f` and compare with the manifest:
+  // kCorrupt naming the first that differs.
+  Status verify_tensor(const ArchiveTensor& t) const;
+  Status verify_file(const StoredFile& f) const;
 
  private:
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   MappedFile map_;
   Preamble preamble_;
   Manifest manifest_;
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> by_name_;
 };
 
 }  // namespace iris

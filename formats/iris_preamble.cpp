@@ -38,7 +38,7 @@ Result<Preamble> decode_preamble(const uint8_t* b, uint64_t file_size, const std
   if (std::memcmp(b, kIrisMagic.data(), 7) != 0) return invalid_input(path + ": not an .iris archive (bad magic)");
   if (b[7] != '2')
     return unsupported(path + ": .iris format generation '" + std::string(1, char(b[7])) + "' is not supported (this reader reads v2)");
-  if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return invalid_input(path + ": preamble checksum mismatch (corrupt header)");
+  if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return corrupt_data(path + ": preamble checksum mismatch (corrupt header)");
   Preamble p;
   p.version_major = get<uint16_t>(&b[8]);
   p.version_minor = get<uint16_t>(&b[10]);

@@ -159,7 +159,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     auto& t = m.tensors[i];
     for (size_t c = 0; c < t.components.size(); ++c) {
       auto& comp = t.components[c];
-      FileSink sink(&out, data_offset + comp.offset, comp.spec.bytes, "tensor '" + t.desc.name + "' " + comp.spec.role, on_bytes);
+      FileSink sink(&out, data_offset + comp.offset, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes);
       Status s = pending_[i].producers[c](sink);
       if (!s.is_ok()) return s;
       IRIS_TRY(sink.finish(&comp.xxh3));

@@ -11,7 +11,7 @@ namespace iris {
 
 using nlohmann::json;
 
-const StoredComponent* ArchiveTensor::component(const std::string& role) const {
+const StoredComponent* ArchiveTensor::component(Role role) const {
   for (const auto& c : components)
     if (c.spec.role == role) return &c;
   return nullptr;
@@ -51,7 +51,7 @@ json manifest_to_json(const Manifest& m) {
     json tj = tensor_desc_to_json(t.desc);
     json comps = json::array();
     for (const auto& c : t.components) {
-      comps.push_back({{"role", c.spec.role},
+      comps.push_back({{"role", role_name(c.spec.role)},
                        {"dtype", std::string(dtype_archive_name(c.spec.dtype))},
                        {"shape", c.spec.shape},
                        {"offset", c.offset},
@@ -202,7 +202,7 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     for (size_t i = 0; i < specs->size(); ++i) {
       const json& cj = (*comps)[i];
       const ComponentSpec& want = (*specs)[i];
-      const std::string cctx = ctx + "component '" + want.role + "': ";
+      const std::string cctx = ctx + "component '" + role_name(want.role) + "': ";
       if (!cj.is_object()) return invalid_input(cctx + "not an object");
       IRIS_ASSIGN_OR_RETURN(std::string role, get_str(cj, "role", cctx));
       IRIS_ASSIGN_OR_RETURN(std::string cdt, get_str(cj, "dtype", cctx));
@@ -212,11 +212,11 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
       IRIS_ASSIGN_OR_RETURN(c.offset, get_u64(cj, "offset", cctx));
       IRIS_ASSIGN_OR_RETURN(uint64_t bytes, get_u64(cj, "bytes", cctx));
       IRIS_ASSIGN_OR_RETURN(c.xxh3, get_hash(cj, cctx));
-      if (role != want.role || cdt != dtype_archive_name(want.dtype) || shape != want.shape || bytes != want.bytes)
+      if (role != role_name(want.role) || cdt != dtype_archive_name(want.dtype) || shape != want.shape || bytes != want.bytes)
         return invalid_input(cctx + "listed as " + role + " " + cdt + " " + json(shape).dump() + " (" + std::to_string(bytes) +
-                             " bytes) but the descriptor needs " + want.role + " " + std::string(dtype_archive_name(want.dtype)) +
+                             " bytes) but the descriptor needs " + role_name(want.role) + " " + std::string(dtype_archive_name(want.dtype)) +
                              " " + json(want.shape).dump() + " (" + std::to_string(want.bytes) + " bytes)");
-      IRIS_TRY(check_range(c.offset, c.spec.bytes, m.alignment, data_size, cctx, &ranges, name + "/" + role));
+      IRIS_TRY(check_range(c.offset, c.spec.bytes, m.alignment, data_size, cctx, &ranges, name + "/" + role_name(want.role)));
       at.components.push_back(std::move(c));
     }
     if (auto s = tj.find("source"); s != tj.end()) at.source = *s;

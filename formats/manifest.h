@@ -24,7 +24,7 @@ struct ArchiveTensor {
   std::vector<StoredComponent> components;  // in component_specs() order
   nlohmann::json source = nlohmann::json::object();  // where it came from (file, original tensors)
 
-  const StoredComponent* component(const std::string& role) const;
+  const StoredComponent* component(Role role) const;
 };
 
 struct StoredFile {

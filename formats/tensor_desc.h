@@ -13,13 +13,9 @@
 
 #include "common/status.h"
 #include "formats/dtype.h"
+#include "formats/format_traits.h"
 
 namespace iris {
-
-enum class Format { kRaw, kMxfp4, kNf4, kBnbFp4, kFp8E4M3 };
-const char* format_name(Format f);  // "raw" is never written: raw tensors use their dtype name
-std::optional<Format> format_from_name(const std::string& name);
-inline bool is_quantized(Format f) { return f != Format::kRaw; }
 
 enum class LayoutKind { kRowMajor, kTiled, kFlat };
 const char* layout_kind_name(LayoutKind k);
@@ -34,20 +30,18 @@ struct Layout {
   uint64_t tile_k = 0;
 };
 
-enum class ScaleGranularity { kTensor, kChannel, kBlock, kGroup };
-const char* scale_granularity_name(ScaleGranularity g);
-
 struct TensorDesc {
   std::string name;
   std::vector<uint64_t> shape;  // logical; for weights [..., N, K], row = output
   DType dtype;                  // logical element type (what dequantization produces)
   Format format = Format::kRaw;
-  nlohmann::json params = nlohmann::json::object();  // format parameters (FORMAT.md)
+  nlohmann::json params = nlohmann::json::object();  // format parameters as stored (FORMAT.md); read
+                                                    // them through the typed parsers of format_traits.h
   Layout layout;
 };
 
 struct ComponentSpec {
-  std::string role;  // "data", "codes", "scales", "absmax", ...
+  Role role;
   DType dtype;
   std::vector<uint64_t> shape;
   uint64_t bytes = 0;
@@ -69,10 +63,9 @@ Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d);
 // For quantized tensors with a tiled layout: the matrix view. Errors for flat/raw.
 Result<MatrixGeometry> matrix_geometry(const TensorDesc& d);
 
-// Format parameter helpers (validated by component_specs).
-uint32_t format_block_size(const TensorDesc& d);           // 32 (mxfp4), bnb blocksize, 0 otherwise
-bool nf4_double_quant(const TensorDesc& d);
-ScaleGranularity fp8_granularity(const TensorDesc& d);
+// Elements per scale block along a row: 32 (mxfp4), the bitsandbytes block_size (0 while the
+// parameter is absent or malformed; component_specs reports that), 0 for other formats.
+uint32_t format_block_size(const TensorDesc& d);
 
 // Chooses the codes layout for a quantized tensor: tiled when the blocks follow rows,
 // flat otherwise. Tiles shrink to fit small matrices.

@@ -11,7 +11,7 @@
   do {                                                                                               \
     cudaError_t iris_cuda_err_ = (call);                                                             \
     if (iris_cuda_err_ != cudaSuccess)                                                               \
-      return ::iris::Status::error(::iris::ErrorKind::kIo, std::string(#call) + ": " +               \
+      return ::iris::Status::error(::iris::ErrorKind::kDevice, std::string(#call) + ": " +               \
                                                                cudaGetErrorString(iris_cuda_err_)); \
   } while (0)
 

@@ -129,7 +129,8 @@ Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sm
 }
 
 template <typename F, int OutKind>
-Status launch_tiled(const QuantView& v, void* out, int sms, cudaStream_t s) {
+Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaStream_t s) {
+  const int sms = c.sm_count;
   const uint64_t ipr = v.tile_k / F::kItem, ipt = ipr * v.tile_n;
   const uint64_t tps = v.padded_k / v.tile_k, tpm = tps * (v.padded_n / v.tile_n);
   const uint64_t total = tpm * (v.rows / v.n) * ipt;
@@ -142,7 +143,7 @@ Status launch_tiled(const QuantView& v, void* out, int sms, cudaStream_t s) {
   g.tiles_per_stripe = FastDiv(uint32_t(tps));
   g.total = uint32_t(total);
   g.vector_out = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
-  switch (dequant_unroll(int(v.format))) {
+  switch (dequant_unroll(c.variants, int(v.format))) {
     case 2: return launch_items<F, OutKind, 2>(v, g, out, sms, s);
     case 8: return launch_items<F, OutKind, 8>(v, g, out, sms, s);
     default: return launch_items<F, OutKind, 4>(v, g, out, sms, s);
@@ -150,15 +151,13 @@ Status launch_tiled(const QuantView& v, void* out, int sms, cudaStream_t s) {
 }
 
 template <typename F>
-Status launch(const QuantView& v, void* out, DType dt, cudaStream_t s) {
+Status launch(const QuantView& v, void* out, DType dt, cudaStream_t s, const LaunchConfig& c) {
   if (v.rows == 0 || v.k == 0) return Status::ok();
-  int dev = 0, sms = 0;
-  IRIS_CUDA_TRY(cudaGetDevice(&dev));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = c.sm_count;
   if (v.tiled) {
-    if (dt == DType::kBF16) return launch_tiled<F, 0>(v, out, sms, s);
-    if (dt == DType::kF16) return launch_tiled<F, 1>(v, out, sms, s);
-    return launch_tiled<F, 2>(v, out, sms, s);
+    if (dt == DType::kBF16) return launch_tiled<F, 0>(v, out, c, s);
+    if (dt == DType::kF16) return launch_tiled<F, 1>(v, out, c, s);
+    return launch_tiled<F, 2>(v, out, c, s);
   }
   const uint64_t items = (v.rows * v.k + F::kItem - 1) / F::kItem;
   const unsigned blocks = unsigned(std::min<uint64_t>((items + kThreads - 1) / kThreads, uint64_t(sms) * 8));
@@ -171,33 +170,17 @@ Status launch(const QuantView& v, void* out, DType dt, cudaStream_t s) {
 
 }  // namespace
 
-Status cuda_dequantize(const QuantView& v, void* out, DType dt, void* stream) {
+Status cuda_dequantize(const QuantView& v, void* out, DType dt, void* stream, const LaunchConfig& c) {
   if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32) return unsupported("dequantize: output must be bf16, f16 or f32");
+  if (c.sm_count <= 0) return invalid_argument("dequantize: the launch configuration has no SM count");
   auto s = static_cast<cudaStream_t>(stream);
   switch (v.format) {
-    case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, out, dt, s);
-    case ViewFormat::kNf4: return launch<dev::Nf4>(v, out, dt, s);
-    case ViewFormat::kFp8: return launch<dev::Fp8>(v, out, dt, s);
+    case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, out, dt, s, c);
+    case ViewFormat::kNf4: return launch<dev::Nf4>(v, out, dt, s, c);
+    case ViewFormat::kFp8: return launch<dev::Fp8>(v, out, dt, s, c);
   }
   return unsupported("dequantize: unknown format");
 }
 
-bool cuda_device_available(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    if (why) *why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
-std::string cuda_device_name() {
-  cudaDeviceProp p;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return "?";
-  return p.name;
-}
 
 }  // namespace iris

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/float_bits.h"
+#include "quant/tables.h"
 #include "kernels/quant_view.h"
 
 namespace iris::dev {
@@ -21,29 +22,10 @@ __device__ __forceinline__ uint64_t code_offset(const QuantView& v, uint64_t row
          (k / v.tile_k) * v.tile_n * tile_row + (r % v.tile_n) * tile_row + (k % v.tile_k) * bits / 8;
 }
 
-// OCP E2M1: s ee m, bias 1; exact in FP32.
-__device__ __forceinline__ float e2m1(uint32_t c) {
-  const uint32_t e = (c >> 1) & 3u, m = c & 1u;
-  float mag = e == 0 ? 0.5f * float(m) : __uint_as_float(((e + 126u) << 23) | (m << 22));
-  return (c & 8u) ? -mag : mag;
-}
-
-// E8M0 scale: 2^(e-127); 0 -> 2^-127 (FP32 subnormal); 0xFF -> NaN (OCP).
-__device__ __forceinline__ float e8m0(uint32_t e) {
-  if (e == 0xffu) return __uint_as_float(0x7fc00000u);
-  return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-}
-
-// E4M3 "fn": bias 7, subnormals, 0x7F/0xFF NaN, no Inf.
-__device__ __forceinline__ float e4m3(uint32_t b) {
-  const uint32_t s = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
-  if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);
-  if (e == 0) {
-    float mag = float(m) * 0.001953125f;  // m * 2^-9, exact
-    return __uint_as_float(s | __float_as_uint(mag));
-  }
-  return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
-}
+// Element decoders: the one definition in quant/tables.h, shared with the CPU codecs.
+__device__ __forceinline__ float e2m1(uint32_t c) { return quant::e2m1_to_f32(uint8_t(c)); }
+__device__ __forceinline__ float e8m0(uint32_t e) { return quant::e8m0_to_f32(uint8_t(e)); }
+__device__ __forceinline__ float e4m3(uint32_t b) { return quant::e4m3_to_f32(uint8_t(b)); }
 
 // x / d with d = 2^shift when shift >= 0 (the usual case: block sizes are powers of two).
 __device__ __forceinline__ uint64_t div_by(uint64_t x, uint64_t d, int32_t shift) {

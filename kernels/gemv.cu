@@ -206,7 +206,8 @@ Status launch(const QuantView& v, const uint16_t* x, int batch, void* y, bool f3
 
 }  // namespace
 
-Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream) {
+Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream, const LaunchConfig& c) {
+  if (c.sm_count <= 0) return invalid_argument("gemv: the launch configuration has no SM count");
   if (batch < 1 || batch > 16) return unsupported("gemv: batch must be 1..16");
   if (y_dtype != DType::kBF16 && y_dtype != DType::kF32) return unsupported("gemv: output must be bf16 or f32");
   if (!v.tiled && v.format == ViewFormat::kNf4) return unsupported("gemv: flat NF4 (K not a multiple of the block) has no rows to multiply");
@@ -219,7 +220,7 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
     IRIS_CUDA_TRY(cudaMemsetAsync(y, 0, uint64_t(batch) * v.rows * (f32 ? 4 : 2), s));
     return Status::ok();
   }
-  if (cuda_gemv_uses_tensor_cores(v, batch)) return cuda_gemv_mma(v, x, batch, y, f32, stream);
+  if (cuda_gemv_uses_tensor_cores(v, batch, c.variants)) return cuda_gemv_mma(v, x, batch, y, f32, stream, c);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, x, batch, y, f32, s);
@@ -228,6 +229,8 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
   return unsupported("gemv: unknown format");
 }
 
-bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch) { return gemv_tensor_cores_allowed() && gemv_mma_supports(v, batch); }
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const KernelVariants& variants) {
+  return variants.gemv_tensor_cores && gemv_mma_supports(v, batch);
+}
 
 }  // namespace iris

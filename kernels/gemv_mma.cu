@@ -304,10 +304,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
 // second, partial wave costs a whole block time, run v7), at most 8, at least 1.
 template <typename K>
-Result<int> warps_per_stripe(K kernel, uint64_t stripes) {
-  int dev = 0, sms = 0;
-  IRIS_CUDA_TRY(cudaGetDevice(&dev));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms) {
   for (int w = kMaxWarps; w > 1; --w) {
     int per_sm = 0;
     IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
@@ -317,25 +314,25 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes) {
 }
 
 template <typename P, int NT, bool OutF32, int U>
-Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s) {
+Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   auto kernel = gemv_mma_kernel<P, NT, OutF32, U>;
-  IRIS_ASSIGN_OR_RETURN(int warps, warps_per_stripe(kernel, stripes));
+  IRIS_ASSIGN_OR_RETURN(int warps, warps_per_stripe(kernel, stripes, c.sm_count));
   kernel<<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
   IRIS_CUDA_LAUNCHED("gemv (tensor cores)");
   return Status::ok();
 }
 
 template <typename P, int NT, bool OutF32>
-Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s) {
-  switch (gemv_unroll(int(v.format), NT * 8)) {
-    case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s);
-    default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s);
+Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
+  switch (gemv_unroll(c.variants, int(v.format), NT * 8)) {
+    case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
+    default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
   }
 }
 
 template <typename P>
-Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool f32, cudaStream_t s) {
+Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool f32, cudaStream_t s, const LaunchConfig& c) {
   MmaGeometry g;
   g.chunks_per_tile = FastDiv(uint32_t(v.tile_k / P::kChunk));
   g.chunks = uint32_t(v.padded_k / P::kChunk);
@@ -344,8 +341,8 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
   g.tile_bytes = 16 * g.tile_row_bytes;
   g.stripe_bytes = 16 * v.padded_k * P::kBits / 8;
   g.vector_x = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
-  if (batch <= 8) return f32 ? launch_u<P, 1, true>(v, g, x, batch, y, s) : launch_u<P, 1, false>(v, g, x, batch, y, s);
-  return f32 ? launch_u<P, 2, true>(v, g, x, batch, y, s) : launch_u<P, 2, false>(v, g, x, batch, y, s);
+  if (batch <= 8) return f32 ? launch_u<P, 1, true>(v, g, x, batch, y, s, c) : launch_u<P, 1, false>(v, g, x, batch, y, s, c);
+  return f32 ? launch_u<P, 2, true>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
 }  // namespace
@@ -368,13 +365,13 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
   return false;
 }
 
-Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream) {
+Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& c) {
   if (!gemv_mma_supports(v, batch)) return unsupported("gemv: the tensor-core kernel does not take this layout");
   auto s = static_cast<cudaStream_t>(stream);
   switch (v.format) {
-    case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s);
-    case ViewFormat::kNf4: return launch_p<MmaNf4>(v, x, batch, y, y_f32, s);
-    case ViewFormat::kFp8: return launch_p<MmaFp8>(v, x, batch, y, y_f32, s);
+    case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
+    case ViewFormat::kNf4: return launch_p<MmaNf4>(v, x, batch, y, y_f32, s, c);
+    case ViewFormat::kFp8: return launch_p<MmaFp8>(v, x, batch, y, y_f32, s, c);
   }
   return unsupported("gemv: unknown format");
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "kernels/launch_config.h"
 #include "kernels/quant_view.h"
 
 namespace iris {
@@ -11,6 +12,6 @@ namespace iris {
 // applied after the mma (NF4 blocks, FP8 blocks and groups).
 bool gemv_mma_supports(const QuantView& v, int batch);
 
-Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream);
+Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& config);
 
 }  // namespace iris

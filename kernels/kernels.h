@@ -7,25 +7,24 @@
 
 #include "common/status.h"
 #include "formats/dtype.h"
+#include "kernels/launch_config.h"
 #include "kernels/quant_view.h"
 
 namespace iris {
 
 // Dequantizes the whole tensor into row-major `out` ([rows, k] of out_dtype: bf16, f16, f32)
 // in ONE kernel launch (NF4 double quant included). Bit-exact with the quant/ reference.
-Status cuda_dequantize(const QuantView& v, void* out, DType out_dtype, void* stream);
+Status cuda_dequantize(const QuantView& v, void* out, DType out_dtype, void* stream, const LaunchConfig& config);
 
 // y[b, row] = sum_k x[b, k] * W[row, k] for b < batch (1..16); x bf16 [batch, k] row-major,
 // y [batch, rows] of y_dtype (bf16 or f32); FP32 accumulation.
-Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream);
+Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DType y_dtype, void* stream,
+                 const LaunchConfig& config);
 
 // Whether cuda_gemv runs this tensor and batch on the tensor cores (BF16 operands, FP32
 // accumulation) rather than the FP32 CUDA-core kernels: the two have different error bounds
 // (verify/gemv_bound.h), so checks ask which one ran.
-bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch);
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const KernelVariants& variants);
 
-// Device discovery for verify / tests: false with a reason when no usable GPU is present.
-bool cuda_device_available(std::string* why);
-std::string cuda_device_name();
 
 }  // namespace iris

@@ -13,12 +13,9 @@ int32_t log2_or_minus1(uint64_t v) {
 }
 }  // namespace
 
-Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::string, const void*>& c) {
+Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) {
   const std::string ctx = "tensor '" + d.name + "': ";
-  auto get = [&](const char* role) -> const void* {
-    auto it = c.find(role);
-    return it == c.end() ? nullptr : it->second;
-  };
+  auto get = [&](Role role) { return c[static_cast<int>(role)]; };
   QuantView v{};
   switch (d.format) {
     case Format::kMxfp4: v.format = ViewFormat::kMxfp4; break;
@@ -28,8 +25,8 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::strin
   }
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
   for (const auto& s : specs)
-    if (!get(s.role.c_str()) && s.role != "quant_state") return internal_error(ctx + "component '" + s.role + "' not on the device");
-  v.codes = static_cast<const uint8_t*>(get("codes"));
+    if (!get(s.role) && s.role != Role::kQuantState && s.bytes) return internal_error(ctx + "component '" + role_name(s.role) + "' not on the device");
+  v.codes = static_cast<const uint8_t*>(get(Role::kCodes));
   v.tiled = d.layout.kind == LayoutKind::kTiled;
   if (v.tiled) {
     IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
@@ -53,28 +50,29 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const std::map<std::strin
     v.k = numel;
   }
   if (v.format == ViewFormat::kMxfp4) {
-    v.scales = get("scales");
+    v.scales = get(Role::kScales);
     v.scale_type = ScaleType::kU8;
   } else if (v.format == ViewFormat::kFp8) {
-    v.scales = get("scales");
-    std::string sd = d.params.value("scale_dtype", "f32");
-    v.scale_type = sd == "bf16" ? ScaleType::kBf16 : sd == "f16" ? ScaleType::kF16 : ScaleType::kF32;
-    v.granularity = uint32_t(fp8_granularity(d));
-    v.block_n = d.params.value("block_n", uint64_t(0));
-    v.block_k = d.params.value("block_k", uint64_t(0));
-    v.group_size = d.params.value("group_size", uint64_t(0));
+    IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(d));
+    v.scales = get(Role::kScales);
+    v.scale_type = p.scale_dtype == DType::kBF16 ? ScaleType::kBf16 : p.scale_dtype == DType::kF16 ? ScaleType::kF16 : ScaleType::kF32;
+    v.granularity = uint32_t(p.granularity);
+    v.block_n = p.block_n;
+    v.block_k = p.block_k;
+    v.group_size = p.group_size;
   } else {
-    v.block_size = format_block_size(d);
+    IRIS_ASSIGN_OR_RETURN(Bnb4Params p, bnb4_params(d));
+    v.block_size = uint32_t(p.block_size);
     if (v.block_size % 32 != 0) return unsupported(ctx + "NF4 block_size must be a multiple of 32 for the kernels");
-    v.double_quant = nf4_double_quant(d);
-    v.scales = get("absmax");
+    v.double_quant = p.double_quant;
+    v.scales = get(Role::kAbsmax);
     v.scale_type = v.double_quant ? ScaleType::kU8 : ScaleType::kF32;
-    v.code_table = static_cast<const float*>(get("code_table"));
+    v.code_table = static_cast<const float*>(get(Role::kCodeTable));
     if (v.double_quant) {
-      v.nested_block_size = uint32_t(d.params.value("nested_block_size", uint64_t(256)));
-      v.nested_offset = float(d.params.value("nested_offset", 0.0));
-      v.nested_absmax = static_cast<const float*>(get("nested_absmax"));
-      v.nested_code_table = static_cast<const float*>(get("nested_code_table"));
+      v.nested_block_size = uint32_t(p.nested_block_size);
+      v.nested_offset = p.nested_offset;
+      v.nested_absmax = static_cast<const float*>(get(Role::kNestedAbsmax));
+      v.nested_code_table = static_cast<const float*>(get(Role::kNestedCodeTable));
     }
   }
   v.block_shift = log2_or_minus1(v.block_size);

@@ -4,8 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <string>
+#include <array>
 
 #include "common/status.h"
 #include "formats/tensor_desc.h"
@@ -42,8 +41,11 @@ struct QuantView {
   bool fp8_uniform8;   // FP8: one scale covers every aligned run of 8 elements
 };
 
-// Builds a view from a descriptor and the device address of each component, by role.
+// The device address of each component of a tensor, indexed by Role (nullptr: none).
+using DevicePointers = std::array<const void*, kRoleCount>;
+
+// Builds a view from a descriptor and the device address of each component.
 // Fails (kUnsupported) for layouts the kernels were not built for, never guessing.
-Result<QuantView> make_quant_view(const TensorDesc& desc, const std::map<std::string, const void*>& components);
+Result<QuantView> make_quant_view(const TensorDesc& desc, const DevicePointers& components);
 
 }  // namespace iris

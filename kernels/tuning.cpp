@@ -2,42 +2,19 @@
 
 namespace iris {
 
-namespace {
-int g_dequant_unroll = 0;  // 0: per-format default
-bool g_gemv_tc = true;
-int g_gemv_unroll = 0;  // 0: per-format default
-}  // namespace
-
-int dequant_unroll(int view_format) {
-  if (g_dequant_unroll) return g_dequant_unroll;
+int dequant_unroll(const KernelVariants& variants, int view_format) {
+  if (variants.dequant_unroll) return variants.dequant_unroll;
   // Runs v8 and v10 (14336x4096, H100, us at 2 / 4 / 8; docs/device-runs/*-v8/v10-variants.txt): MXFP4 58.0 / 59.7 / 59.8 and
   // 57.9 / 58.9 / 59.5; NF4 62.9 / 62.8 / 75.2 and 62.1 / 62.6 / 75.3; FP8 72.3 / 73.2 / 90.2
   // and 71.7 / 72.3 / 89.4 (8 items per thread cost occupancy).
   return view_format == 3 ? 4 : 2;
 }
-bool gemv_tensor_cores_allowed() { return g_gemv_tc; }
-int gemv_unroll(int view_format, int batch) {
-  if (g_gemv_unroll) return g_gemv_unroll;
+
+int gemv_unroll(const KernelVariants& variants, int view_format, int batch) {
+  if (variants.gemv_unroll) return variants.gemv_unroll;
   // Run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 / 22.9, NF4 34.5 /
   // 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
   return view_format == 3 && batch <= 8 ? 2 : 1;
-}
-
-Status set_kernel_variant(const std::string& name, const std::string& value) {
-  auto bad = [&] { return usage_error("--variant " + name + "=" + value + ": unknown variant or value"); };
-  if (name == "dequant-unroll") {
-    if (value != "auto" && value != "2" && value != "4" && value != "8") return bad();
-    g_dequant_unroll = value == "auto" ? 0 : std::stoi(value);
-  } else if (name == "gemv") {
-    if (value != "auto" && value != "cuda-cores") return bad();
-    g_gemv_tc = value == "auto";
-  } else if (name == "gemv-unroll") {
-    if (value != "auto" && value != "1" && value != "2") return bad();
-    g_gemv_unroll = value == "auto" ? 0 : std::stoi(value);
-  } else {
-    return bad();
-  }
-  return Status::ok();
 }
 
 }  // namespace iris

@@ -43,6 +43,8 @@ void fp8_decode_ref(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k
 // The same bits, vectorised, rows in parallel (OpenMP); FP32 or BF16 output (rounded once).
 void fp8_decode(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
 void fp8_decode_bf16(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, uint16_t* out);
+// Rows [row0, row1) of the batch * n rows (row = b * n + r); `codes` and `out` hold only those rows.
+void fp8_decode_rows(const uint8_t* codes, uint64_t row0, uint64_t row1, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
 
 // ---- Encoding with FP32 scales (tensor, channel or block; not group), the way transformers'
 // FineGrained FP8 (Fp8Quantize) does it per scaling unit, all in FP32:

@@ -37,6 +37,9 @@ void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4b
 // The same bits, fast: one table of 16 products per block, blocks in parallel (OpenMP).
 void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
+// The same, with `codes` a window of the packed codes whose byte 0 holds element `first`
+// (even, <= i0): what a row range of tiled codes, untiled on its own, looks like.
+void bnb4_decode_window(const uint8_t* codes, uint64_t first, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
 // BF16 output: each FP32 product rounded once (nearest even), which is exactly what bnb's
 // dequantize_4bit returns for a bfloat16 quant_state.dtype.
 void bnb4_decode_bf16(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, uint16_t* out);

@@ -24,8 +24,9 @@ IRIS_HOT_LOOP void decode_span(const uint8_t* codes, uint64_t i0, uint64_t i1, c
   if (i < i1) *out = lut[codes[i / 2] >> 4];
 }
 
+// codes[0] holds element `base` (even), so a caller may pass a window of the codes.
 template <typename Out>
-void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, Out* out) {
+void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, Out* out, uint64_t base = 0) {
   if (i1 <= i0) return;
   float table[16];
   for (int c = 0; c < 16; ++c) table[c] = p.code_table ? p.code_table[c] : nf4_to_f32(uint8_t(c));
@@ -33,7 +34,7 @@ void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams&
 #pragma omp parallel for schedule(static)
   for (int64_t b = int64_t(b0); b < int64_t(b1); ++b) {
     const uint64_t s = uint64_t(b) * bs > i0 ? uint64_t(b) * bs : i0, e = (uint64_t(b) + 1) * bs < i1 ? (uint64_t(b) + 1) * bs : i1;
-    decode_span(codes, s, e, table, bnb_block_absmax(p, uint64_t(b)), out + (s - i0));
+    decode_span(codes, s - base, e - base, table, bnb_block_absmax(p, uint64_t(b)), out + (s - i0));
   }
 }
 
@@ -41,6 +42,10 @@ void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams&
 
 void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out) {
   decode(codes, i0, i1, p, out);
+}
+
+void bnb4_decode_window(const uint8_t* codes, uint64_t first, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out) {
+  decode(codes, i0, i1, p, out, first);
 }
 
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out) { decode(codes, 0, n, p, out); }

@@ -8,10 +8,11 @@
 #include <random>
 
 #include "common/float_bits.h"
+#include "kernels/device_archive.h"
 #include "kernels/kernels.h"
 #include "verify/device_checks.h"
 #include "verify/gemv_bound.h"
-#include "verify/reference_decode.h"
+#include "formats/tensor_decode.h"
 
 namespace iris {
 
@@ -24,29 +25,21 @@ struct DeviceMem {
 
 std::string cuda_text(cudaError_t e) { return cudaGetErrorString(e); }
 
-// Dequantizes `t` on the GPU into FP32 and BF16 and compares with the reference.
-void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr) {
+// Dequantizes the uploaded tensor on the GPU into FP32 and BF16 and compares with the CPU
+// reference; then a GEMV probe within its accumulation bound.
+void check_tensor(const IrisArchive& a, const ArchiveTensor& t, const DeviceArchive& dev, TensorReport* tr) {
   auto fail = [&](const std::string& check, const std::string& why) { tr->checks.push_back({check, false, why}); };
+  const DeviceArchive::Tensor& dt = dev.tensors().front();
+  if (!dt.view.is_ok()) return fail("gpu:dequant", dt.view.status().message());
+  const QuantView& view = *dt.view;
+  const LaunchConfig launch = dev.launch_config();
   uint64_t numel = 1;
   for (auto d : t.desc.shape) numel *= d;
-  ComponentBytes host;
-  std::map<std::string, DeviceMem> dev;
-  std::map<std::string, const void*> ptrs;
-  for (const auto& c : t.components) {
-    auto bytes = a.bytes(c);
-    host[c.spec.role] = bytes;
-    cudaError_t e = cudaMalloc(&dev[c.spec.role].p, std::max<uint64_t>(bytes.size(), 16));
-    if (e == cudaSuccess) e = cudaMemcpy(dev[c.spec.role].p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return fail("gpu:upload", cuda_text(e));
-    ptrs[c.spec.role] = dev[c.spec.role].p;
-  }
-  auto view = make_quant_view(t.desc, ptrs);
-  if (!view.is_ok()) return fail("gpu:dequant", view.status().message());
   std::vector<float> ref(numel);
-  Status rs = reference_decode(t.desc, host, ref.data());
+  Status rs = reference_decode(t.desc, a.component_bytes(t), ref.data());
   if (!rs.is_ok()) return fail("cpu:decode", rs.message());
 
-  const uint64_t rows = view->rows, k = view->k;
+  const uint64_t rows = view.rows, k = view.k;
   auto coord = [&](uint64_t i) { return "element " + std::to_string(i) + " (row " + std::to_string(i / k) + ", col " + std::to_string(i % k) + ")"; };
   // FP32 output: must equal the reference bit for bit. The buffer is poisoned first so an
   // element the kernel never writes cannot pass.
@@ -56,10 +49,10 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr
     cudaError_t e = cudaMalloc(&out.p, std::max<uint64_t>(numel * 4, 16));
     if (e == cudaSuccess) e = cudaMemset(out.p, 0xff, numel * 4);
     if (e != cudaSuccess) return fail("gpu:dequant_f32", cuda_text(e));
-    Status s = cuda_dequantize(*view, out.p, DType::kF32, nullptr);
+    Status s = cuda_dequantize(view, out.p, DType::kF32, nullptr, launch);
     if (s.is_ok()) {
       e = cudaMemcpy(got.data(), out.p, numel * 4, cudaMemcpyDeviceToHost);
-      if (e != cudaSuccess) s = io_error(cuda_text(e));
+      if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:dequant_f32", s.message());
     CheckResult r{"gpu:dequant_f32", true, ""};
@@ -79,10 +72,10 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr
     cudaError_t e = cudaMalloc(&out.p, std::max<uint64_t>(numel * 2, 16));
     if (e == cudaSuccess) e = cudaMemset(out.p, 0xff, numel * 2);
     if (e != cudaSuccess) return fail("gpu:dequant_bf16", cuda_text(e));
-    Status s = cuda_dequantize(*view, out.p, DType::kBF16, nullptr);
+    Status s = cuda_dequantize(view, out.p, DType::kBF16, nullptr, launch);
     if (s.is_ok()) {
       e = cudaMemcpy(got.data(), out.p, numel * 2, cudaMemcpyDeviceToHost);
-      if (e != cudaSuccess) s = io_error(cuda_text(e));
+      if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:dequant_bf16", s.message());
     CheckResult r{"gpu:dequant_bf16", true, ""};
@@ -103,18 +96,18 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr
     for (auto& v : x) v = f32_to_bf16(dist(rng));
     DeviceMem dx, dy;
     std::vector<float> y(rows);
-    cudaError_t e = cudaMalloc(&dx.p, k * 2);
-    if (e == cudaSuccess) e = cudaMalloc(&dy.p, rows * 4);
+    cudaError_t e = cudaMalloc(&dx.p, std::max<uint64_t>(k * 2, 16));
+    if (e == cudaSuccess) e = cudaMalloc(&dy.p, std::max<uint64_t>(rows * 4, 16));
     if (e == cudaSuccess) e = cudaMemcpy(dx.p, x.data(), k * 2, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemset(dy.p, 0xff, rows * 4);
     if (e != cudaSuccess) return fail("gpu:gemv", cuda_text(e));
-    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr);
+    Status s = cuda_gemv(view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr, launch);
     if (s.is_ok()) {
       e = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost);
-      if (e != cudaSuccess) s = io_error(cuda_text(e));
+      if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:gemv", s.message());
-    const auto acc = cuda_gemv_uses_tensor_cores(*view, 1) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = cuda_gemv_uses_tensor_cores(view, 1, launch.variants) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv", acc));
   }
 }
@@ -122,13 +115,23 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, TensorReport* tr
 }  // namespace
 
 Status run_device_checks(const IrisArchive& archive, VerifyReport* report) {
-  std::string why;
-  if (!cuda_device_available(&why)) return Status::error(ErrorKind::kNoDevice, "--device cuda: no usable GPU (" + why + ")");
-  report->device = "cuda (" + cuda_device_name() + ")";
+  // One tensor on the GPU at a time (through one set of staging buffers), so any archive
+  // whose largest tensor fits can be checked.
+  StagingOptions so;
+  so.buffer_bytes = 16ull << 20;
+  so.buffers = 2;
+  auto uploader = Uploader::create(so);
+  if (!uploader.is_ok()) return uploader.status();
+  report->device = "cuda (" + uploader->device().name + ")";
   for (size_t i = 0; i < archive.manifest().tensors.size(); ++i) {
     const auto& t = archive.manifest().tensors[i];
     if (!is_quantized(t.desc.format)) continue;
-    check_tensor(archive, t, &report->tensors[i]);
+    auto dev = uploader->upload(archive, {t.desc.name}, false);
+    if (!dev.is_ok()) {
+      report->tensors[i].checks.push_back({"gpu:upload", false, dev.status().message()});
+      continue;
+    }
+    check_tensor(archive, t, *dev, &report->tensors[i]);
   }
   return Status::ok();
 }

@@ -4,7 +4,7 @@
 namespace iris {
 
 Status run_device_checks(const IrisArchive&, VerifyReport*) {
-  return Status::error(ErrorKind::kNoDevice, "--device cuda: this iris was built without CUDA (configure with -DIRIS_CUDA=ON)");
+  return Status::error(ErrorKind::kNoDevice, "this iris was built without CUDA (configure with -DIRIS_CUDA=ON)");
 }
 
 }  // namespace iris

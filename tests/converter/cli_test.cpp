@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "common/float_bits.h"
-#include "formats/safetensors_file.h"
-#include "formats/safetensors_writer.h"
-#include "formats/snapshot.h"
+#include "converter/hf/safetensors_file.h"
+#include "converter/hf/safetensors_writer.h"
+#include "converter/hf/snapshot.h"
 #include "tests/cli_runner.h"
-#include "tests/formats/test_files.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {

@@ -8,7 +8,7 @@
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
 #include "formats/tile_layout.h"
-#include "tests/formats/test_files.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {
@@ -53,7 +53,7 @@ std::string write_sample(const TempDir& d, std::map<std::string, std::vector<uin
     std::vector<ComponentProducer> prods;
     for (const auto& s : specs) {
       auto b = random_bytes(s.bytes, uint32_t(s.bytes + desc.name.size()));
-      data[desc.name + "/" + s.role] = b;
+      data[desc.name + "/" + role_name(s.role)] = b;
       prods.push_back(bytes_producer(b));
     }
     w.add_tensor(desc, json::object(), std::move(prods));
@@ -80,8 +80,8 @@ TEST(Archive, WriteThenReadGivesBackEveryByteAndChecksum) {
   for (const auto& t : a->manifest().tensors)
     for (const auto& c : t.components) {
       auto b = a->bytes(c);
-      const auto& want = data[t.desc.name + "/" + c.spec.role];
-      EXPECT_EQ(std::vector<uint8_t>(b.begin(), b.end()), want) << t.desc.name << "/" << c.spec.role;
+      const auto& want = data[t.desc.name + "/" + role_name(c.spec.role)];
+      EXPECT_EQ(std::vector<uint8_t>(b.begin(), b.end()), want) << t.desc.name << "/" << role_name(c.spec.role);
       EXPECT_EQ(c.xxh3, xxh3_64(want.data(), want.size()));
       EXPECT_EQ(a->absolute_offset(c) % 4096, 0u);
     }

@@ -13,12 +13,13 @@
 #include "common/checked_math.h"
 #include "common/float_bits.h"
 #include "formats/tile_layout.h"
+#include "kernels/device_info.h"
 #include "kernels/gemv_mma.h"
 #include "kernels/kernels.h"
 #include "kernels/tuning.h"
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
-#include "verify/reference_decode.h"
+#include "formats/tensor_decode.h"
 
 namespace iris {
 namespace {
@@ -45,7 +46,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 
 struct Built {
   TensorDesc desc;
-  std::map<std::string, std::vector<uint8_t>> comps;
+  std::map<Role, std::vector<uint8_t>> comps;
 };
 
 uint32_t seed_once() {
@@ -90,20 +91,20 @@ Built build(const Case& c, std::mt19937& rng) {
     d.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}};
     rows = bytes(batch * n * round_up(k, 32) / 2);
     const uint64_t ns = batch * n * ceil_div(k, 32);
-    b.comps["scales"] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255) : bytes(ns, 100, 140);
+    b.comps[Role::kScales] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255) : bytes(ns, 100, 140);
   } else if (c.format == "nf4") {
     d.format = Format::kNf4;
     const uint64_t nabs = ceil_div(numel, 64);
     d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0732421875},
                 {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
     rows = bytes(ceil_div(numel, 2));
-    b.comps["absmax"] = bytes(nabs);
-    b.comps["nested_absmax"] = c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f) : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
+    b.comps[Role::kAbsmax] = bytes(nabs);
+    b.comps[Role::kNestedAbsmax] = c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f) : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
     std::vector<uint8_t> table(16 * 4), nested(256 * 4);
     for (int i = 0; i < 16; ++i) { float v = quant::nf4_to_f32(uint8_t(i)); std::memcpy(&table[i * 4], &v, 4); }
     for (int i = 0; i < 256; ++i) { float v = quant::dynamic_map_value(uint8_t(i)); std::memcpy(&nested[i * 4], &v, 4); }
-    b.comps["code_table"] = table;
-    b.comps["nested_code_table"] = nested;
+    b.comps[Role::kCodeTable] = table;
+    b.comps[Role::kNestedCodeTable] = nested;
   } else {
     d.format = Format::kFp8E4M3;
     const bool nan_free = c.scales != Scales::kWithNaN;
@@ -113,16 +114,17 @@ Built build(const Case& c, std::mt19937& rng) {
     std::string g = c.format == "fp8-bf16" ? "block" : c.format == "fp8-group128" ? "group" : c.format.substr(4);
     const uint64_t group = c.format == "fp8-group128" ? 128 : 48;
     uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, 128) * ceil_div(k, 128) : batch * n * ceil_div(k, group);
-    d.params = {{"scale_granularity", g}, {"scale_dtype", c.format == "fp8-bf16" ? "bf16" : "f32"}, {"scale_shape", std::vector<uint64_t>{ns}}};
+    d.params = {{"scale_granularity", g}, {"scale_dtype", c.format == "fp8-bf16" ? "bf16" : "f32"}, {"scale_shape", std::vector<uint64_t>{ns}},
+                {"scale_name", "weight_scale_inv"}};
     if (g == "block") { d.params["block_n"] = 128; d.params["block_k"] = 128; }
     if (g == "group") d.params["group_size"] = group;
     if (c.format == "fp8-bf16") {
       std::vector<uint8_t> v(ns * 2);
       std::uniform_real_distribution<float> dist(1e-4f, 1e-2f);
       for (uint64_t i = 0; i < ns; ++i) { uint16_t h = f32_to_bf16(dist(rng)); std::memcpy(&v[i * 2], &h, 2); }
-      b.comps["scales"] = v;
+      b.comps[Role::kScales] = v;
     } else {
-      b.comps["scales"] = c.scales == Scales::kExtreme ? floats(ns, 1e-38f, 3e-38f) : floats(ns, 1e-4f, 1e-2f);
+      b.comps[Role::kScales] = c.scales == Scales::kExtreme ? floats(ns, 1e-38f, 3e-38f) : floats(ns, 1e-4f, 1e-2f);
     }
   }
   d.layout = c.tile_n ? Layout{LayoutKind::kTiled, c.tile_n, c.tile_k} : choose_layout(d, kDefaultTileN, kDefaultTileK);
@@ -135,27 +137,29 @@ Built build(const Case& c, std::mt19937& rng) {
       for (uint64_t r = 0; r < g->padded_n; r += d.layout.tile_n)
         tile_stripe(*g, d.layout.tile_n, d.layout.tile_k, r < g->n ? rows.data() + (m * g->n + r) * g->row_bytes() : nullptr, r,
                     tiled.data() + m * g->padded_n * g->padded_row_bytes() + (r / d.layout.tile_n) * sb);
-    b.comps["codes"] = tiled;
+    b.comps[Role::kCodes] = tiled;
   } else {
-    b.comps["codes"] = rows;
+    b.comps[Role::kCodes] = rows;
   }
   auto specs = component_specs(d);
   EXPECT_TRUE(specs.is_ok()) << specs.status().message();
-  for (const auto& s : *specs) EXPECT_EQ(b.comps[s.role].size(), s.bytes) << d.name << " " << s.role;
+  for (const auto& s : *specs) EXPECT_EQ(b.comps[s.role].size(), s.bytes) << d.name << " " << role_name(s.role);
   return b;
 }
 
 struct Gpu {
-  std::map<std::string, void*> ptrs;
+  std::map<Role, void*> ptrs;
   ~Gpu() { for (auto& [k, p] : ptrs) cudaFree(p); }
 };
 
 class KernelCases : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA GPU device here (" << why << "); these run on the GPU machine";
+    auto d = query_device(0);
+    if (!d.is_ok()) GTEST_SKIP() << "no CUDA GPU device here (" << d.status().message() << "); these run on the GPU machine";
+    device_ = *d;
   }
+  DeviceInfo device_;
 };
 
 TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
@@ -163,12 +167,12 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   Built b = build(GetParam(), rng);
   ComponentBytes host;
   Gpu gpu;
-  std::map<std::string, const void*> dev;
+  DevicePointers dev{};
   for (auto& [role, v] : b.comps) {
-    host[role] = v;
+    host[int(role)] = v;
     ASSERT_EQ(cudaMalloc(&gpu.ptrs[role], std::max<size_t>(v.size(), 16)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(gpu.ptrs[role], v.data(), v.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    dev[role] = gpu.ptrs[role];
+    dev[int(role)] = gpu.ptrs[role];
   }
   auto view = make_quant_view(b.desc, dev);
   ASSERT_TRUE(view.is_ok()) << view.status().message();
@@ -181,12 +185,13 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   struct Run { DType out; const char* unroll; };
   for (Run run : {Run{DType::kF32, "auto"}, Run{DType::kF16, "auto"}, Run{DType::kBF16, "2"}, Run{DType::kBF16, "4"}, Run{DType::kBF16, "8"}}) {
     const DType out = run.out;
-    ASSERT_TRUE(set_kernel_variant("dequant-unroll", run.unroll).is_ok());
+    LaunchConfig launch = device_.launch_config();
+    launch.variants.dequant_unroll = std::string(run.unroll) == "auto" ? 0 : std::stoi(run.unroll);
     const size_t es = out == DType::kF32 ? 4 : 2;
     void* d_out = nullptr;
     ASSERT_EQ(cudaMalloc(&d_out, std::max<size_t>(numel * es, 16)), cudaSuccess);
     ASSERT_EQ(cudaMemset(d_out, 0xa5, numel * es), cudaSuccess);  // poison
-    Status s = cuda_dequantize(*view, d_out, out, nullptr);
+    Status s = cuda_dequantize(*view, d_out, out, nullptr, launch);
     ASSERT_TRUE(s.is_ok()) << s.message();
     std::vector<uint8_t> got(numel * es);
     ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -201,7 +206,6 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
       }
     }
   }
-  ASSERT_TRUE(set_kernel_variant("dequant-unroll", "auto").is_ok());
   if (b.desc.layout.kind != LayoutKind::kTiled) return;  // GEMV needs rows
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
   // The tensor-core kernel runs with each unroll (chunks loaded ahead) at batches 1 and 9.
@@ -210,8 +214,9 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
     if (variant.rfind("unroll-", 0) == 0 && batch != 1 && batch != 9) continue;
-    ASSERT_TRUE(set_kernel_variant("gemv", variant == "cuda-cores" ? "cuda-cores" : "auto").is_ok());
-    ASSERT_TRUE(set_kernel_variant("gemv-unroll", variant.rfind("unroll-", 0) == 0 ? variant.substr(7) : "auto").is_ok());
+    LaunchConfig launch = device_.launch_config();
+    launch.variants.gemv_tensor_cores = variant != "cuda-cores";
+    launch.variants.gemv_unroll = variant.rfind("unroll-", 0) == 0 ? std::stoi(variant.substr(7)) : 0;
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     std::vector<uint16_t> x(batch * view->k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -220,14 +225,14 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ASSERT_EQ(cudaMalloc(&dy, std::max<size_t>(batch * view->rows * 4, 16)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemset(dy, 0xff, batch * view->rows * 4), cudaSuccess);
-    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr);
+    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch);
     ASSERT_TRUE(s.is_ok()) << s.message();
     std::vector<float> y(batch * view->rows);
     ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(dx);
     cudaFree(dy);
     // The bound of the kernel that ran (verify/gemv_bound.h states both).
-    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch, launch.variants) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
       EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
@@ -235,8 +240,6 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
                         << " row-set " << bi << ": " << r.detail;
     }
   }
-  ASSERT_TRUE(set_kernel_variant("gemv", "auto").is_ok());
-  ASSERT_TRUE(set_kernel_variant("gemv-unroll", "auto").is_ok());
 }
 
 std::vector<Case> all_cases() {
@@ -300,9 +303,12 @@ TEST(KernelRefusal, UnsupportedTileIsRefusedNotMisread) {
   d.shape = {16, 64};
   d.dtype = DType::kBF16;
   d.format = Format::kFp8E4M3;
-  d.params = {{"scale_granularity", "tensor"}, {"scale_dtype", "f32"}, {"scale_shape", {1}}};
+  d.params = {{"scale_granularity", "tensor"}, {"scale_dtype", "f32"}, {"scale_shape", {1}}, {"scale_name", "weight_scale"}};
   d.layout = {LayoutKind::kTiled, 16, 8};  // valid in the format, not a multiple of 16 bytes
-  auto v = make_quant_view(d, {{"codes", reinterpret_cast<const void*>(16)}, {"scales", reinterpret_cast<const void*>(16)}});
+  DevicePointers ptrs{};
+  ptrs[int(Role::kCodes)] = reinterpret_cast<const void*>(16);
+  ptrs[int(Role::kScales)] = reinterpret_cast<const void*>(16);
+  auto v = make_quant_view(d, ptrs);
   ASSERT_FALSE(v.is_ok());
   EXPECT_EQ(v.status().kind(), ErrorKind::kUnsupported);
   EXPECT_NE(v.status().message().find("tile_k 8"), std::string::npos) << v.status().message();

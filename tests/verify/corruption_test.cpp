@@ -6,7 +6,7 @@
 
 #include "formats/iris_archive.h"
 #include "tests/cli_runner.h"
-#include "tests/formats/test_files.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {
@@ -58,7 +58,7 @@ void expect_component_caught(const std::string& fixture, const std::string& tens
   ASSERT_TRUE(a.is_ok());
   const auto* t = a->find(tensor);
   ASSERT_NE(t, nullptr) << tensor;
-  const auto* comp = t->component(role);
+  const auto* comp = t->component(*role_from_name(role));
   ASSERT_NE(comp, nullptr) << role;
   auto r = c.verify_flipped(a->absolute_offset(*comp) + comp->spec.bytes / 2);
   EXPECT_EQ(r.rc, 4) << r.out;

@@ -1,4 +1,4 @@
-#include "formats/source_tensors.h"
+#include "converter/hf/source_tensors.h"
 
 #include <cstring>
 #include <filesystem>
@@ -49,7 +49,7 @@ Result<SourceTensor> group_mxfp4(const Snapshot& snap, const std::string& base, 
   t.desc.dtype = logical_float_dtype(snap);
   t.desc.format = Format::kMxfp4;
   t.desc.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}};
-  t.parts = {{"codes", blocks}, {"scales", scales}};
+  t.parts = {{Role::kCodes, blocks}, {Role::kScales, scales}};
   return t;
 }
 
@@ -82,7 +82,9 @@ Result<SourceTensor> group_bnb(const Snapshot& snap, const std::string& weight_n
   }
   auto ldt = dtype_j.is_string() ? dtype_from_torch_name(dtype_j.get<std::string>()) : std::nullopt;
   if (!ldt) return invalid_input(sctx + "dtype " + dtype_j.dump() + " is not a float type");
-  const uint64_t numel = *checked_numel(shape);
+  const auto checked = checked_numel(shape);
+  if (!checked || *checked > (uint64_t(1) << 50)) return invalid_input(sctx + "shape " + shape_str(shape) + " holds more than 2^50 elements");
+  const uint64_t numel = *checked;
   const uint64_t block = bs.get<uint64_t>();
   if (block == 0 || (block & (block - 1)) || block > 4096) return invalid_input(sctx + "blocksize " + bs.dump() + " is not a power of two <= 4096");
 
@@ -98,7 +100,7 @@ Result<SourceTensor> group_bnb(const Snapshot& snap, const std::string& weight_n
     return invalid_input(where(weight) + "packed 4-bit weight holds " + std::to_string(w.size) + " bytes of " +
                          std::string(dtype_st_name(w.dtype)) + "; quant_state shape " + shape_str(shape) + " needs " +
                          std::to_string(ceil_div(numel, 2)) + " U8 bytes");
-  t.parts.push_back({"codes", weight});
+  t.parts.push_back({Role::kCodes, weight});
   const uint64_t nabs = ceil_div(numel, block);
   auto comp = [&](const char* suffix) { return snap.find(weight_name + suffix); };
   const SnapshotTensor* absmax = comp(".absmax");
@@ -133,18 +135,18 @@ Result<SourceTensor> group_bnb(const Snapshot& snap, const std::string& weight_n
     t.desc.params["nested_block_size"] = nbs.get<uint64_t>();
     t.desc.params["nested_offset"] = double(off);
     t.desc.params["nested_offset_f32_bits"] = hex;
-    t.parts.push_back({"absmax", *absmax});
-    t.parts.push_back({"nested_absmax", *nested_absmax});
-    t.parts.push_back({"code_table", *qmap});
-    t.parts.push_back({"nested_code_table", *nested_map});
+    t.parts.push_back({Role::kAbsmax, *absmax});
+    t.parts.push_back({Role::kNestedAbsmax, *nested_absmax});
+    t.parts.push_back({Role::kCodeTable, *qmap});
+    t.parts.push_back({Role::kNestedCodeTable, *nested_map});
   } else {
     IRIS_TRY(check(absmax, DType::kF32, nabs));
     t.desc.params["double_quant"] = false;
-    t.parts.push_back({"absmax", *absmax});
-    t.parts.push_back({"code_table", *qmap});
+    t.parts.push_back({Role::kAbsmax, *absmax});
+    t.parts.push_back({Role::kCodeTable, *qmap});
   }
   IRIS_TRY(check(qmap, DType::kF32, 16));
-  t.parts.push_back({"quant_state", state});
+  t.parts.push_back({Role::kQuantState, state});
   return t;
 }
 
@@ -200,7 +202,7 @@ Result<SourceTensor> group_fp8(const Snapshot& snap, const SnapshotTensor& weigh
     return invalid_input(where(scale) + "shape " + shape_str(s.shape) + " fits no FP8 scale granularity (tensor, channel, block, group) for weight " +
                          shape_str(w.shape));
   }
-  t.parts = {{"codes", weight}, {"scales", scale}};
+  t.parts = {{Role::kCodes, weight}, {Role::kScales, scale}};
   return t;
 }
 
@@ -214,7 +216,7 @@ std::optional<DType> dtype_from_torch_name(const std::string& name) {
   return std::nullopt;
 }
 
-const SourcePart* SourceTensor::part(const std::string& role) const {
+const SourcePart* SourceTensor::part(Role role) const {
   for (const auto& p : parts)
     if (p.role == role) return &p;
   return nullptr;
@@ -223,7 +225,7 @@ const SourcePart* SourceTensor::part(const std::string& role) const {
 json SourceTensor::source_json() const {
   json parts_j = json::array();
   for (const auto& p : parts)
-    parts_j.push_back({{"role", p.role},
+    parts_j.push_back({{"role", role_name(p.role)},
                        {"name", p.ref.tensor->name},
                        {"file", std::filesystem::path(p.ref.file->path()).filename().string()},
                        {"dtype", std::string(dtype_st_name(p.ref.tensor->dtype))},
@@ -286,7 +288,7 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap) {
     t.desc.shape = st.tensor->shape;
     t.desc.dtype = st.tensor->dtype;
     t.desc.format = Format::kRaw;
-    t.parts = {{"data", st}};
+    t.parts = {{Role::kData, st}};
     out.push_back(std::move(t));
   }
   // Archive order follows the snapshot's (shard, offset) order of each primary tensor, so

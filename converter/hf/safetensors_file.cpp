@@ -1,4 +1,4 @@
-#include "formats/safetensors_file.h"
+#include "converter/hf/safetensors_file.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,6 @@
-#include "kernels/bench.h"
+#include "bench/kernels/kernel_bench.h"
+
+#include <array>
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +10,7 @@
 
 #include "common/checked_math.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_info.h"
 #include "kernels/kernels.h"
 
 namespace iris {
@@ -101,7 +104,7 @@ struct CopyCeiling {
   double memcpy_gbps, kernel_gbps;
 };
 
-Result<CopyCeiling> copy_bandwidth_gbps(int replays) {
+Result<CopyCeiling> copy_bandwidth_gbps(int replays, int sms) {
   const uint64_t bytes = 1ull << 30;
   DeviceBuffer src, dst;
   IRIS_CUDA_TRY(cudaMalloc(&src.p, bytes));
@@ -111,9 +114,6 @@ Result<CopyCeiling> copy_bandwidth_gbps(int replays) {
     IRIS_CUDA_TRY(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
     return Status::ok();
   }));
-  int dev = 0, sms = 0;
-  IRIS_CUDA_TRY(cudaGetDevice(&dev));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   IRIS_ASSIGN_OR_RETURN(double kus, time_graph(1, 3, replays, [&](int, cudaStream_t s) -> Status {
     copy16<<<sms * 8, 256, 0, s>>>(static_cast<const uint4*>(src.p), static_cast<uint4*>(dst.p), bytes / 16);
     IRIS_CUDA_LAUNCHED("copy16");
@@ -123,10 +123,10 @@ Result<CopyCeiling> copy_bandwidth_gbps(int replays) {
   return CopyCeiling{2.0 * double(bytes) / (us * 1e-6) / 1e9, 2.0 * double(bytes) / (kus * 1e-6) / 1e9};
 }
 
-int scale_kind_for(const TensorDesc& d, const std::string& role) {
-  if (role == "scales") return d.format == Format::kMxfp4 ? 0 : 1;
-  if (role == "nested_absmax") return 1;
-  if (role == "code_table" || role == "nested_code_table") return 1;
+int scale_kind_for(const TensorDesc& d, Role role) {
+  if (role == Role::kScales) return d.format == Format::kMxfp4 ? 0 : 1;
+  if (role == Role::kNestedAbsmax) return 1;
+  if (role == Role::kCodeTable || role == Role::kNestedCodeTable) return 1;
   return -1;
 }
 
@@ -139,10 +139,10 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
   for (std::string dim; std::getline(ss, dim, 'x');) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(dim.c_str(), &end, 10);
-    if (dim.empty() || *end || v == 0) return usage_error("--synthetic: bad shape '" + shape + "' (want e.g. 14336x4096)");
+    if (dim.empty() || *end || v == 0) return invalid_argument("synthetic case: bad shape '" + shape + "' (want e.g. 14336x4096)");
     d.shape.push_back(v);
   }
-  if (d.shape.size() < 2) return usage_error("--synthetic: shape needs at least N x K");
+  if (d.shape.size() < 2) return invalid_argument("synthetic case: shape needs at least N x K");
   d.dtype = DType::kBF16;
   const uint64_t n = d.shape[d.shape.size() - 2], k = d.shape.back();
   uint64_t batch = 1;
@@ -157,27 +157,26 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
   } else if (format == "fp8" || format == "fp8-block" || format == "fp8-channel") {
     d.format = Format::kFp8E4M3;
     if (format == "fp8-channel") {
-      d.params = {{"scale_granularity", "channel"}, {"scale_dtype", "f32"}, {"scale_shape", std::vector<uint64_t>{batch * n}}};
+      d.params = {{"scale_granularity", "channel"}, {"scale_dtype", "f32"}, {"scale_shape", std::vector<uint64_t>{batch * n}},
+                  {"scale_name", "weight_scale"}};
     } else {
       d.params = {{"scale_granularity", "block"}, {"block_n", 128}, {"block_k", 128}, {"scale_dtype", "f32"},
-                  {"scale_shape", std::vector<uint64_t>{batch * iris::ceil_div(n, 128) * iris::ceil_div(k, 128)}}};
+                  {"scale_shape", std::vector<uint64_t>{batch * iris::ceil_div(n, 128) * iris::ceil_div(k, 128)}},
+                  {"scale_name", "weight_scale_inv"}};
     }
   } else {
-    return usage_error("--synthetic: unknown format '" + format + "' (mxfp4, nf4, fp8, fp8-channel)");
+    return invalid_argument("synthetic case: unknown format '" + format + "' (mxfp4, nf4, fp8, fp8-channel)");
   }
   d.layout = choose_layout(d, tile_n, tile_k);
-  if (auto specs = component_specs(d); !specs.is_ok()) return usage_error("--tile: " + specs.status().message());
+  if (auto specs = component_specs(d); !specs.is_ok()) return invalid_argument("tile: " + specs.status().message());
   return d;
 }
 
 Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOptions& o) {
-  std::string why;
-  if (!cuda_device_available(&why)) return Status::error(ErrorKind::kNoDevice, "bench: no usable GPU (" + why + ")");
-  int dev = 0;
-  cudaDeviceProp prop;
-  IRIS_CUDA_TRY(cudaGetDevice(&dev));
-  IRIS_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
-  IRIS_ASSIGN_OR_RETURN(CopyCeiling ceiling, copy_bandwidth_gbps(o.replays));
+  IRIS_ASSIGN_OR_RETURN(DeviceInfo device, query_device(o.device));
+  IRIS_CUDA_TRY(cudaSetDevice(o.device));
+  const LaunchConfig launch = device.launch_config(o.variants);
+  IRIS_ASSIGN_OR_RETURN(CopyCeiling ceiling, copy_bandwidth_gbps(o.replays, device.sm_count));
   const double copy_gbps = std::max(ceiling.memcpy_gbps, ceiling.kernel_gbps);
   json results = json::array();
   for (const auto& c : cases) {
@@ -188,25 +187,26 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     for (size_t i = 0; i + 1 < c.desc.shape.size(); ++i) rows *= c.desc.shape[i];
     const uint64_t out_bytes = rows * k * 2;
     // Rotate over enough input sets that a replay never finds the previous one in L2.
-    const int rot = int(std::clamp<uint64_t>(iris::ceil_div(2 * uint64_t(prop.l2CacheSize), std::max<uint64_t>(in_bytes, 1)), 2, 16));
-    std::vector<std::map<std::string, DeviceBuffer>> sets(rot);
-    std::vector<std::map<std::string, const void*>> ptrs(rot);
+    const int rot = int(std::clamp<uint64_t>(iris::ceil_div(2 * device.l2_bytes, std::max<uint64_t>(in_bytes, 1)), 2, 16));
+    std::vector<std::array<DeviceBuffer, kRoleCount>> sets(rot);
+    std::vector<DevicePointers> ptrs(rot);
     for (int r = 0; r < rot; ++r)
       for (const auto& s : specs) {
-        IRIS_CUDA_TRY(cudaMalloc(&sets[r][s.role].p, std::max<uint64_t>(s.bytes, 16)));
-        IRIS_TRY(fill(sets[r][s.role].p, s.bytes, 1000 * r + s.bytes, scale_kind_for(c.desc, s.role)));
-        ptrs[r][s.role] = sets[r][s.role].p;
+        DeviceBuffer& b = sets[r][int(s.role)];
+        IRIS_CUDA_TRY(cudaMalloc(&b.p, std::max<uint64_t>(s.bytes, 16)));
+        IRIS_TRY(fill(b.p, s.bytes, 1000 * r + s.bytes, scale_kind_for(c.desc, s.role)));
+        ptrs[r][int(s.role)] = b.p;
       }
     std::vector<QuantView> views;
     for (int r = 0; r < rot; ++r) {
       IRIS_ASSIGN_OR_RETURN(QuantView v, make_quant_view(c.desc, ptrs[r]));
       views.push_back(v);
     }
-    const int out_rot = out_bytes < 2 * uint64_t(prop.l2CacheSize) ? rot : 1;
+    const int out_rot = out_bytes < 2 * device.l2_bytes ? rot : 1;
     std::vector<DeviceBuffer> outs(out_rot);
     for (auto& b : outs) IRIS_CUDA_TRY(cudaMalloc(&b.p, out_bytes));
     IRIS_ASSIGN_OR_RETURN(double us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-      return cuda_dequantize(views[i], outs[i % out_rot].p, DType::kBF16, s);
+      return cuda_dequantize(views[i], outs[i % out_rot].p, DType::kBF16, s, launch);
     }));
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
     const double bytes = double(in_bytes + out_bytes);
@@ -221,18 +221,35 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         IRIS_CUDA_TRY(cudaMalloc(&ys[r].p, uint64_t(batch) * rows * 2));
       }
       IRIS_ASSIGN_OR_RETURN(double g_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s);
+        return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s, launch);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
       results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
-                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch) ? "tensor-cores" : "cuda-cores"},
+                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch, launch.variants) ? "tensor-cores" : "cuda-cores"},
                          {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
     }
   }
-  return json{{"device", prop.name}, {"sms", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
+  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
               {"copy_gbps", copy_gbps}, {"copy_memcpy_gbps", ceiling.memcpy_gbps}, {"copy_kernel_gbps", ceiling.kernel_gbps},
               {"results", results}};
+}
+
+Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* v) {
+  auto bad = [&] { return invalid_argument("kernel variant " + name + "=" + value + ": unknown variant or value"); };
+  if (name == "dequant-unroll") {
+    if (value != "auto" && value != "2" && value != "4" && value != "8") return bad();
+    v->dequant_unroll = value == "auto" ? 0 : std::stoi(value);
+  } else if (name == "gemv") {
+    if (value != "auto" && value != "cuda-cores") return bad();
+    v->gemv_tensor_cores = value == "auto";
+  } else if (name == "gemv-unroll") {
+    if (value != "auto" && value != "1" && value != "2") return bad();
+    v->gemv_unroll = value == "auto" ? 0 : std::stoi(value);
+  } else {
+    return bad();
+  }
+  return Status::ok();
 }
 
 }  // namespace iris

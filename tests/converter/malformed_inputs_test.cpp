@@ -4,9 +4,9 @@
 
 #include <functional>
 
-#include "formats/snapshot.h"
-#include "formats/source_tensors.h"
-#include "tests/formats/test_files.h"
+#include "converter/hf/snapshot.h"
+#include "converter/hf/source_tensors.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {

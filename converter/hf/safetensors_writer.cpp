@@ -1,4 +1,4 @@
-#include "formats/safetensors_writer.h"
+#include "converter/hf/safetensors_writer.h"
 
 #include <algorithm>
 #include <cstring>

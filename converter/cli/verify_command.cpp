@@ -1,8 +1,9 @@
-#include "converter/verify_command.h"
+#include "converter/cli/verify_command.h"
 
 #include <cstdio>
 
-#include "converter/progress.h"
+#include "converter/cli/exit_codes.h"
+#include "converter/cli/progress.h"
 #include "formats/iris_archive.h"
 #include "verify/checksums.h"
 #include "verify/device_checks.h"
@@ -18,7 +19,7 @@ int run_verify_command(const VerifyOptions& o) {
       nlohmann::json j = {{"path", o.archive}, {"ok", false}, {"error", archive.status().message()}};
       std::printf("%s\n", j.dump(2).c_str());
     }
-    return static_cast<int>(archive.status().kind());
+    return exit_code(archive.status().kind());
   }
   VerifyReport report;
   report.path = o.archive;
@@ -30,13 +31,13 @@ int run_verify_command(const VerifyOptions& o) {
   if (o.device == "cuda") {
     Status s = run_device_checks(*archive, &report);
     if (!s.is_ok()) {
-      std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
-      return static_cast<int>(s.kind());
+      std::fprintf(stderr, "iris: error: --device cuda: %s\n", s.message().c_str());
+      return exit_code(s.kind());
     }
   }
   if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
   else report.print_text(stdout, o.verbose);
-  return report.ok() ? 0 : static_cast<int>(ErrorKind::kVerifyFailed);
+  return report.ok() ? 0 : int(kExitVerifyFailed);
 }
 
 }  // namespace iris

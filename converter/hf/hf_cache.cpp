@@ -4,7 +4,7 @@
 #include <fstream>
 #include <regex>
 
-#include "formats/snapshot.h"
+#include "converter/hf/snapshot.h"
 
 namespace iris {
 

@@ -5,13 +5,14 @@
 #include <sstream>
 
 #include "common/atomic_output.h"
-#include "converter/bench_command.h"
+#include "converter/cli/bench_command.h"
+#include "converter/cli/exit_codes.h"
 #include "converter/convert.h"
 #include "converter/export.h"
 #include "converter/inspect.h"
-#include "converter/progress.h"
-#include "converter/report_print.h"
-#include "converter/verify_command.h"
+#include "converter/cli/progress.h"
+#include "converter/cli/report_print.h"
+#include "converter/cli/verify_command.h"
 
 namespace {
 
@@ -26,9 +27,9 @@ constexpr const char* kExitCodes = R"(Exit codes:
  70  internal error (a bug: please report it))";
 
 int fail(const iris::Status& s) {
-  std::istringstream lines(s.message());
+  std::istringstream lines(iris::cli_message(s));
   for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "iris: error: %s\n", line.c_str());
-  return static_cast<int>(s.kind());
+  return iris::exit_code(s.kind());
 }
 
 }  // namespace
@@ -113,12 +114,14 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(iris::ErrorKind::kUsage);
+    return rc == 0 ? 0 : int(iris::kExitUsage);
   }
 
   if (convert->parsed()) {
-    co.show_progress = !quiet;
+    iris::ProgressBar bar("convert", !quiet);
+    co.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     auto r = iris::run_convert(co);
+    bar.finish();
     if (!r.is_ok()) return fail(r.status());
     for (const auto& w : r->warnings) std::fprintf(stderr, "iris: warning: %s\n", w.c_str());
     if (json_out) std::printf("%s\n", r->to_json().dump(2).c_str());
@@ -137,8 +140,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (exp->parsed()) {
-    eo.show_progress = !quiet;
+    iris::ProgressBar bar("export", !quiet);
+    eo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     auto r = iris::run_export(eo);
+    bar.finish();
     if (!r.is_ok()) return fail(r.status());
     return 0;
   }
@@ -147,5 +152,5 @@ int main(int argc, char** argv) {
     vo.show_progress = !quiet;
     return iris::run_verify_command(vo);
   }
-  return static_cast<int>(iris::ErrorKind::kUsage);
+  return iris::kExitUsage;
 }

@@ -1,4 +1,4 @@
-// Human-readable renderings of a ConvertReport: the --dry-run plan and the quality summary.
+// Human-readable renderings: the --dry-run plan, the quality summary, the inspection table.
 #pragma once
 
 #include <cstdio>
@@ -11,5 +11,7 @@ namespace iris {
 void print_plan(const ConvertReport& r, std::FILE* out);
 // Requantized tensors, worst SNR first (at most 10 lines; --report has them all).
 void print_quality_summary(const ConvertReport& r, std::FILE* out);
+// The JSON of inspect_path() as a table on stdout.
+void print_inspection(const nlohmann::json& j);
 
 }  // namespace iris

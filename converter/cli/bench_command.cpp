@@ -1,14 +1,14 @@
-#include "converter/bench_command.h"
+#include "converter/cli/bench_command.h"
 
 #include <cstdio>
 #include <fstream>
 
 #include "common/status.h"
+#include "converter/cli/exit_codes.h"
 
 #ifdef IRIS_HAVE_CUDA
 #include "formats/iris_archive.h"
-#include "kernels/bench.h"
-#include "kernels/tuning.h"
+#include "bench/kernels/kernel_bench.h"
 #endif
 
 namespace iris {
@@ -16,7 +16,7 @@ namespace iris {
 #ifndef IRIS_HAVE_CUDA
 int run_bench_command(const BenchCommandOptions&) {
   std::fprintf(stderr, "iris: error: bench: this iris was built without CUDA (configure with -DIRIS_CUDA=ON)\n");
-  return static_cast<int>(ErrorKind::kNoDevice);
+  return kExitNoDevice;
 }
 #else
 
@@ -28,17 +28,19 @@ const char* const kDefaultCases[] = {"mxfp4:14336x4096", "nf4:14336x4096",  "fp8
                                      "nf4:4096x1024",    "fp8:4096x1024",   "mxfp4:32x5760x2880"};
 
 int fail(const Status& s) {
-  std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
-  return static_cast<int>(s.kind());
+  std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
+  return exit_code(s.kind());
 }
 
 }  // namespace
 
 int run_bench_command(const BenchCommandOptions& o) {
+  BenchOptions bench_options;
   for (const auto& v : o.variants) {
     const auto eq = v.find('=');
-    Status st = eq == std::string::npos ? usage_error("--variant '" + v + "': expected NAME=VALUE") : set_kernel_variant(v.substr(0, eq), v.substr(eq + 1));
-    if (!st.is_ok()) return fail(st);
+    Status st = eq == std::string::npos ? usage_error("--variant '" + v + "': expected NAME=VALUE")
+                                        : parse_kernel_variant(v.substr(0, eq), v.substr(eq + 1), &bench_options.variants);
+    if (!st.is_ok()) return fail(usage_error("--variant: " + st.message()));
   }
   unsigned long long tile_n = 0, tile_k = 0;
   if (std::sscanf(o.tile.c_str(), "%llux%llu", &tile_n, &tile_k) != 2 || tile_n == 0 || tile_k == 0)
@@ -60,9 +62,8 @@ int run_bench_command(const BenchCommandOptions& o) {
     const bool big = d->shape.size() == 2;
     cases.push_back({spec.substr(0, colon) + " " + spec.substr(colon + 1), *d, big ? o.batches : std::vector<int>{}});
   }
-  BenchOptions bo;
-  bo.replays = o.replays;
-  auto r = run_kernel_bench(cases, bo);
+  bench_options.replays = o.replays;
+  auto r = run_kernel_bench(cases, bench_options);
   if (!r.is_ok()) return fail(r.status());
   nlohmann::json& j = *r;
   if (!o.peers.empty()) {

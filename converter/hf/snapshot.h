@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "formats/safetensors_file.h"
+#include "converter/hf/safetensors_file.h"
 
 namespace iris {
 

@@ -14,20 +14,20 @@
 #include <vector>
 
 #include "common/status.h"
-#include "formats/snapshot.h"
+#include "converter/hf/snapshot.h"
 #include "formats/tensor_desc.h"
 
 namespace iris {
 
 struct SourcePart {
-  std::string role;  // the archive component it becomes ("data", "codes", "scales", ...)
+  Role role;  // the archive component it becomes
   SnapshotTensor ref;
 };
 
 struct SourceTensor {
   TensorDesc desc;  // layout not chosen yet
   std::vector<SourcePart> parts;
-  const SourcePart* part(const std::string& role) const;
+  const SourcePart* part(Role role) const;
   nlohmann::json source_json() const;  // provenance: file and original tensors
 };
 

@@ -3,9 +3,9 @@
 
 #include <cstdlib>
 
-#include "formats/snapshot.h"
-#include "formats/source_tensors.h"
-#include "tests/formats/test_files.h"
+#include "converter/hf/snapshot.h"
+#include "converter/hf/source_tensors.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {

@@ -1,4 +1,4 @@
-// GPU kernel benchmark behind `iris bench`: times dequant and GEMV per format and shape,
+// GPU kernel benchmark behind `iris bench` (the tool's, not the library's: engines link none of it): times dequant and GEMV per format and shape,
 // against the card's own copy bandwidth measured in the same run.
 //
 // Method (docs/BENCHMARKS.md): inputs rotated over enough copies to exceed twice the L2,
@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "formats/tensor_desc.h"
+#include "kernels/launch_config.h"
 
 namespace iris {
 
@@ -25,7 +26,13 @@ struct BenchCase {
 struct BenchOptions {
   int replays = 50;   // timed graph replays per kernel
   int warmup = 5;
+  int device = 0;
+  KernelVariants variants;  // what to time (default: the measured best)
 };
+
+// Sets "dequant-unroll" (auto|2|4|8), "gemv" (auto|cuda-cores) or "gemv-unroll" (auto|1|2) in
+// `variants`; an unknown name or value is kInvalidArgument.
+Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* variants);
 
 // Returns {"device", "copy_gbps" (the better of cudaMemcpy and a 16-byte copy kernel, both
 // also given),  "l2_bytes", "results": [{kernel, case, us, gbps, pct_copy, bytes}]}.

@@ -1,4 +1,4 @@
-#include "converter/progress.h"
+#include "converter/cli/progress.h"
 
 #include <unistd.h>
 

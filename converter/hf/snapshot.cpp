@@ -1,4 +1,4 @@
-#include "formats/snapshot.h"
+#include "converter/hf/snapshot.h"
 
 #include <algorithm>
 #include <filesystem>

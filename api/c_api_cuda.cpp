@@ -1,0 +1,162 @@
+// The CUDA half of the C API (include/iris/iris_cuda.h) over kernels/: DeviceArchive for
+// uploads and views, cuda_dequantize / cuda_gemv for the kernels.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "api/c_api_internal.h"
+#include "iris/iris_cuda.h"
+#include "kernels/device_archive.h"
+#include "kernels/kernels.h"
+
+using namespace iris;
+using namespace iris::capi;
+
+struct iris_cuda_tensor {
+  const DeviceArchive::Tensor* tensor;
+  const DeviceArchive* owner;
+  iris_tensor_info info;
+};
+
+struct iris_cuda_archive {
+  DeviceArchive archive;
+  std::vector<iris_cuda_tensor> tensors;
+};
+
+namespace {
+
+const char* kNullTensor = "tensor handle is NULL";
+
+}  // namespace
+
+extern "C" {
+
+int iris_has_cuda(void) { return 1; }
+
+iris_status iris_cuda_device_check(int device, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status { return report(query_device(device).status(), msg, msg_size); });
+}
+
+void iris_upload_options_init(iris_upload_options* o) {
+  if (!o) return;
+  *o = iris_upload_options{};
+  o->staging_bytes = 64ull << 20;
+  o->staging_buffers = 4;
+}
+
+iris_status iris_cuda_upload(const iris_archive* a, const iris_upload_options* options, iris_cuda_archive** out, char* msg,
+                             size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: out is NULL", msg, msg_size);
+    *out = nullptr;
+    if (!a) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: archive is NULL", msg, msg_size);
+    iris_upload_options o;
+    iris_upload_options_init(&o);
+    if (options) o = *options;
+    StagingOptions so;
+    so.device = o.device;
+    so.buffer_bytes = o.staging_bytes ? o.staging_bytes : 64ull << 20;
+    so.buffers = o.staging_buffers ? o.staging_buffers : 4;
+    so.threads = o.threads;
+    std::vector<std::string> names;
+    if (o.names) {
+      for (uint64_t i = 0; i < o.n_names; ++i) {
+        if (!o.names[i]) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: names[" + std::to_string(i) + "] is NULL", msg, msg_size);
+        names.emplace_back(o.names[i]);
+      }
+      if (names.empty()) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: names given but n_names is 0", msg, msg_size);
+    }
+    auto uploader = Uploader::create(so);
+    if (!uploader.is_ok()) return report(uploader.status(), msg, msg_size);
+    auto dev = uploader->upload(a->archive, names, o.verify != 0);
+    if (!dev.is_ok()) return report(dev.status(), msg, msg_size);
+    auto handle = std::make_unique<iris_cuda_archive>(iris_cuda_archive{std::move(dev).value(), {}});
+    handle->tensors.reserve(handle->archive.tensors().size());
+    for (const auto& t : handle->archive.tensors()) {
+      iris_cuda_tensor ct{&t, &handle->archive, {}};
+      fill_tensor_info(t.desc, t.specs.size(), t.desc.name.c_str(), &ct.info);
+      handle->tensors.push_back(ct);
+    }
+    *out = handle.release();
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
+void iris_cuda_archive_free(iris_cuda_archive* a) { delete a; }
+
+uint64_t iris_cuda_archive_device_bytes(const iris_cuda_archive* a) { return a ? a->archive.device_bytes() : 0; }
+double iris_cuda_archive_upload_seconds(const iris_cuda_archive* a) { return a ? a->archive.upload_seconds() : 0; }
+uint64_t iris_cuda_archive_tensor_count(const iris_cuda_archive* a) { return a ? a->tensors.size() : 0; }
+
+iris_status iris_cuda_archive_tensor(const iris_cuda_archive* a, uint64_t index, const iris_cuda_tensor** tensor, char* msg,
+                                     size_t msg_size) {
+  if (!a || !tensor) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_archive_tensor: NULL argument", msg, msg_size);
+  if (index >= a->tensors.size())
+    return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor index " + std::to_string(index) + " out of range (" + std::to_string(a->tensors.size()) + " uploaded)", msg, msg_size);
+  *tensor = &a->tensors[index];
+  return report(Status::ok(), msg, msg_size);
+}
+
+iris_status iris_cuda_archive_find_tensor(const iris_cuda_archive* a, const char* name, const iris_cuda_tensor** tensor, char* msg,
+                                          size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!a || !name || !tensor) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_archive_find_tensor: NULL argument", msg, msg_size);
+    const DeviceArchive::Tensor* t = a->archive.find(name);
+    if (!t) return fail(IRIS_ERR_NOT_FOUND, std::string("no uploaded tensor '") + name + "'", msg, msg_size);
+    *tensor = &a->tensors[size_t(t - a->archive.tensors().data())];
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
+void iris_cuda_tensor_info(const iris_cuda_tensor* t, iris_tensor_info* info) {
+  if (t && info) *info = t->info;
+}
+
+const void* iris_cuda_tensor_component(const iris_cuda_tensor* t, iris_role role) {
+  if (!t || int(role) < 0 || int(role) >= kRoleCount) return nullptr;
+  return t->tensor->pointers[size_t(role)];
+}
+
+iris_status iris_cuda_dequantize(const iris_cuda_tensor* t, iris_dtype out_dtype, void* out, size_t out_size, iris_cuda_stream stream,
+                                 char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, kNullTensor, msg, msg_size);
+    const std::string& name = t->tensor->desc.name;
+    if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+    auto to = from_c(out_dtype);
+    if (!to || (*to != DType::kF32 && *to != DType::kF16 && *to != DType::kBF16))
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': output dtype must be IRIS_DTYPE_F32, F16 or BF16", msg, msg_size);
+    const QuantView& v = *t->tensor->view;
+    const uint64_t need = v.rows * v.k * (dtype_bits(*to) / 8);
+    if (out_size < need)
+      return fail(IRIS_ERR_BUFFER_TOO_SMALL, "tensor '" + name + "': output needs " + std::to_string(need) + " bytes, got " + std::to_string(out_size), msg, msg_size);
+    if (!out && need) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_dequantize: out is NULL", msg, msg_size);
+    Status s = cuda_dequantize(v, out, *to, stream, t->owner->launch_config());
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + name + "': "), msg, msg_size);
+  });
+}
+
+iris_status iris_cuda_gemv(const iris_cuda_tensor* t, const uint16_t* x, int batch, void* y, iris_dtype y_dtype, iris_cuda_stream stream,
+                           char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, kNullTensor, msg, msg_size);
+    const std::string& name = t->tensor->desc.name;
+    if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+    if (batch < 1 || batch > 16) return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': batch must be 1..16", msg, msg_size);
+    if (y_dtype != IRIS_DTYPE_F32 && y_dtype != IRIS_DTYPE_BF16)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
+    const QuantView& v = *t->tensor->view;
+    if (v.rows && v.k && !x) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv: x is NULL", msg, msg_size);
+    if (v.rows && !y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv: y is NULL", msg, msg_size);
+    Status s = cuda_gemv(v, x, batch, y, *from_c(y_dtype), stream, t->owner->launch_config());
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + name + "': "), msg, msg_size);
+  });
+}
+
+int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* t, int batch) {
+  if (!t || !t->tensor->view.is_ok()) return 0;
+  return cuda_gemv_uses_tensor_cores(*t->tensor->view, batch, KernelVariants{}) ? 1 : 0;
+}
+
+}  // extern "C"

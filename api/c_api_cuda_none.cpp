@@ -1,0 +1,51 @@
+// The CUDA half of the C API in a build without CUDA: every call says so (IRIS_ERR_NO_DEVICE),
+// so engines and the Python package link and load the same symbols either way.
+#include "api/c_api_internal.h"
+#include "iris/iris_cuda.h"
+
+using iris::capi::fail;
+
+namespace {
+const char* kNoCuda = "this libiris was built without CUDA (configure with -DIRIS_CUDA=ON)";
+}
+
+extern "C" {
+
+int iris_has_cuda(void) { return 0; }
+
+iris_status iris_cuda_device_check(int, char* msg, size_t msg_size) { return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size); }
+
+void iris_upload_options_init(iris_upload_options* o) {
+  if (!o) return;
+  *o = iris_upload_options{};
+  o->staging_bytes = 64ull << 20;
+  o->staging_buffers = 4;
+}
+
+iris_status iris_cuda_upload(const iris_archive*, const iris_upload_options*, iris_cuda_archive** out, char* msg, size_t msg_size) {
+  if (out) *out = nullptr;
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
+void iris_cuda_archive_free(iris_cuda_archive*) {}
+uint64_t iris_cuda_archive_device_bytes(const iris_cuda_archive*) { return 0; }
+double iris_cuda_archive_upload_seconds(const iris_cuda_archive*) { return 0; }
+uint64_t iris_cuda_archive_tensor_count(const iris_cuda_archive*) { return 0; }
+
+iris_status iris_cuda_archive_tensor(const iris_cuda_archive*, uint64_t, const iris_cuda_tensor**, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+iris_status iris_cuda_archive_find_tensor(const iris_cuda_archive*, const char*, const iris_cuda_tensor**, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+void iris_cuda_tensor_info(const iris_cuda_tensor*, iris_tensor_info*) {}
+const void* iris_cuda_tensor_component(const iris_cuda_tensor*, iris_role) { return nullptr; }
+iris_status iris_cuda_dequantize(const iris_cuda_tensor*, iris_dtype, void*, size_t, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+iris_status iris_cuda_gemv(const iris_cuda_tensor*, const uint16_t*, int, void*, iris_dtype, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor*, int) { return 0; }
+
+}  // extern "C"

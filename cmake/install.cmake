@@ -1,0 +1,27 @@
+# `cmake --install`: the iris executable, libiris (versioned soname), the public headers, a
+# CMake package (find_package(iris) -> iris::iris, and iris::iris_cuda with CUDA) and iris.pc.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS iris RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+set(IRIS_EXPORTED libiris)
+if(IRIS_HAVE_CUDA)
+  list(APPEND IRIS_EXPORTED iris_cuda)
+endif()
+install(TARGETS ${IRIS_EXPORTED} EXPORT irisTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES include/iris/iris.h include/iris/iris_cuda.h include/iris/iris.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/iris)
+install(EXPORT irisTargets NAMESPACE iris:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/iris)
+
+set(IRIS_CONFIG_HAS_CUDA ${IRIS_HAVE_CUDA})
+configure_package_config_file(cmake/irisConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/irisConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/iris)
+# The C ABI is stable within a major version of the ABI, not of the release: SameMajorVersion
+# of the release is the closest CMake offers and is what 0.x promises (docs/API.md, Stability).
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/irisConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/irisConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/irisConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/iris)
+
+configure_file(cmake/iris.pc.in ${CMAKE_CURRENT_BINARY_DIR}/iris.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/iris.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,90 @@
+/* iris: the CUDA half of the C API (present when iris_has_cuda() returns 1).
+ *
+ * Upload an archive (or a chosen subset of its tensors) to one GPU in a single pass through
+ * pinned staging buffers overlapped with the reads, then run iris's kernels on the device
+ * copy: dequantization to F32/F16/BF16 and the fused dequant-GEMV / skinny GEMM for batch
+ * 1..16. Results are bit for bit what `iris verify --device cuda` checks: dequantization
+ * equals the CPU reference (iris_dequantize_rows), GEMV is within the bound of
+ * docs/API.md. Every CUDA error comes back as a status (IRIS_ERR_DEVICE) with the runtime's
+ * text, never as an abort.
+ *
+ * Streams: pass a cudaStream_t (it converts to iris_cuda_stream), or NULL for the legacy
+ * default stream. Kernels are enqueued on the stream and the call returns without
+ * synchronizing; the caller's buffers must stay valid until the stream reaches them.
+ */
+#ifndef IRIS_IRIS_CUDA_H_
+#define IRIS_IRIS_CUDA_H_
+
+#include "iris/iris.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same type as cudaStream_t, so callers need no cast and this header no CUDA headers. */
+typedef struct CUstream_st* iris_cuda_stream;
+
+/* IRIS_OK when `device` (a CUDA ordinal) can run the kernels; IRIS_ERR_NO_DEVICE with the
+ * reason otherwise (no driver, no GPU, compute capability below 9.0, CPU-only build). */
+IRIS_API iris_status iris_cuda_device_check(int device, char* msg, size_t msg_size);
+
+typedef struct iris_upload_options {
+  int device;                /* CUDA ordinal */
+  const char* const* names;  /* tensors to upload; NULL = every tensor */
+  uint64_t n_names;
+  uint64_t staging_bytes;    /* bytes per pinned staging buffer; 0 = 64 MiB */
+  uint32_t staging_buffers;  /* 0 = 4 */
+  int threads;               /* host threads reading into staging; <= 0 = up to 8 */
+  uint32_t verify;           /* 1: hash each component while it is staged (IRIS_ERR_CORRUPT on a mismatch) */
+  uint64_t reserved[4];
+} iris_upload_options;
+
+/* Fills `options` with the defaults (device 0, every tensor, 4 x 64 MiB staging). */
+IRIS_API void iris_upload_options_init(iris_upload_options* options);
+
+typedef struct iris_cuda_archive iris_cuda_archive;
+typedef struct iris_cuda_tensor iris_cuda_tensor;
+
+/* Copies the selected tensors' components to one device allocation, each at a 256-byte
+ * aligned address, and returns when the copies are complete. The host archive may be
+ * closed afterwards: the device archive keeps its own copy of every descriptor. */
+IRIS_API iris_status iris_cuda_upload(const iris_archive* archive, const iris_upload_options* options,
+                                      iris_cuda_archive** out, char* msg, size_t msg_size);
+/* Frees the device memory (synchronizing the device first); NULL is a no-op. */
+IRIS_API void iris_cuda_archive_free(iris_cuda_archive* archive);
+
+/* Device bytes held, and how the upload went: bytes copied and seconds (wall clock). */
+IRIS_API uint64_t iris_cuda_archive_device_bytes(const iris_cuda_archive* archive);
+IRIS_API double iris_cuda_archive_upload_seconds(const iris_cuda_archive* archive);
+IRIS_API uint64_t iris_cuda_archive_tensor_count(const iris_cuda_archive* archive);
+
+/* Tensor views into a device archive, owned by it (valid until iris_cuda_archive_free). */
+IRIS_API iris_status iris_cuda_archive_tensor(const iris_cuda_archive* archive, uint64_t index,
+                                              const iris_cuda_tensor** tensor, char* msg, size_t msg_size);
+IRIS_API iris_status iris_cuda_archive_find_tensor(const iris_cuda_archive* archive, const char* name,
+                                                   const iris_cuda_tensor** tensor, char* msg, size_t msg_size);
+/* The descriptor (identical to the host archive's iris_tensor_info). */
+IRIS_API void iris_cuda_tensor_info(const iris_cuda_tensor* tensor, iris_tensor_info* info);
+/* The device address of the tensor's component with role `role`, NULL if it has none. */
+IRIS_API const void* iris_cuda_tensor_component(const iris_cuda_tensor* tensor, iris_role role);
+
+/* Dequantizes the whole tensor into device memory `out` ([rows, K] row-major, F32, F16 or
+ * BF16; out_size bytes at least rows * K * element size) in one kernel launch. Raw tensors
+ * give IRIS_ERR_UNSUPPORTED, as do layouts the kernels were not built for (the message says which). */
+IRIS_API iris_status iris_cuda_dequantize(const iris_cuda_tensor* tensor, iris_dtype out_dtype, void* out,
+                                          size_t out_size, iris_cuda_stream stream, char* msg, size_t msg_size);
+
+/* y[b, r] = sum_k x[b, k] * W[r, k] for b < batch (1..16), r < rows (all matrices of a stack,
+ * batch-major as in iris_tensor_info.rows), x BF16 [batch, K] row-major on the device, y
+ * [batch, rows] of y_dtype (F32 or BF16), FP32 accumulation, one launch. Tiled layouts only. */
+IRIS_API iris_status iris_cuda_gemv(const iris_cuda_tensor* tensor, const uint16_t* x, int batch, void* y,
+                                    iris_dtype y_dtype, iris_cuda_stream stream, char* msg, size_t msg_size);
+/* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
+ * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
+IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IRIS_IRIS_CUDA_H_ */

@@ -1,0 +1,235 @@
+#include "kernels/device_archive.h"
+
+#include <cuda_runtime.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/checked_math.h"
+#include "common/hashing.h"
+#include "kernels/cuda_check.h"
+
+namespace iris {
+
+namespace {
+
+constexpr uint64_t kDeviceAlign = 256;
+
+// Restores the calling thread's current device when the upload returns.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    ok_ = cudaSetDevice(device) == cudaSuccess;
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = false;
+};
+
+// One component in the byte stream an upload copies: [stream_offset, +size) of the stream
+// holds file bytes [file_offset, +size); the stream pads each component to kDeviceAlign, so
+// that the stream IS the device layout and each staging buffer is one contiguous copy.
+struct Segment {
+  uint64_t stream_offset, file_offset, size;
+  size_t tensor, component;
+};
+
+}  // namespace
+
+struct Uploader::State {
+  DeviceInfo device;
+  StagingOptions options;
+  cudaStream_t stream = nullptr;
+  std::vector<void*> staging;
+  std::vector<cudaEvent_t> done;
+
+  ~State() {
+    DeviceGuard g(device.ordinal);
+    if (stream) cudaStreamSynchronize(stream);
+    for (auto e : done) cudaEventDestroy(e);
+    for (auto p : staging) cudaFreeHost(p);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+Uploader::Uploader(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Uploader::Uploader(Uploader&&) noexcept = default;
+Uploader& Uploader::operator=(Uploader&&) noexcept = default;
+Uploader::~Uploader() = default;
+const DeviceInfo& Uploader::device() const { return s_->device; }
+
+Result<Uploader> Uploader::create(const StagingOptions& o) {
+  if (o.buffer_bytes < (1u << 20) || o.buffer_bytes > (1ull << 32) || o.buffers < 2 || o.buffers > 64)
+    return invalid_argument("staging: buffers of 1 MiB .. 4 GiB, 2 .. 64 of them");
+  IRIS_ASSIGN_OR_RETURN(DeviceInfo info, query_device(o.device));
+  DeviceGuard guard(o.device);
+  if (!guard.ok()) return Status::error(ErrorKind::kDevice, "cannot select CUDA device " + std::to_string(o.device));
+  auto s = std::make_unique<State>();
+  s->device = info;
+  s->options = o;
+  if (s->options.threads <= 0) s->options.threads = int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+  IRIS_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  for (uint32_t i = 0; i < o.buffers; ++i) {
+    void* p = nullptr;
+    IRIS_CUDA_TRY(cudaHostAlloc(&p, o.buffer_bytes, cudaHostAllocDefault));
+    s->staging.push_back(p);
+    cudaEvent_t e;
+    IRIS_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    s->done.push_back(e);
+  }
+  return Uploader(std::move(s));
+}
+
+Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<std::string>& names, bool verify) {
+  const auto& all = a.manifest().tensors;
+  std::vector<size_t> chosen;
+  if (names.empty()) {
+    for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
+  } else {
+    for (const auto& n : names) {
+      auto i = a.index_of(n);
+      if (!i) return invalid_argument(a.path() + ": no tensor '" + n + "' to upload");
+      chosen.push_back(*i);
+    }
+    std::sort(chosen.begin(), chosen.end());  // file order: sequential reads
+    chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  }
+
+  DeviceArchive out;
+  out.device_ = s_->device;
+  std::vector<Segment> segs;
+  uint64_t stream_bytes = 0;
+  for (size_t ti = 0; ti < chosen.size(); ++ti) {
+    const ArchiveTensor& t = all[chosen[ti]];
+    DeviceArchive::Tensor dt;
+    dt.archive_index = chosen[ti];
+    dt.desc = t.desc;
+    for (size_t ci = 0; ci < t.components.size(); ++ci) {
+      const auto& c = t.components[ci];
+      dt.specs.push_back(c.spec);
+      segs.push_back({stream_bytes, a.absolute_offset(c), c.spec.bytes, ti, ci});
+      stream_bytes = round_up(stream_bytes + c.spec.bytes, kDeviceAlign);
+    }
+    out.by_name_.emplace(t.desc.name, out.tensors_.size());
+    out.tensors_.push_back(std::move(dt));
+  }
+
+  DeviceGuard guard(s_->device.ordinal);
+  if (!guard.ok()) return Status::error(ErrorKind::kDevice, "cannot select CUDA device " + std::to_string(s_->device.ordinal));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (stream_bytes) {
+    cudaError_t e = cudaMalloc(&out.base_, stream_bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return Status::error(ErrorKind::kDevice, a.path() + ": cannot allocate " + std::to_string(stream_bytes) +
+                                                   " bytes on the GPU: " + cudaGetErrorString(e));
+    }
+  }
+  out.bytes_ = stream_bytes;
+
+  // Fill staging buffer after buffer: `threads` slices in parallel with pread (no page faults
+  // on the mapping), then one asynchronous copy; a buffer is refilled only after its copy's
+  // event. Padding between components is zeroed.
+  const uint64_t buf_bytes = s_->options.buffer_bytes;
+  const int threads = s_->options.threads;
+  std::vector<StreamingHash> hashes(verify ? segs.size() : 0);
+  size_t first_seg = 0;
+  Status fill_status;
+  for (uint64_t pos = 0, chunk = 0; pos < stream_bytes; pos += buf_bytes, ++chunk) {
+    const uint64_t len = std::min(buf_bytes, stream_bytes - pos);
+    const size_t slot = chunk % s_->staging.size();
+    IRIS_CUDA_TRY(cudaEventSynchronize(s_->done[slot]));
+    auto* buf = static_cast<uint8_t*>(s_->staging[slot]);
+    while (first_seg < segs.size() && round_up(segs[first_seg].stream_offset + segs[first_seg].size, kDeviceAlign) <= pos) ++first_seg;
+    const uint64_t slice = round_up(ceil_div(len, uint64_t(threads)), 4096);
+    std::vector<Status> slice_status(static_cast<size_t>(threads));
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int th = 0; th < threads; ++th) {
+      const uint64_t s0 = pos + std::min(len, uint64_t(th) * slice), s1 = pos + std::min(len, uint64_t(th + 1) * slice);
+      uint64_t at = s0;
+      for (size_t si = first_seg; si < segs.size() && at < s1; ++si) {
+        const Segment& sg = segs[si];
+        if (sg.stream_offset >= s1) break;
+        const uint64_t seg_end = sg.stream_offset + sg.size;
+        if (at < sg.stream_offset) {  // padding before this segment
+          std::memset(buf + (at - pos), 0, sg.stream_offset - at);
+          at = sg.stream_offset;
+        }
+        if (at < seg_end) {
+          const uint64_t n = std::min(seg_end, s1) - at;
+          Status st = a.mapping().read_at(sg.file_offset + (at - sg.stream_offset), buf + (at - pos), n);
+          if (!st.is_ok()) {
+            slice_status[size_t(th)] = st;
+            break;
+          }
+          at += n;
+        }
+      }
+      if (at < s1) std::memset(buf + (at - pos), 0, s1 - at);  // trailing padding
+    }
+    for (auto& st : slice_status) IRIS_TRY(st);
+    if (verify)
+      for (size_t si = first_seg; si < segs.size() && segs[si].stream_offset < pos + len; ++si) {
+        const uint64_t b = std::max(pos, segs[si].stream_offset), e = std::min(pos + len, segs[si].stream_offset + segs[si].size);
+        if (e > b) hashes[si].update(buf + (b - pos), e - b);
+      }
+    IRIS_CUDA_TRY(cudaMemcpyAsync(static_cast<uint8_t*>(out.base_) + pos, buf, len, cudaMemcpyHostToDevice, s_->stream));
+    IRIS_CUDA_TRY(cudaEventRecord(s_->done[slot], s_->stream));
+  }
+  IRIS_CUDA_TRY(cudaStreamSynchronize(s_->stream));
+  out.seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  for (size_t si = 0; si < segs.size(); ++si) {
+    const Segment& sg = segs[si];
+    const ArchiveTensor& t = all[out.tensors_[sg.tensor].archive_index];
+    const StoredComponent& c = t.components[sg.component];
+    if (verify && hashes[si].digest() != c.xxh3)
+      return corrupt_data(a.path() + ": tensor '" + t.desc.name + "': component '" + role_name(c.spec.role) +
+                          "': checksum mismatch (the bytes were damaged)");
+    out.tensors_[sg.tensor].pointers[static_cast<int>(c.spec.role)] = static_cast<uint8_t*>(out.base_) + sg.stream_offset;
+  }
+  for (auto& t : out.tensors_)
+    if (is_quantized(t.desc.format)) t.view = make_quant_view(t.desc, t.pointers);
+  return out;
+}
+
+DeviceArchive::DeviceArchive(DeviceArchive&& o) noexcept { *this = std::move(o); }
+
+DeviceArchive& DeviceArchive::operator=(DeviceArchive&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = o.device_;
+    base_ = std::exchange(o.base_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    seconds_ = o.seconds_;
+    tensors_ = std::move(o.tensors_);
+    by_name_ = std::move(o.by_name_);
+  }
+  return *this;
+}
+
+DeviceArchive::~DeviceArchive() { release(); }
+
+void DeviceArchive::release() {
+  if (!base_) return;
+  DeviceGuard g(device_.ordinal);
+  cudaDeviceSynchronize();  // kernels may still read these tensors on a caller's stream
+  cudaFree(base_);
+  base_ = nullptr;
+}
+
+const DeviceArchive::Tensor* DeviceArchive::find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+}  // namespace iris
