@@ -191,7 +191,13 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     std::string name = tj.contains("name") && tj["name"].is_string() ? tj["name"].get<std::string>() : "?";
     const std::string ctx = path + ": tensor '" + name + "': ";
     ArchiveTensor at;
-    IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx));
+    auto desc = desc_from_json(tj, ctx);
+    if (!desc.is_ok()) {
+      // Descriptor checks shared with the writer name the tensor, not the file: add it.
+      const Status& s = desc.status();
+      return s.message().rfind(path, 0) == 0 ? s : s.with_context(path + ": ");
+    }
+    at.desc = std::move(desc).value();
     if (!names.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
     auto specs = component_specs(at.desc);
     if (!specs.is_ok()) return specs.status().with_context(path + ": ");

@@ -1,0 +1,207 @@
+// The CUDA half of the C API on the GPU: iris_cuda_upload of every fixture archive (and of
+// requantizations of llama-bf16), then iris_cuda_dequantize bit for bit against the CPU path
+// (iris_dequantize) in F32, BF16 and F16, and iris_cuda_gemv at batches 1, 3 and 16 within the
+// stated FP32 bound of a double-precision product of the CPU-decoded weights. Skips, saying
+// why, where no GPU is visible.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <random>
+
+#include "common/float_bits.h"
+#include "iris/iris.h"
+#include "iris/iris_cuda.h"
+#include "tests/api/capi_fixture.h"
+#include "verify/gemv_bound.h"
+
+namespace iris::capi_test {
+namespace {
+
+struct CudaArchiveCloser {
+  void operator()(iris_cuda_archive* a) const { iris_cuda_archive_free(a); }
+};
+using CudaArchivePtr = std::unique_ptr<iris_cuda_archive, CudaArchiveCloser>;
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+class CApiCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char msg[256];
+    if (iris_cuda_device_check(0, msg, sizeof msg) != IRIS_OK) GTEST_SKIP() << "no usable GPU here (" << msg << "); these run on the GPU machine";
+  }
+};
+
+CudaArchivePtr upload(const iris_archive* a, const iris_upload_options* o = nullptr) {
+  iris_cuda_archive* d = nullptr;
+  char msg[512];
+  iris_status s = iris_cuda_upload(a, o, &d, msg, sizeof msg);
+  EXPECT_EQ(s, IRIS_OK) << msg;
+  return CudaArchivePtr(d);
+}
+
+struct ArchiveCase {
+  std::string fixture, options;
+};
+
+class CApiCudaArchives : public CApiCuda, public ::testing::WithParamInterface<ArchiveCase> {};
+
+TEST_P(CApiCudaArchives, UploadDequantAndGemvMatchTheCpu) {
+  auto a = open_archive(converted(GetParam().fixture, GetParam().options));
+  ASSERT_TRUE(a);
+  iris_upload_options o;
+  iris_upload_options_init(&o);
+  o.verify = 1;
+  o.staging_bytes = 1 << 20;  // small buffers: many refills, slices and components across buffer ends
+  o.staging_buffers = 3;
+  auto d = upload(a.get(), &o);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(iris_cuda_archive_tensor_count(d.get()), iris_archive_tensor_count(a.get()));
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  std::mt19937 rng(std::random_device{}());
+  int quantized = 0;
+  for (uint64_t i = 0; i < iris_archive_tensor_count(a.get()); ++i) {
+    iris_tensor_info info;
+    ASSERT_EQ(iris_archive_tensor_info(a.get(), i, &info, nullptr, 0), IRIS_OK);
+    const iris_cuda_tensor* t = nullptr;
+    ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), info.name, &t, nullptr, 0), IRIS_OK);
+    iris_tensor_info dinfo;
+    iris_cuda_tensor_info(t, &dinfo);
+    EXPECT_EQ(std::memcmp(dinfo.shape, info.shape, sizeof info.shape), 0);
+    // Every component's device bytes are the archive's bytes.
+    for (uint32_t c = 0; c < info.n_components; ++c) {
+      iris_component_info ci;
+      ASSERT_EQ(iris_archive_component(a.get(), i, c, &ci, nullptr, 0), IRIS_OK);
+      const void* dp = iris_cuda_tensor_component(t, ci.role);
+      ASSERT_NE(dp, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(dp) % 256, 0u);
+      std::vector<uint8_t> back(ci.size);
+      ASSERT_EQ(cudaMemcpy(back.data(), dp, ci.size, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(std::memcmp(back.data(), ci.data, ci.size), 0) << info.name << "/" << iris_role_name(ci.role);
+    }
+    if (info.format == IRIS_FORMAT_RAW) {
+      char msg[256];
+      DeviceBuffer out(info.numel * 4);
+      EXPECT_EQ(iris_cuda_dequantize(t, IRIS_DTYPE_F32, out.p, info.numel * 4, stream, msg, sizeof msg), IRIS_ERR_UNSUPPORTED) << info.name;
+      continue;
+    }
+    ++quantized;
+    struct Out { iris_dtype dtype; uint32_t bytes; };
+    std::vector<float> ref(info.numel);
+    ASSERT_EQ(iris_dequantize(a.get(), i, IRIS_DTYPE_F32, ref.data(), ref.size() * 4, 0, nullptr, 0), IRIS_OK);
+    for (Out o2 : {Out{IRIS_DTYPE_F32, 4}, Out{IRIS_DTYPE_BF16, 2}, Out{IRIS_DTYPE_F16, 2}}) {
+      std::vector<uint8_t> cpu(info.numel * o2.bytes), gpu(info.numel * o2.bytes);
+      ASSERT_EQ(iris_dequantize(a.get(), i, o2.dtype, cpu.data(), cpu.size(), 0, nullptr, 0), IRIS_OK);
+      DeviceBuffer out(gpu.size());
+      ASSERT_EQ(cudaMemset(out.p, 0xa5, gpu.size()), cudaSuccess);  // poison: every element must be written
+      char msg[512];
+      ASSERT_EQ(iris_cuda_dequantize(t, o2.dtype, out.p, gpu.size(), stream, msg, sizeof msg), IRIS_OK) << msg;
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(gpu.data(), out.p, gpu.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (uint64_t e = 0; e < info.numel; ++e)
+        ASSERT_EQ(std::memcmp(&gpu[e * o2.bytes], &cpu[e * o2.bytes], o2.bytes), 0)
+            << info.name << " " << iris_dtype_name(o2.dtype) << ": first mismatch at element " << e;
+    }
+    if (info.layout.kind != IRIS_LAYOUT_TILED) continue;
+    const uint64_t k = info.numel / info.rows;
+    for (int batch : {1, 3, 16}) {
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      std::vector<uint16_t> x(uint64_t(batch) * k);
+      for (auto& v : x) v = f32_to_bf16(dist(rng));
+      DeviceBuffer dx(x.size() * 2), dy(uint64_t(batch) * info.rows * 4);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      char msg[512];
+      ASSERT_EQ(iris_cuda_gemv(t, static_cast<const uint16_t*>(dx.p), batch, dy.p, IRIS_DTYPE_F32, stream, msg, sizeof msg), IRIS_OK) << msg;
+      std::vector<float> y(uint64_t(batch) * info.rows);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      const auto acc = iris_cuda_gemv_uses_tensor_cores(t, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+      for (int b = 0; b < batch; ++b) {
+        CheckResult r = check_gemv_row_sums(ref.data(), x.data() + b * k, info.rows, k, y.data() + b * info.rows, "gemv", acc);
+        EXPECT_TRUE(r.ok) << info.name << " batch " << batch << " row-set " << b << ": " << r.detail;
+      }
+    }
+    char msg[256];
+    EXPECT_EQ(iris_cuda_gemv(t, nullptr, 17, nullptr, IRIS_DTYPE_F32, stream, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_gemv(t, nullptr, 1, nullptr, IRIS_DTYPE_F16, stream, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  }
+  EXPECT_GT(quantized, 0);
+  cudaStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CApiCudaArchives,
+                         ::testing::Values(ArchiveCase{"gptoss-mxfp4", ""}, ArchiveCase{"llama-nf4-dq", ""},
+                                           ArchiveCase{"llama-fp8-block", ""}, ArchiveCase{"llama-bf16", "--quant mxfp4"},
+                                           ArchiveCase{"llama-bf16", "--quant nf4"}, ArchiveCase{"llama-bf16", "--quant fp8-channel"},
+                                           ArchiveCase{"llama-bf16", "--quant fp8 --tile-n 8 --tile-k 64"}),
+                         [](const ::testing::TestParamInfo<ArchiveCase>& info) { return "case" + std::to_string(info.index); });
+
+TEST_F(CApiCuda, SubsetUploadAndErrors) {
+  auto a = open_archive(converted("gptoss-mxfp4"));
+  ASSERT_TRUE(a);
+  const char* names[] = {"model.layers.1.mlp.experts.down_proj", "model.layers.0.mlp.experts.gate_up_proj"};
+  iris_upload_options o;
+  iris_upload_options_init(&o);
+  o.names = names;
+  o.n_names = 2;
+  auto d = upload(a.get(), &o);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(iris_cuda_archive_tensor_count(d.get()), 2u);
+  const iris_cuda_tensor* t = nullptr;
+  char msg[256];
+  EXPECT_EQ(iris_cuda_archive_find_tensor(d.get(), names[0], &t, msg, sizeof msg), IRIS_OK);
+  EXPECT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.embed_tokens.weight", &t, msg, sizeof msg), IRIS_ERR_NOT_FOUND);
+  uint64_t bytes = 0;
+  for (const char* n : names) {
+    uint64_t i;
+    ASSERT_EQ(iris_archive_find_tensor(a.get(), n, &i, nullptr, 0), IRIS_OK);
+    iris_tensor_info info;
+    ASSERT_EQ(iris_archive_tensor_info(a.get(), i, &info, nullptr, 0), IRIS_OK);
+    for (uint32_t c = 0; c < info.n_components; ++c) {
+      iris_component_info ci;
+      ASSERT_EQ(iris_archive_component(a.get(), i, c, &ci, nullptr, 0), IRIS_OK);
+      bytes += (ci.size + 255) / 256 * 256;
+    }
+  }
+  EXPECT_EQ(iris_cuda_archive_device_bytes(d.get()), bytes);  // only what was asked for
+  const char* bad[] = {"no.such.tensor"};
+  o.names = bad;
+  o.n_names = 1;
+  iris_cuda_archive* none = nullptr;
+  EXPECT_EQ(iris_cuda_upload(a.get(), &o, &none, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("no.such.tensor"), std::string::npos) << msg;
+  iris_upload_options_init(&o);
+  o.device = 999;
+  EXPECT_EQ(iris_cuda_upload(a.get(), &o, &none, msg, sizeof msg), IRIS_ERR_NO_DEVICE);
+  EXPECT_EQ(iris_cuda_device_check(999, msg, sizeof msg), IRIS_ERR_NO_DEVICE);
+}
+
+TEST_F(CApiCuda, DamagedArchiveFailsVerifiedUpload) {
+  std::string b = testing_files::read_all(converted("llama-fp8-block"));
+  auto a0 = open_archive(converted("llama-fp8-block"));
+  uint64_t i;
+  ASSERT_EQ(iris_archive_find_tensor(a0.get(), "model.layers.0.mlp.down_proj.weight", &i, nullptr, 0), IRIS_OK);
+  iris_component_info ci;
+  ASSERT_EQ(iris_archive_find_component(a0.get(), i, IRIS_ROLE_CODES, &ci, nullptr, 0), IRIS_OK);
+  b[ci.file_offset + 7] ^= 1;
+  testing_files::TempDir dir;
+  testing_files::write_bytes(dir / "damaged.iris", b);
+  auto a = open_archive(dir / "damaged.iris");
+  ASSERT_TRUE(a);
+  iris_upload_options o;
+  iris_upload_options_init(&o);
+  o.verify = 1;
+  iris_cuda_archive* d = nullptr;
+  char msg[512];
+  EXPECT_EQ(iris_cuda_upload(a.get(), &o, &d, msg, sizeof msg), IRIS_ERR_CORRUPT);
+  EXPECT_EQ(d, nullptr);
+  EXPECT_NE(std::string(msg).find("model.layers.0.mlp.down_proj.weight"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace iris::capi_test
