@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # One GPU-machine session: correctness first, then every timing, logs under $OUT.
 # Run through the device tool from the repository root, with a static build carried in
-# .device-bin (iris, kernels_tests) and, for the bitsandbytes peer, .peer/bnb (built from
-# bitsandbytes' public source on a machine of ours; nothing of it is committed):
+# .device-bin and, for the bitsandbytes peer, .peer/bnb (built from bitsandbytes' public
+# source on a machine of ours; nothing of it is committed):
 #
 #   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
-#   cmake --build build-device --target iris kernels_tests
-#   mkdir -p .device-bin && cp build-device/converter/iris build-device/tests/kernels/kernels_tests .device-bin/
-#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|full|ncu]
+#   cmake --build build-device --target iris kernels_tests api_tests api_cuda_tests libiris iris_upload_bench iris_make_snapshot
+#   bash bench/pack_device_bin.sh      # gzipped binaries + libiris.so.1 + the cuda_gemv example into .device-bin
+#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|ncu]
 #
-# Files back (8 at most): env.txt, tests.log, verify.log, peers.json, bench.json, variants.txt, ncu.txt, sanitizer.log.
+# Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
+# cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
+# variants; sanitize / ncu add compute-sanitizer / Nsight Compute.
+# Files back (8 at most): env.txt, tests.log, verify.log, api.log, upload.json, peers.json,
+# bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
 for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x "$B"/* 2>/dev/null
 OUT=${OUT:-/tmp/iris-gpu-run}
 mkdir -p "$OUT"
 T=$(mktemp -d)
 mode=${1:-full}
+export LD_LIBRARY_PATH="$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The test binaries hold the paths they were built with (fixtures, the iris binary): give
+# them the same paths here.
+if [ "$PWD" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+mkdir -p build-device/converter && ln -sf "$PWD/$B/iris" build-device/converter/iris
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv; date -u; } > "$OUT/env.txt" 2>&1
 
@@ -31,7 +41,7 @@ echo "== iris verify --device cuda on converted fixtures =="
   for f in gptoss-mxfp4 llama-nf4-dq llama-fp8-block; do
     "$B/iris" convert "tests/data/fixtures/$f" -o "$T/$f.iris" --force && "$B/iris" verify "$T/$f.iris" --device cuda
   done
-  for q in mxfp4 nf4 fp8 fp8-channel fp8-block; do
+  for q in mxfp4 nf4 fp8 fp8-channel fp8-block; do  # kept for the C API runs below as bf16-*.iris
     "$B/iris" convert tests/data/fixtures/llama-bf16 -o "$T/bf16-$q.iris" --quant "$q" --force && "$B/iris" verify "$T/bf16-$q.iris" --device cuda
   done
   # A flipped byte inside a quantized tile (the middle of the first MXFP4 tensor's codes;
@@ -58,6 +68,26 @@ if [ "$mode" = sanitize ]; then
   echo "memcheck exit $?"; tail -n 6 "$OUT/sanitizer.log"
 fi
 case "$mode" in quick|sanitize) exit "$tests_rc";; esac
+
+echo "== the C API on the GPU: upload, dequant, GEMV (api_cuda_tests), the CUDA example =="
+{
+  "$B/api_cuda_tests" --gtest_brief=1; echo "api_cuda_tests exit $?"
+  "$B/api_tests" --gtest_brief=1; echo "api_tests exit $?"
+  for f in gptoss-mxfp4 llama-nf4-dq llama-fp8-block bf16-nf4 bf16-fp8; do
+    [ -e "$T/$f.iris" ] && "$B/cuda_gemv" "$T/$f.iris"; echo "cuda_gemv $f exit $?"
+  done
+} > "$OUT/api.log" 2>&1
+grep -E "exit|OK|MISMATCH|FAILED|PASSED" "$OUT/api.log" | head -n 30
+
+echo "== upload of a 4 GB archive from the page cache: iris_cuda_upload vs pinned cudaMemcpy =="
+{
+  "$B/iris_make_snapshot" "$T/snap4" 4 1 && "$B/iris" convert "$T/snap4" -o "$T/4g.iris" -q --force && rm -rf "$T/snap4"
+  ls -l "$T/4g.iris"
+} > "$OUT/upload.log" 2>&1
+"$B/iris_upload_bench" "$T/4g.iris" 5 0,64,4 4,64,4 8,64,4 16,64,4 8,16,4 8,256,3 16,256,4 > "$OUT/upload.json" 2>> "$OUT/upload.log"
+cat "$OUT/upload.json"
+rm -f "$T/4g.iris"
+case "$mode" in api) exit "$tests_rc";; esac
 
 echo "== peers (cuBLAS via torch, bitsandbytes) =="
 PYTHONPATH=.peer/bnb${PYTHONPATH:+:$PYTHONPATH} python3 bench/peers.py > "$OUT/peers.json" 2> "$T/peers.err"; tail -n 3 "$T/peers.err"

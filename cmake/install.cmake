@@ -23,5 +23,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/irisConfigVersion.c
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/irisConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/irisConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/iris)
 
+# Relative to the .pc file, so that `cmake --install --prefix ANYWHERE` gives a working iris.pc.
+file(RELATIVE_PATH IRIS_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(cmake/iris.pc.in ${CMAKE_CURRENT_BINARY_DIR}/iris.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/iris.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

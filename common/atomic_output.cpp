@@ -23,51 +23,11 @@ namespace iris {
 
 namespace {
 
-// Paths of live partial files, readable from a signal handler: fixed slots of fixed size,
-// published with atomics, so the handler never allocates or locks.
-constexpr int kSlots = 16;
-constexpr size_t kPathMax = 4096;
-char g_paths[kSlots][kPathMax];
-std::atomic<bool> g_used[kSlots];
-std::atomic<bool> g_handlers_installed{false};
-
-int claim_slot(const std::string& path) {
-  if (path.size() >= kPathMax) return -1;
-  for (int i = 0; i < kSlots; ++i) {
-    bool expected = false;
-    if (g_used[i].load() == false) {
-      std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
-      if (g_used[i].compare_exchange_strong(expected, true)) return i;
-    }
-  }
-  return -1;
-}
-
-void release_slot(int slot) {
-  if (slot >= 0) g_used[slot].store(false);
-}
-
-extern "C" void on_fatal_signal(int sig) {
-  for (int i = 0; i < kSlots; ++i)
-    if (g_used[i].load()) unlink(g_paths[i]);
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-void install_partial_file_cleanup() {
-  if (g_handlers_installed.exchange(true)) return;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_fatal_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-}
-
-Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path, bool overwrite) {
+Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!overwrite && fs::exists(fs::symlink_status(final_path, ec)))
@@ -88,7 +48,8 @@ Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path,
   const int create_errno = errno;
   if (f.fd_ >= 0) {
     f.partial_path_ = buf.data();
-    f.cleanup_slot_ = claim_slot(f.partial_path_);
+    if (registry) f.cleanup_slot_ = registry->add(f.partial_path_);
+    f.registry_ = registry;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   errno = create_errno;
@@ -106,6 +67,7 @@ AtomicOutputFile& AtomicOutputFile::operator=(AtomicOutputFile&& o) noexcept {
     final_path_ = std::move(o.final_path_);
     partial_path_ = std::move(o.partial_path_);
     cleanup_slot_ = o.cleanup_slot_;
+    registry_ = o.registry_;
     o.fd_ = -1;
     o.cleanup_slot_ = -1;
     o.partial_path_.clear();
@@ -124,7 +86,7 @@ void AtomicOutputFile::abandon() {
     unlink(partial_path_.c_str());
     partial_path_.clear();
   }
-  release_slot(cleanup_slot_);
+  if (registry_) registry_->remove(cleanup_slot_);
   cleanup_slot_ = -1;
 }
 
@@ -185,7 +147,7 @@ Status AtomicOutputFile::commit() {
     return io_error(final_path_ + ": rename failed: " + errno_text());
   }
   partial_path_.clear();
-  release_slot(cleanup_slot_);
+  if (registry_) registry_->remove(cleanup_slot_);
   cleanup_slot_ = -1;
   // Make the rename itself durable.
   std::string dir = std::filesystem::path(final_path_).parent_path().string();

@@ -3,7 +3,8 @@
 // Data goes to `DIR/NAME.partial-XXXXXX` (same folder, so the final rename is atomic). On
 // commit() the file is fsynced and renamed; without --force an existing destination is never
 // replaced (renameat2 RENAME_NOREPLACE). If the object dies uncommitted, or the process gets
-// SIGINT/SIGTERM/SIGHUP, the partial file is unlinked: a failed run leaves nothing behind.
+// the process dies by a signal its owner handles (PartialFileRegistry), the partial file is
+// unlinked: a failed run leaves nothing behind.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,21 @@
 
 namespace iris {
 
+// Where a process that removes partial files on fatal signals keeps their paths (the command
+// line installs one: converter/cli/partial_files.h). The library holds no such global itself.
+class PartialFileRegistry {
+ public:
+  virtual ~PartialFileRegistry() = default;
+  // Called with all signals blocked; returns a handle for remove() (-1: not registered).
+  virtual int add(const std::string& path) = 0;
+  virtual void remove(int handle) = 0;
+};
+
 class AtomicOutputFile {
  public:
-  // Fails if `final_path` exists and !overwrite, or its folder is not writable.
-  static Result<AtomicOutputFile> create(const std::string& final_path, bool overwrite);
+  // Fails if `final_path` exists and !overwrite, or its folder is not writable. The partial
+  // file is registered with `registry` (if any) while it exists.
+  static Result<AtomicOutputFile> create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry = nullptr);
 
   AtomicOutputFile() = default;
   AtomicOutputFile(AtomicOutputFile&& o) noexcept { *this = std::move(o); }
@@ -50,10 +62,7 @@ class AtomicOutputFile {
   std::string final_path_;
   std::string partial_path_;
   int cleanup_slot_ = -1;
+  PartialFileRegistry* registry_ = nullptr;
 };
-
-// Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every live partial file and then
-// re-raise the signal with its default action. Idempotent.
-void install_partial_file_cleanup();
 
 }  // namespace iris

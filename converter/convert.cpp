@@ -142,6 +142,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   WriteOptions wo;
   wo.overwrite = o.overwrite;
   wo.progress = o.progress;
+  wo.partial_files = o.partial_files;
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
   if (!o.report_path.empty()) {
     std::ofstream rep(o.report_path);

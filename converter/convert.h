@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/iris_writer.h"
 #include "converter/quality.h"
@@ -23,6 +24,7 @@ struct ConvertOptions {
   uint64_t tile_k = kDefaultTileK;
   // Called with (bytes done, bytes total) while the archive is written; the CLI draws its bar.
   std::function<void(uint64_t, uint64_t)> progress;
+  PartialFileRegistry* partial_files = nullptr;  // the CLI's signal cleanup of the partial archive
   // --quant and friends
   std::string quant = "keep";
   std::vector<std::string> rules;   // REGEX=FORMAT

@@ -157,6 +157,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   r.tensors = entries.size();
   SafetensorsWriteOptions wo;
   wo.overwrite = o.overwrite;
+  wo.partial_files = o.partial_files;
   wo.progress = [&](uint64_t d, uint64_t total) {
     r.bytes = total;
     if (o.progress) o.progress(d, total);

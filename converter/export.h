@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/atomic_output.h"
 #include "common/status.h"
 
 namespace iris {
@@ -15,6 +16,7 @@ struct ExportOptions {
   std::string dtype = "keep";  // keep | bf16 | f16 | f32
   bool overwrite = false;
   std::function<void(uint64_t, uint64_t)> progress;  // (bytes done, bytes total)
+  PartialFileRegistry* partial_files = nullptr;
 };
 
 struct ExportReport {

@@ -149,7 +149,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   const uint64_t data_offset = round_up(kPreambleSize + draft.size(), kIrisAlignment);
 
   // 3. Stream the components.
-  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite));
+  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite, options.partial_files));
   uint64_t done = 0;
   std::function<void(uint64_t)> on_bytes = [&](uint64_t n) {
     done += n;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/byte_sink.h"
 #include "formats/manifest.h"
@@ -22,6 +23,8 @@ struct WriteOptions {
   bool overwrite = false;
   // Called with (bytes written so far, total bytes) after each chunk.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Where the partial file is registered while it exists (the CLI's signal cleanup), if any.
+  PartialFileRegistry* partial_files = nullptr;
 };
 
 struct WriteSummary {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "common/atomic_output.h"
+#include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/exit_codes.h"
 #include "converter/convert.h"
@@ -35,7 +35,7 @@ int fail(const iris::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  iris::install_partial_file_cleanup();
+  iris::PartialFileRegistry* partial_files = iris::install_partial_file_cleanup();
   CLI::App app{"iris: convert Hugging Face checkpoints into kernel-ready .iris archives", "iris"};
   app.footer(kExitCodes);
   app.require_subcommand(1);
@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   if (convert->parsed()) {
     iris::ProgressBar bar("convert", !quiet);
     co.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+    co.partial_files = partial_files;
     auto r = iris::run_convert(co);
     bar.finish();
     if (!r.is_ok()) return fail(r.status());
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
   if (exp->parsed()) {
     iris::ProgressBar bar("export", !quiet);
     eo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+    eo.partial_files = partial_files;
     auto r = iris::run_export(eo);
     bar.finish();
     if (!r.is_ok()) return fail(r.status());

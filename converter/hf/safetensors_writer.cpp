@@ -66,7 +66,7 @@ Status write_safetensors(const std::string& path, std::vector<SafetensorsEntry> 
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n = text.size();
-  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite));
+  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite, options.partial_files));
   uint8_t len[8];
   std::memcpy(len, &n, 8);
   IRIS_TRY(out.write_at(0, {len, 8}));

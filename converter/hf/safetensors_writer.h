@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/byte_sink.h"
 #include "formats/dtype.h"
@@ -24,6 +25,7 @@ struct SafetensorsWriteOptions {
   bool overwrite = false;
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
   std::function<void(uint64_t, uint64_t)> progress;
+  PartialFileRegistry* partial_files = nullptr;  // see WriteOptions
 };
 
 Status write_safetensors(const std::string& path, std::vector<SafetensorsEntry> entries,
