@@ -24,9 +24,46 @@ struct iris_cuda_archive {
   std::vector<iris_cuda_tensor> tensors;
 };
 
+struct iris_cuda_uploader {
+  Uploader uploader;
+};
+
 namespace {
 
 const char* kNullTensor = "tensor handle is NULL";
+
+StagingOptions staging_options(const iris_upload_options* o) {
+  StagingOptions so;
+  if (!o) return so;
+  so.device = o->device;
+  if (o->staging_bytes) so.buffer_bytes = o->staging_bytes;
+  if (o->staging_buffers) so.buffers = o->staging_buffers;
+  so.threads = o->threads;
+  return so;
+}
+
+iris_status upload_with(Uploader& uploader, const iris_archive* a, const iris_upload_options* o, iris_cuda_archive** out, char* msg,
+                        size_t msg_size) {
+  std::vector<std::string> names;
+  if (o && o->names) {
+    for (uint64_t i = 0; i < o->n_names; ++i) {
+      if (!o->names[i]) return fail(IRIS_ERR_INVALID_ARGUMENT, "upload: names[" + std::to_string(i) + "] is NULL", msg, msg_size);
+      names.emplace_back(o->names[i]);
+    }
+    if (names.empty()) return fail(IRIS_ERR_INVALID_ARGUMENT, "upload: names given but n_names is 0", msg, msg_size);
+  }
+  auto dev = uploader.upload(a->archive, names, o && o->verify != 0);
+  if (!dev.is_ok()) return report(dev.status(), msg, msg_size);
+  auto handle = std::make_unique<iris_cuda_archive>(iris_cuda_archive{std::move(dev).value(), {}});
+  handle->tensors.reserve(handle->archive.tensors().size());
+  for (const auto& t : handle->archive.tensors()) {
+    iris_cuda_tensor ct{&t, &handle->archive, {}};
+    fill_tensor_info(t.desc, t.specs.size(), t.desc.name.c_str(), &ct.info);
+    handle->tensors.push_back(ct);
+  }
+  *out = handle.release();
+  return report(Status::ok(), msg, msg_size);
+}
 
 }  // namespace
 
@@ -41,8 +78,32 @@ iris_status iris_cuda_device_check(int device, char* msg, size_t msg_size) {
 void iris_upload_options_init(iris_upload_options* o) {
   if (!o) return;
   *o = iris_upload_options{};
-  o->staging_bytes = 64ull << 20;
-  o->staging_buffers = 4;
+  const StagingOptions defaults;
+  o->staging_bytes = defaults.buffer_bytes;
+  o->staging_buffers = defaults.buffers;
+}
+
+iris_status iris_cuda_uploader_create(const iris_upload_options* options, iris_cuda_uploader** out, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_uploader_create: out is NULL", msg, msg_size);
+    *out = nullptr;
+    auto u = Uploader::create(staging_options(options));
+    if (!u.is_ok()) return report(u.status(), msg, msg_size);
+    *out = new iris_cuda_uploader{std::move(u).value()};
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
+void iris_cuda_uploader_free(iris_cuda_uploader* u) { delete u; }
+
+iris_status iris_cuda_uploader_upload(iris_cuda_uploader* u, const iris_archive* a, const iris_upload_options* options,
+                                      iris_cuda_archive** out, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_uploader_upload: out is NULL", msg, msg_size);
+    *out = nullptr;
+    if (!u || !a) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_uploader_upload: NULL uploader or archive", msg, msg_size);
+    return upload_with(u->uploader, a, options, out, msg, msg_size);
+  });
 }
 
 iris_status iris_cuda_upload(const iris_archive* a, const iris_upload_options* options, iris_cuda_archive** out, char* msg,
@@ -51,35 +112,9 @@ iris_status iris_cuda_upload(const iris_archive* a, const iris_upload_options* o
     if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: out is NULL", msg, msg_size);
     *out = nullptr;
     if (!a) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: archive is NULL", msg, msg_size);
-    iris_upload_options o;
-    iris_upload_options_init(&o);
-    if (options) o = *options;
-    StagingOptions so;
-    so.device = o.device;
-    so.buffer_bytes = o.staging_bytes ? o.staging_bytes : 64ull << 20;
-    so.buffers = o.staging_buffers ? o.staging_buffers : 4;
-    so.threads = o.threads;
-    std::vector<std::string> names;
-    if (o.names) {
-      for (uint64_t i = 0; i < o.n_names; ++i) {
-        if (!o.names[i]) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: names[" + std::to_string(i) + "] is NULL", msg, msg_size);
-        names.emplace_back(o.names[i]);
-      }
-      if (names.empty()) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_upload: names given but n_names is 0", msg, msg_size);
-    }
-    auto uploader = Uploader::create(so);
+    auto uploader = Uploader::create(staging_options(options));
     if (!uploader.is_ok()) return report(uploader.status(), msg, msg_size);
-    auto dev = uploader->upload(a->archive, names, o.verify != 0);
-    if (!dev.is_ok()) return report(dev.status(), msg, msg_size);
-    auto handle = std::make_unique<iris_cuda_archive>(iris_cuda_archive{std::move(dev).value(), {}});
-    handle->tensors.reserve(handle->archive.tensors().size());
-    for (const auto& t : handle->archive.tensors()) {
-      iris_cuda_tensor ct{&t, &handle->archive, {}};
-      fill_tensor_info(t.desc, t.specs.size(), t.desc.name.c_str(), &ct.info);
-      handle->tensors.push_back(ct);
-    }
-    *out = handle.release();
-    return report(Status::ok(), msg, msg_size);
+    return upload_with(*uploader, a, options, out, msg, msg_size);
   });
 }
 

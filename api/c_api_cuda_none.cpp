@@ -18,8 +18,8 @@ iris_status iris_cuda_device_check(int, char* msg, size_t msg_size) { return fai
 void iris_upload_options_init(iris_upload_options* o) {
   if (!o) return;
   *o = iris_upload_options{};
-  o->staging_bytes = 64ull << 20;
-  o->staging_buffers = 4;
+  o->staging_bytes = 4ull << 20;  // kernels/device_archive.h StagingOptions
+  o->staging_buffers = 8;
 }
 
 iris_status iris_cuda_upload(const iris_archive*, const iris_upload_options*, iris_cuda_archive** out, char* msg, size_t msg_size) {
@@ -28,6 +28,16 @@ iris_status iris_cuda_upload(const iris_archive*, const iris_upload_options*, ir
 }
 
 void iris_cuda_archive_free(iris_cuda_archive*) {}
+iris_status iris_cuda_uploader_create(const iris_upload_options*, iris_cuda_uploader** out, char* msg, size_t msg_size) {
+  if (out) *out = nullptr;
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+void iris_cuda_uploader_free(iris_cuda_uploader*) {}
+iris_status iris_cuda_uploader_upload(iris_cuda_uploader*, const iris_archive*, const iris_upload_options*, iris_cuda_archive** out,
+                                      char* msg, size_t msg_size) {
+  if (out) *out = nullptr;
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
 uint64_t iris_cuda_archive_device_bytes(const iris_cuda_archive*) { return 0; }
 double iris_cuda_archive_upload_seconds(const iris_cuda_archive*) { return 0; }
 uint64_t iris_cuda_archive_tensor_count(const iris_cuda_archive*) { return 0; }

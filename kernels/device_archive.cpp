@@ -49,14 +49,15 @@ struct Uploader::State {
   DeviceInfo device;
   StagingOptions options;
   cudaStream_t stream = nullptr;
-  std::vector<void*> staging;
+  void* pinned = nullptr;
+  std::vector<void*> staging;  // buffers inside `pinned`
   std::vector<cudaEvent_t> done;
 
   ~State() {
     DeviceGuard g(device.ordinal);
     if (stream) cudaStreamSynchronize(stream);
     for (auto e : done) cudaEventDestroy(e);
-    for (auto p : staging) cudaFreeHost(p);
+    if (pinned) cudaFreeHost(pinned);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -76,12 +77,12 @@ Result<Uploader> Uploader::create(const StagingOptions& o) {
   auto s = std::make_unique<State>();
   s->device = info;
   s->options = o;
-  if (s->options.threads <= 0) s->options.threads = int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+  if (s->options.threads <= 0) s->options.threads = int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
   IRIS_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  // One pinned allocation for all buffers: pinning is paid per call, not per byte alone.
+  IRIS_CUDA_TRY(cudaHostAlloc(&s->pinned, uint64_t(o.buffers) * o.buffer_bytes, cudaHostAllocDefault));
   for (uint32_t i = 0; i < o.buffers; ++i) {
-    void* p = nullptr;
-    IRIS_CUDA_TRY(cudaHostAlloc(&p, o.buffer_bytes, cudaHostAllocDefault));
-    s->staging.push_back(p);
+    s->staging.push_back(static_cast<uint8_t*>(s->pinned) + uint64_t(i) * o.buffer_bytes);
     cudaEvent_t e;
     IRIS_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     s->done.push_back(e);

@@ -32,26 +32,40 @@ typedef struct iris_upload_options {
   int device;                /* CUDA ordinal */
   const char* const* names;  /* tensors to upload; NULL = every tensor */
   uint64_t n_names;
-  uint64_t staging_bytes;    /* bytes per pinned staging buffer; 0 = 64 MiB */
-  uint32_t staging_buffers;  /* 0 = 4 */
-  int threads;               /* host threads reading into staging; <= 0 = up to 8 */
+  uint64_t staging_bytes;    /* bytes per pinned staging buffer; 0 = 4 MiB */
+  uint32_t staging_buffers;  /* 0 = 8 */
+  int threads;               /* host threads reading into staging; <= 0 = one per core, up to 16 */
   uint32_t verify;           /* 1: hash each component while it is staged (IRIS_ERR_CORRUPT on a mismatch) */
   uint64_t reserved[4];
 } iris_upload_options;
 
-/* Fills `options` with the defaults (device 0, every tensor, 4 x 64 MiB staging). */
+/* Fills `options` with the defaults (device 0, every tensor, 8 x 4 MiB staging, a reader per core up to 16). */
 IRIS_API void iris_upload_options_init(iris_upload_options* options);
 
 typedef struct iris_cuda_archive iris_cuda_archive;
 typedef struct iris_cuda_tensor iris_cuda_tensor;
 
 /* Copies the selected tensors' components to one device allocation, each at a 256-byte
- * aligned address, and returns when the copies are complete. The host archive may be
+ * aligned address, and returns when the copies are complete (an uploader made for this call
+ * alone, see iris_cuda_uploader below). The host archive may be
  * closed afterwards: the device archive keeps its own copy of every descriptor. */
 IRIS_API iris_status iris_cuda_upload(const iris_archive* archive, const iris_upload_options* options,
                                       iris_cuda_archive** out, char* msg, size_t msg_size);
 /* Frees the device memory (synchronizing the device first); NULL is a no-op. */
 IRIS_API void iris_cuda_archive_free(iris_cuda_archive* archive);
+
+/* Reusable upload resources (pinned staging buffers, a copy stream, the device's properties):
+ * pinning the staging memory costs about as much as copying a gigabyte, so an engine that
+ * loads several archives or shards creates one uploader and pays it once. The options'
+ * device, staging and threads fields are taken at creation; names and verify per upload.
+ * One thread at a time may use an uploader. */
+typedef struct iris_cuda_uploader iris_cuda_uploader;
+IRIS_API iris_status iris_cuda_uploader_create(const iris_upload_options* options, iris_cuda_uploader** out, char* msg,
+                                               size_t msg_size);
+IRIS_API void iris_cuda_uploader_free(iris_cuda_uploader* uploader);
+IRIS_API iris_status iris_cuda_uploader_upload(iris_cuda_uploader* uploader, const iris_archive* archive,
+                                               const iris_upload_options* options, iris_cuda_archive** out, char* msg,
+                                               size_t msg_size);
 
 /* Device bytes held, and how the upload went: bytes copied and seconds (wall clock). */
 IRIS_API uint64_t iris_cuda_archive_device_bytes(const iris_cuda_archive* archive);

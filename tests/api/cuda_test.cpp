@@ -181,6 +181,36 @@ TEST_F(CApiCuda, SubsetUploadAndErrors) {
   EXPECT_EQ(iris_cuda_device_check(999, msg, sizeof msg), IRIS_ERR_NO_DEVICE);
 }
 
+// One uploader, several archives: the device copies equal the files' bytes each time.
+TEST_F(CApiCuda, ReusedUploaderUploadsSeveralArchives) {
+  iris_upload_options o;
+  iris_upload_options_init(&o);
+  o.staging_bytes = 1 << 20;
+  o.staging_buffers = 2;
+  iris_cuda_uploader* u = nullptr;
+  char msg[512];
+  ASSERT_EQ(iris_cuda_uploader_create(&o, &u, msg, sizeof msg), IRIS_OK) << msg;
+  for (const char* fixture : {"gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block", "gptoss-mxfp4"}) {
+    auto a = open_archive(converted(fixture));
+    ASSERT_TRUE(a);
+    iris_cuda_archive* d = nullptr;
+    o.verify = 1;
+    ASSERT_EQ(iris_cuda_uploader_upload(u, a.get(), &o, &d, msg, sizeof msg), IRIS_OK) << msg;
+    CudaArchivePtr owned(d);
+    for (uint64_t i = 0; i < iris_archive_tensor_count(a.get()); ++i) {
+      iris_component_info ci;
+      ASSERT_EQ(iris_archive_component(a.get(), i, 0, &ci, nullptr, 0), IRIS_OK);
+      const iris_cuda_tensor* t = nullptr;
+      ASSERT_EQ(iris_cuda_archive_tensor(d, i, &t, nullptr, 0), IRIS_OK);
+      std::vector<uint8_t> back(ci.size);
+      ASSERT_EQ(cudaMemcpy(back.data(), iris_cuda_tensor_component(t, ci.role), ci.size, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(std::memcmp(back.data(), ci.data, ci.size), 0) << fixture << " tensor " << i;
+    }
+  }
+  EXPECT_EQ(iris_cuda_uploader_upload(u, nullptr, &o, nullptr, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  iris_cuda_uploader_free(u);
+}
+
 TEST_F(CApiCuda, DamagedArchiveFailsVerifiedUpload) {
   std::string b = testing_files::read_all(converted("llama-fp8-block"));
   auto a0 = open_archive(converted("llama-fp8-block"));
