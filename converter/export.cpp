@@ -20,23 +20,6 @@ constexpr uint64_t kChunk = 16ull << 20;
 
 bool is_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
-float load_float(DType d, const uint8_t* p) {
-  switch (d) {
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
-    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
-    default: { double v; std::memcpy(&v, p, 8); return float(v); }
-  }
-}
-
-void store_float(DType d, float v, uint8_t* p) {
-  switch (d) {
-    case DType::kBF16: { uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); break; }
-    case DType::kF16: { uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); break; }
-    default: std::memcpy(p, &v, 4); break;
-  }
-}
-
 ComponentProducer copy_component(const IrisArchive& a, const StoredComponent& c) {
   return [&a, &c](ByteSink& sink) -> Status {
     auto bytes = a.bytes(c);
@@ -44,22 +27,6 @@ ComponentProducer copy_component(const IrisArchive& a, const StoredComponent& c)
       uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - pos);
       IRIS_TRY(sink.write(bytes.subspan(pos, n)));
       a.mapping().release(a.absolute_offset(c) + pos, n);
-    }
-    return Status::ok();
-  };
-}
-
-ComponentProducer convert_component(const IrisArchive& a, const StoredComponent& c, DType from, DType to) {
-  return [&a, &c, from, to](ByteSink& sink) -> Status {
-    auto bytes = a.bytes(c);
-    const uint64_t in_size = dtype_bits(from) / 8, out_size = dtype_bits(to) / 8;
-    const uint64_t per_chunk = kChunk / in_size;
-    std::vector<uint8_t> buf;
-    for (uint64_t i = 0; i * in_size < bytes.size(); i += per_chunk) {
-      uint64_t n = std::min<uint64_t>(per_chunk, bytes.size() / in_size - i);
-      buf.resize(n * out_size);
-      for (uint64_t j = 0; j < n; ++j) store_float(to, load_float(from, bytes.data() + (i + j) * in_size), buf.data() + j * out_size);
-      IRIS_TRY(sink.write(buf));
     }
     return Status::ok();
   };
@@ -81,8 +48,9 @@ ComponentProducer untile_component(const IrisArchive& a, const StoredComponent& 
   };
 }
 
-// A quantized tensor decoded by the CPU reference (formats/tensor_decode.h: the same code
-// as the C API's iris_dequantize_rows), rounded once to `to`, a bounded number of rows at a time.
+// A tensor decoded by the CPU reference (formats/tensor_decode.h: the same code as the C API's
+// iris_dequantize_rows) and rounded once to `to`, a bounded number of rows at a time: quantized
+// tensors, and raw float tensors converted to another float type.
 ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor& t, DType to) {
   return [&a, &t, to](ByteSink& sink) -> Status {
     const ComponentBytes comps = a.component_bytes(t);
@@ -149,7 +117,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
     }
     const StoredComponent& c = t.components[0];
     if (target && is_float(t.desc.dtype) && t.desc.dtype != *target)
-      entries.push_back({t.desc.name, *target, t.desc.shape, convert_component(a, c, t.desc.dtype, *target)});
+      entries.push_back({t.desc.name, *target, t.desc.shape, dequantize_component(a, t, *target)});
     else
       entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, copy_component(a, c)});
   }
