@@ -210,7 +210,8 @@ TEST(QuantConvert, AwkwardShapesPadAndDecodeBackToTheLogicalShape) {
     EXPECT_EQ(f->find("stack.weight")->shape, (std::vector<uint64_t>{2, 17, 96})) << q;
   }
   auto i = run("inspect " + (d / "nf4.iris") + " --json");
-  for (const auto& t : nlohmann::json::parse(i.out)["tensors"])
+  const auto inspected = nlohmann::json::parse(i.out);  // named: the loop must not outlive it
+  for (const auto& t : inspected["tensors"])
     if (t["name"] == "k50.weight") EXPECT_EQ(t["layout"]["kind"], "flat");  // NF4 blocks cross rows when K % 64 != 0
 }
 
