@@ -14,7 +14,8 @@ JOBS=${JOBS:-$(nproc)}
 
 # 1. Debian packages the build needs; only the missing ones are installed.
 packages=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev
-          libgtest-dev libgmock-dev libomp-dev python3)
+          libgtest-dev libgmock-dev libomp-dev python3 python3-pip python3-setuptools
+          python3-numpy python3-pytest python3-xxhash python3-zstandard)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

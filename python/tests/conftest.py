@@ -1,0 +1,53 @@
+"""Archives for the tests, made by the real `iris convert` ($IRIS_BINARY, default
+build/converter/iris), once per session."""
+
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "data" / "fixtures"
+IRIS = os.environ.get("IRIS_BINARY", str(ROOT / "build" / "converter" / "iris"))
+
+
+def run_iris(*args):
+    r = subprocess.run([IRIS, *map(str, args)], capture_output=True, text=True)
+    assert r.returncode == 0, f"iris {' '.join(map(str, args))}: {r.stderr}"
+    return r
+
+
+def read_safetensors(path):
+    """name -> numpy array of the raw little-endian values (BF16 as uint16): a reader written
+    here from the safetensors format, so tests do not need the safetensors package."""
+    data = Path(path).read_bytes()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8 : 8 + n])
+    types = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "U8": "u1", "I64": "<i8", "F64": "<f8", "F8_E4M3": "u1", "I32": "<i4"}
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = h["data_offsets"]
+        out[name] = np.frombuffer(data, dtype=types[h["dtype"]], count=(end - begin) // np.dtype(types[h["dtype"]]).itemsize,
+                                  offset=8 + n + begin).reshape(h["shape"])
+    return out
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory):
+    made = {}
+
+    def make(fixture, *options):
+        key = (fixture, options)
+        if key not in made:
+            out = tmp_path_factory.mktemp("archives") / f"{fixture}.iris"
+            run_iris("convert", FIXTURES / fixture, "-o", out, "-q", *options)
+            made[key] = out
+        return made[key]
+
+    return make
