@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include "api/c_api_internal.h"
+#include "common/hashing.h"
 #include "formats/tensor_decode.h"
 #include "iris/iris.h"
 
@@ -157,6 +158,8 @@ void fill_component(const iris_archive* a, const StoredComponent& c, iris_compon
 extern "C" {
 
 uint32_t iris_abi_version(void) { return IRIS_ABI_VERSION; }
+
+uint64_t iris_xxh3_64(const void* data, size_t size) { return xxh3_64(size ? data : "", size); }
 const char* iris_version_string(void) { return IRIS_VERSION; }
 
 const char* iris_status_name(iris_status s) {

@@ -12,8 +12,8 @@
 # Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
 # variants; sanitize / ncu add compute-sanitizer / Nsight Compute.
-# Files back (8 at most): env.txt, tests.log, verify.log, api.log, upload.json, peers.json,
-# bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
+# Files back (8 at most): env.txt, tests.log, verify.log, api.log, python.log, upload.json,
+# peers.json, bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
@@ -81,6 +81,13 @@ echo "== the C API on the GPU: upload, dequant, GEMV (api_cuda_tests), the CUDA 
   done
 } > "$OUT/api.log" 2>&1
 grep -E "exit|OK|MISMATCH|FAILED|PASSED" "$OUT/api.log" | head -n 30
+
+echo "== the Python package on the GPU: iris.torch (load, QuantTensor, IrisLinear, a patched Llama) =="
+[ "$mode" != upload ] && {
+  IRIS_BINARY="$PWD/$B/iris" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 \
+    python3 -m pytest -q -p no:cacheprovider -rs -s python/tests; echo "python tests exit $?"
+} > "$OUT/python.log" 2>&1
+grep -E "passed|failed|error|IrisLinear|SKIPPED" "$OUT/python.log" | tail -n 15
 
 echo "== upload of a 4 GB archive from the page cache: iris_cuda_upload vs pinned cudaMemcpy =="
 {

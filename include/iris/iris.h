@@ -62,6 +62,10 @@ typedef enum iris_status {
 /* A short constant name for a status, e.g. "IRIS_ERR_CORRUPT". */
 IRIS_API const char* iris_status_name(iris_status status);
 
+/* XXH3-64 (seed 0) of `size` bytes: the checksum the manifest records for every component
+ * and file, for engines that verify their own copies (and readers without an xxHash). */
+IRIS_API uint64_t iris_xxh3_64(const void* data, size_t size);
+
 /* Element types (FORMAT.md "Element types"). */
 typedef enum iris_dtype {
   IRIS_DTYPE_BOOL = 0,

@@ -22,8 +22,13 @@ MAX_JSON_DEPTH = 64
 
 
 def _xxh3(data) -> int:
-    import xxhash
+    """XXH3-64 with the xxhash package, else with libiris (iris_xxh3_64)."""
+    try:
+        import xxhash
+    except ImportError:
+        from . import _native
 
+        return _native.xxh3(data)
     return xxhash.xxh3_64_intdigest(data)
 
 
@@ -154,7 +159,12 @@ class Files:
             raise CorruptError(f"{self._archive.path}: embedded file '{name}': checksum mismatch")
         if f["encoding"] == "raw":
             return stored.tobytes()
-        import zstandard
+        try:
+            import zstandard
+        except ImportError:  # libiris decompresses (and checks) it instead
+            from . import _native
+
+            return _native.read_file(self._archive, name)
 
         try:
             out = zstandard.ZstdDecompressor().decompress(stored.tobytes(), max_output_size=f["raw_bytes"])

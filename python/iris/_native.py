@@ -73,6 +73,11 @@ def _declare(lib):
     lib.iris_archive_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, c_size]
     lib.iris_archive_verify.restype = ctypes.c_int
     lib.iris_version_string.restype = ctypes.c_char_p
+    lib.iris_xxh3_64.argtypes = [ctypes.c_void_p, c_size]
+    lib.iris_xxh3_64.restype = ctypes.c_uint64
+    lib.iris_archive_read_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, c_size, ctypes.POINTER(c_size),
+                                           ctypes.c_char_p, c_size]
+    lib.iris_archive_read_file.restype = ctypes.c_int
 
 
 def library():
@@ -122,3 +127,31 @@ def dequantize(archive, tensor, dtype: str) -> np.ndarray:
     if code != _OK:
         _raise(code, msg)
     return out
+
+
+def _require():
+    lib = library()
+    if lib is None:
+        raise IrisError(f"neither the xxhash/zstandard packages nor libiris are available: {_why}")
+    return lib
+
+
+def xxh3(data) -> int:
+    lib = _require()
+    buf = np.ascontiguousarray(np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else data)
+    return int(lib.iris_xxh3_64(buf.ctypes.data_as(ctypes.c_void_p), buf.nbytes))
+
+
+def read_file(archive, name: str) -> bytes:
+    lib = _require()
+    h = handle(archive)
+    msg = ctypes.create_string_buffer(1024)
+    size = ctypes.c_size_t()
+    code = lib.iris_archive_read_file(h, name.encode(), None, 0, ctypes.byref(size), msg, len(msg))
+    if code != _OK:
+        _raise(code, msg)
+    out = ctypes.create_string_buffer(max(size.value, 1))
+    code = lib.iris_archive_read_file(h, name.encode(), out, size.value, ctypes.byref(size), msg, len(msg))
+    if code != _OK:
+        _raise(code, msg)
+    return out.raw[: size.value]

@@ -22,6 +22,12 @@ TEST(CApi, AbiVersionAndNames) {
   EXPECT_STREQ(iris_dtype_name(IRIS_DTYPE_BF16), "bf16");
   EXPECT_EQ(iris_dtype_bits(IRIS_DTYPE_F8_E4M3), 8u);
   EXPECT_STREQ(iris_format_name(static_cast<iris_format>(99)), "unknown");
+  const char text[] = "iris checksums, any length: 0, 1-16, 17-128, 129-240 and longer take different paths";
+  for (size_t n : {size_t(0), size_t(1), size_t(16), size_t(17), size_t(128), size_t(129), sizeof text - 1})
+    EXPECT_EQ(iris_xxh3_64(text, n), XXH3_64bits(text, n)) << n;
+  std::vector<uint8_t> big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 2654435761u >> 13);
+  EXPECT_EQ(iris_xxh3_64(big.data(), big.size()), XXH3_64bits(big.data(), big.size()));
 }
 
 // Everything the manifest says (parsed here with nlohmann, not through iris) is what the

@@ -1,0 +1,273 @@
+"""PyTorch on iris's kernels: load an archive onto the GPU with libiris's upload pipeline
+(include/iris/iris_cuda.h), keep quantized weights quantized there, and run them with the
+fused dequant-GEMV (batch <= 16) or dequant + cuBLAS above.
+
+    sd = iris.torch.load("model.iris")          # name -> torch.Tensor | QuantTensor
+    y = torch.nn.functional.linear(x, sd["model.layers.0.mlp.down_proj.weight"])
+    iris.torch.patch(model, "model.iris")       # a transformers model on iris modules
+
+Every tensor lives in the one device allocation libiris made for the archive: unquantized
+ones are torch views of it (no copy), quantized ones are QuantTensors over their components.
+The kernels run on torch's current stream; nothing synchronizes."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import torch
+
+from . import _native
+from ._archive import Archive
+from ._archive import open as _open
+from ._errors import IrisError
+
+_C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}
+_TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
+                "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+                "bool": torch.bool, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
+                "f8_e4m3": torch.float8_e4m3fn, "f8_e5m2": torch.float8_e5m2}
+# __cuda_array_interface__ type strings of same-width stand-ins; the tensor is viewed back.
+_TYPESTR = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}
+_ROLES = {"data": 0, "codes": 1, "scales": 2, "absmax": 3, "nested_absmax": 4, "code_table": 5, "nested_code_table": 6,
+          "quant_state": 7}
+
+
+class _UploadOptions(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int), ("names", ctypes.POINTER(ctypes.c_char_p)), ("n_names", ctypes.c_uint64),
+                ("staging_bytes", ctypes.c_uint64), ("staging_buffers", ctypes.c_uint32), ("threads", ctypes.c_int),
+                ("verify", ctypes.c_uint32), ("reserved", ctypes.c_uint64 * 4)]
+
+
+def _lib():
+    lib = _native.library()
+    if lib is None:
+        raise IrisError(f"iris.torch needs libiris: {_native.why_not()}")
+    if getattr(lib, "_iris_torch_declared", False):
+        return lib
+    vp, sz, msg = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    lib.iris_has_cuda.restype = ctypes.c_int
+    lib.iris_upload_options_init.argtypes = [ctypes.POINTER(_UploadOptions)]
+    lib.iris_cuda_upload.argtypes = [vp, ctypes.POINTER(_UploadOptions), ctypes.POINTER(vp), msg, sz]
+    lib.iris_cuda_archive_free.argtypes = [vp]
+    lib.iris_cuda_archive_free.restype = None
+    lib.iris_cuda_archive_device_bytes.argtypes = [vp]
+    lib.iris_cuda_archive_device_bytes.restype = ctypes.c_uint64
+    lib.iris_cuda_archive_upload_seconds.argtypes = [vp]
+    lib.iris_cuda_archive_upload_seconds.restype = ctypes.c_double
+    lib.iris_cuda_archive_find_tensor.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp), msg, sz]
+    lib.iris_cuda_tensor_component.argtypes = [vp, ctypes.c_int]
+    lib.iris_cuda_tensor_component.restype = vp
+    lib.iris_cuda_dequantize.argtypes = [vp, ctypes.c_int, vp, sz, vp, msg, sz]
+    lib.iris_cuda_gemv.argtypes = [vp, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
+    lib.iris_cuda_gemv_uses_tensor_cores.argtypes = [vp, ctypes.c_int]
+    lib._iris_torch_declared = True
+    return lib
+
+
+def _check(code: int, buf) -> None:
+    if code != 0:
+        _native._raise(code, buf)
+
+
+class DeviceArchive:
+    """libiris's device copy of an archive (iris_cuda_archive); freed when the last tensor
+    that views it is gone."""
+
+    def __init__(self, archive: Archive, device: torch.device, names=None):
+        lib = _lib()
+        if not lib.iris_has_cuda():
+            raise IrisError("this libiris was built without CUDA")
+        opts = _UploadOptions()
+        lib.iris_upload_options_init(ctypes.byref(opts))
+        opts.device = device.index if device.index is not None else torch.cuda.current_device()
+        if names is not None:
+            encoded = [n.encode() for n in names]
+            self._names = (ctypes.c_char_p * len(encoded))(*encoded)
+            opts.names, opts.n_names = self._names, len(encoded)
+        msg = ctypes.create_string_buffer(1024)
+        out = ctypes.c_void_p()
+        _check(lib.iris_cuda_upload(_native.handle(archive), ctypes.byref(opts), ctypes.byref(out), msg, len(msg)), msg)
+        self._lib, self.handle, self.device = lib, out, device
+        self.device_bytes = lib.iris_cuda_archive_device_bytes(out)
+        self.upload_seconds = lib.iris_cuda_archive_upload_seconds(out)
+
+    def tensor(self, name: str) -> ctypes.c_void_p:
+        msg = ctypes.create_string_buffer(1024)
+        t = ctypes.c_void_p()
+        _check(self._lib.iris_cuda_archive_find_tensor(self.handle, name.encode(), ctypes.byref(t), msg, len(msg)), msg)
+        return t
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self._lib.iris_cuda_archive_free(self.handle)
+            self.handle = None
+
+
+class _CudaView:
+    """Device memory of a DeviceArchive as __cuda_array_interface__ (torch keeps this object,
+    and so the archive, alive as long as the tensor's storage). torch only takes writable
+    views: writing to such a tensor changes the device copy, never the archive file."""
+
+    def __init__(self, owner: DeviceArchive, ptr: int, nbytes: int, itemsize: int):
+        self._owner = owner
+        self.__cuda_array_interface__ = {"shape": (nbytes // itemsize,), "typestr": _TYPESTR[itemsize],
+                                         "data": (ptr, False), "version": 3, "strides": None, "stream": None}
+
+
+def _device_tensor(owner: DeviceArchive, ptr: int, shape, dtype: torch.dtype) -> torch.Tensor:
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    if n == 0:
+        return torch.empty(shape, dtype=dtype, device=owner.device)
+    flat = torch.as_tensor(_CudaView(owner, ptr, n * itemsize, itemsize), device=owner.device)
+    return flat.view(dtype).view(shape)
+
+
+class QuantTensor:
+    """A quantized weight on the GPU, [..., N, K] as the archive stores it. Its bytes are
+    never expanded to BF16 except by dequantize() or a matmul above batch 16."""
+
+    def __init__(self, owner: DeviceArchive, name: str, tensor, shape, dtype: torch.dtype, fmt: str, tiled: bool):
+        self._owner, self._t, self.name = owner, tensor, name
+        self.shape, self.dtype, self.format, self.tiled = torch.Size(shape), dtype, fmt, tiled
+        self.device = owner.device
+
+    @property
+    def T(self) -> "_Transposed":  # noqa: N802 - mirrors torch.Tensor.T
+        return _Transposed(self)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def component_address(self, role: str) -> int | None:
+        """The device address of a component (FORMAT.md section 4), for kernels of your own."""
+        ptr = self._owner._lib.iris_cuda_tensor_component(self._t, _ROLES[role])
+        return int(ptr) if ptr else None
+
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """One kernel launch on the current stream; bit for bit the CPU reference."""
+        dtype = dtype or self.dtype
+        if dtype not in _C_DTYPE:
+            raise IrisError(f"tensor '{self.name}': dequantize to float32, float16 or bfloat16, not {dtype}")
+        out = torch.empty(self.shape, dtype=dtype, device=self.device)
+        msg = ctypes.create_string_buffer(1024)
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        _check(self._owner._lib.iris_cuda_dequantize(self._t, _C_DTYPE[dtype], out.data_ptr(), out.numel() * out.element_size(),
+                                                     stream, msg, len(msg)), msg)
+        return out
+
+    def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x @ W.T (+ bias) for W = this [N, K] weight: the fused GEMV for up to 16 rows of x,
+        dequantize + cuBLAS above."""
+        if len(self.shape) != 2:
+            raise IrisError(f"tensor '{self.name}': linear needs a [N, K] weight, this one is {list(self.shape)}")
+        n, k = self.shape
+        if x.shape[-1] != k:
+            raise IrisError(f"tensor '{self.name}': x has {x.shape[-1]} features, the weight {k}")
+        lead = x.shape[:-1]
+        rows = int(np.prod(lead, dtype=np.int64)) if len(lead) else 1
+        if 1 <= rows <= 16 and self.tiled and x.is_cuda:
+            xb = x.reshape(rows, k).to(torch.bfloat16).contiguous()
+            y = torch.empty(rows, n, dtype=torch.bfloat16, device=self.device)
+            msg = ctypes.create_string_buffer(1024)
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            _check(self._owner._lib.iris_cuda_gemv(self._t, xb.data_ptr(), rows, y.data_ptr(), _C_DTYPE[torch.bfloat16], stream,
+                                                   msg, len(msg)), msg)
+            y = y.to(x.dtype).reshape(*lead, n)
+        else:
+            y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
+        return y + bias if bias is not None else y
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            if isinstance(w, QuantTensor):
+                return w.linear(x, b)
+        if func in (torch.matmul, torch.Tensor.__matmul__) and isinstance(args[1], _Transposed):
+            return args[1].weight.linear(args[0])
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"QuantTensor({self.name!r}, shape={list(self.shape)}, format={self.format!r}, device={self.device})"
+
+
+class _Transposed:
+    """W.T of a QuantTensor, so that `x @ w.T` runs the GEMV."""
+
+    def __init__(self, weight: QuantTensor):
+        self.weight = weight
+
+    def __rmatmul__(self, x):
+        return self.weight.linear(x)
+
+    __torch_function__ = QuantTensor.__torch_function__
+
+
+def load(path, device="cuda", names=None) -> dict:
+    """Uploads the archive (or the named tensors) with libiris's pipeline; returns name ->
+    torch.Tensor (unquantized: views of the device copy) or QuantTensor (quantized)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise IrisError("iris.torch.load uploads to a CUDA device; use iris.open() for the CPU")
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    archive = path if isinstance(path, Archive) else _open(path)
+    owner = DeviceArchive(archive, device, names)
+    lib = owner._lib
+    out = {}
+    for name, t in archive.tensors.items():
+        if names is not None and name not in names:
+            continue
+        ct = owner.tensor(name)
+        if not t.quantized:
+            if t.dtype not in _TORCH_DTYPE:
+                raise IrisError(f"{archive.path}: tensor '{name}': no torch dtype for {t.dtype}")
+            ptr = lib.iris_cuda_tensor_component(ct, _ROLES["data"]) or 0
+            out[name] = _device_tensor(owner, ptr, t.shape, _TORCH_DTYPE[t.dtype])
+        else:
+            out[name] = QuantTensor(owner, name, ct, t.shape, _TORCH_DTYPE.get(t.dtype, torch.bfloat16), t.format,
+                                    t.layout["kind"] == "tiled")
+    return out
+
+
+class IrisLinear(torch.nn.Module):
+    """nn.Linear with a quantized weight that stays quantized on the GPU."""
+
+    def __init__(self, weight: QuantTensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.weight = weight
+        self.bias = torch.nn.Parameter(bias, requires_grad=False) if bias is not None else None
+        self.out_features, self.in_features = weight.shape
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight.linear(x, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, format={self.weight.format}"
+
+
+def patch(model: torch.nn.Module, path, device="cuda") -> dict:
+    """Loads an archive into a (transformers) model: every nn.Linear whose weight is quantized
+    in the archive becomes an IrisLinear; every other parameter and buffer the archive holds
+    is set from it (cast to the model's dtype where they differ). Returns the state dict that
+    iris.torch.load produced, which owns the device memory."""
+    sd = load(path, device)
+    modules = dict(model.named_modules())
+    for name, module in list(modules.items()):
+        w = sd.get(f"{name}.weight")
+        if isinstance(module, torch.nn.Linear) and isinstance(w, QuantTensor):
+            bias = sd.get(f"{name}.bias")
+            parent_name, _, child = name.rpartition(".")
+            setattr(modules[parent_name] if parent_name else model, child, IrisLinear(w, bias))
+    with torch.no_grad():
+        for pname, p in list(model.named_parameters()) + list(model.named_buffers()):
+            v = sd.get(pname)
+            if isinstance(v, torch.Tensor):
+                if v.shape != p.shape:
+                    raise IrisError(f"tensor '{pname}': the archive has {list(v.shape)}, the model {list(p.shape)}")
+                p.data = v if v.dtype == p.dtype else v.to(p.dtype)
+    return sd

@@ -1,0 +1,134 @@
+"""iris.torch on the GPU (skipped, saying why, without torch, CUDA or libiris with CUDA):
+
+- every tensor iris.torch.load puts on the device equals the CPU reader's: unquantized ones
+  byte for byte, quantized ones through QuantTensor.dequantize() bit for bit;
+- QuantTensor.linear (F.linear, x @ w.T) at 1..16 rows (the fused GEMV) and 40 rows
+  (dequant + cuBLAS) within the FP32 accumulation bound below, of a float64 product of the
+  same dequantized weights;
+- a transformers Llama patched with IrisLinear against the same model holding the weights
+  `iris export --dtype bf16` wrote: greedy continuations of 32 tokens identical, logits close.
+
+The bounds, per output, against y64 = the float64 product of the exact (FP32) dequantized weights:
+- up to 16 rows (the fused GEMV, FP32 weights): |y - y64| <= (K + 64) 2^-22 sum_k |w_k x_k| +
+  2^-8 |y64|: FP32 accumulation on the tensor cores (verify/gemv_bound.h derives the first term)
+  plus the one rounding of the BF16 output;
+- above 16 rows (dequantize to BF16, then cuBLAS): 2^-9 sum_k |w_k x_k| more, for the one
+  rounding of each weight to BF16 (exact for MXFP4, not for NF4 or FP8 products)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device here; these run on the GPU machine (bench/gpu_run.sh)", allow_module_level=True)
+
+import iris  # noqa: E402
+from iris import _native  # noqa: E402
+
+if _native.library() is None:
+    pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
+
+import iris.torch as itorch  # noqa: E402
+from conftest import FIXTURES, read_safetensors, run_iris  # noqa: E402
+
+ARCHIVES = [("gptoss-mxfp4", ()), ("llama-nf4-dq", ()), ("llama-fp8-block", ()), ("llama-bf16", ("--quant", "mxfp4")),
+            ("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "fp8-block")), ("llama-bf16", ("--quant", "fp8-channel"))]
+
+
+def bf16_to_f64(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("fixture,options", ARCHIVES)
+def test_load_equals_the_cpu_reader(converted, fixture, options):
+    path = converted(fixture, *options)
+    cpu = iris.open(path)
+    free_before = torch.cuda.mem_get_info()[0]
+    sd = itorch.load(path)
+    torch.cuda.synchronize()
+    used = free_before - torch.cuda.mem_get_info()[0]
+    stored = sum(c[4] for t in cpu.tensors.values() for c in t._components)
+    # One allocation, each component padded to 256 bytes; the driver rounds it up to 2 MiB pages.
+    assert used <= stored * 1.10 + (4 << 20), (used, stored)
+    for name, t in cpu.tensors.items():
+        v = sd[name]
+        if not t.quantized:
+            assert v.is_cuda and tuple(v.shape) == t.shape
+            assert v.cpu().contiguous().view(torch.uint8).numpy().tobytes() == t.numpy().tobytes(), name
+            continue
+        assert isinstance(v, itorch.QuantTensor)
+        got = v.dequantize(torch.bfloat16).cpu().view(torch.int16).numpy().view(np.uint16)
+        assert np.array_equal(got, t.dequantize("bfloat16")), name
+        got32 = v.dequantize(torch.float32).cpu().numpy()
+        assert got32.tobytes() == t.dequantize("float32").tobytes(), name
+
+
+@pytest.mark.parametrize("fixture,options", ARCHIVES[1:])
+def test_linear_within_the_fp32_bound(converted, fixture, options):
+    path = converted(fixture, *options)
+    cpu = iris.open(path)
+    sd = itorch.load(path)
+    gen = torch.Generator().manual_seed(7)
+    checked = 0
+    for name, t in cpu.tensors.items():
+        if not t.quantized or len(t.shape) != 2 or t.layout["kind"] != "tiled":
+            continue
+        w64 = t.dequantize("float32").astype(np.float64)
+        n, k = t.shape
+        for rows in (1, 3, 16, 40):
+            x = (torch.rand(rows, k, generator=gen) * 2 - 1).to(torch.bfloat16)
+            for how in ("linear", "F.linear", "matmul"):
+                xc = x.cuda()
+                q = sd[name]
+                y = q.linear(xc) if how == "linear" else torch.nn.functional.linear(xc, q) if how == "F.linear" else xc @ q.T
+                y = y.float().cpu().numpy().astype(np.float64)
+                x64 = bf16_to_f64(x.view(torch.int16).numpy().view(np.uint16))
+                ref = x64 @ w64.T
+                weights_rounded = 2.0 ** -9 if rows > 16 else 0.0
+                bound = ((k + 64) * 2.0 ** -22 + weights_rounded) * (np.abs(x64) @ np.abs(w64).T) + 2.0 ** -8 * np.abs(ref) + 1e-30
+                worst = np.max(np.abs(y - ref) / bound)
+                assert worst <= 1.0, f"{name} rows {rows} via {how}: {worst:.3g} of the bound"
+        checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("archive", [("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "mxfp4")),
+                                     ("llama-bf16", ("--quant", "fp8-block")), ("llama-nf4-dq", ()), ("llama-fp8-block", ())])
+def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, tmp_path, archive):
+    transformers = pytest.importorskip("transformers")
+    path = converted(*archive[:1], *archive[1])
+    export = tmp_path / "dequantized.safetensors"
+    run_iris("export", path, "-o", export, "--dtype", "bf16", "-q")
+    src = FIXTURES / "llama-bf16"
+
+    def fresh():
+        try:
+            m = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16)
+        except TypeError:  # transformers before 4.56 names it torch_dtype
+            m = transformers.AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16)
+        return m.to("cuda").eval()
+
+    reference = fresh()
+    weights = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(export).items()}
+    sd = reference.state_dict()
+    with torch.no_grad():
+        for k, v in weights.items():
+            if k in sd:
+                sd[k].copy_(v.view(torch.bfloat16) if v.dtype == torch.uint16 else v)
+    patched = fresh()
+    keep = itorch.patch(patched, path)
+    n_iris = sum(isinstance(m, itorch.IrisLinear) for m in patched.modules())
+    assert n_iris > 0
+    prompts = torch.tensor([[1, 15, 27, 8, 99, 3, 42, 7], [1, 200, 5, 61, 17, 33, 2, 90]], device="cuda")
+    mask = torch.ones_like(prompts)  # equal lengths, no padding
+    with torch.no_grad():
+        ref_logits = reference(prompts, attention_mask=mask).logits.float()
+        got_logits = patched(prompts, attention_mask=mask).logits.float()
+        diff = (ref_logits - got_logits).abs().max().item()
+        scale = ref_logits.abs().max().item()
+        ref_gen = reference.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+        got_gen = patched.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+    print(f"{archive}: {n_iris} IrisLinear, max |logit diff| {diff:.3g} (logits up to {scale:.3g})")
+    assert torch.equal(ref_gen, got_gen), f"greedy continuations differ ({archive})"
+    assert diff <= 0.05 * scale
+    del keep
