@@ -13,6 +13,8 @@ The kernels run on torch's current stream; nothing synchronizes."""
 from __future__ import annotations
 
 import ctypes
+import math
+import threading
 
 import numpy as np
 import torch
@@ -68,6 +70,17 @@ def _lib():
 def _check(code: int, buf) -> None:
     if code != 0:
         _native._raise(code, buf)
+
+
+_local = threading.local()
+
+
+def _msg():
+    """A per-thread message buffer, reused: the kernel calls sit on the decode path."""
+    buf = getattr(_local, "msg", None)
+    if buf is None:
+        buf = _local.msg = ctypes.create_string_buffer(1024)
+    return buf
 
 
 class DeviceArchive:
@@ -130,6 +143,7 @@ class QuantTensor:
 
     def __init__(self, owner: DeviceArchive, name: str, tensor, shape, dtype: torch.dtype, fmt: str, tiled: bool):
         self._owner, self._t, self.name = owner, tensor, name
+        self._gemv = owner._lib.iris_cuda_gemv  # looked up once: linear() is on the decode path
         self.shape, self.dtype, self.format, self.tiled = torch.Size(shape), dtype, fmt, tiled
         self.device = owner.device
 
@@ -166,15 +180,17 @@ class QuantTensor:
         if x.shape[-1] != k:
             raise IrisError(f"tensor '{self.name}': x has {x.shape[-1]} features, the weight {k}")
         lead = x.shape[:-1]
-        rows = int(np.prod(lead, dtype=np.int64)) if len(lead) else 1
+        rows = math.prod(lead)
         if 1 <= rows <= 16 and self.tiled and x.is_cuda:
-            xb = x.reshape(rows, k).to(torch.bfloat16).contiguous()
-            y = torch.empty(rows, n, dtype=torch.bfloat16, device=self.device)
-            msg = ctypes.create_string_buffer(1024)
-            stream = torch.cuda.current_stream(self.device).cuda_stream
-            _check(self._owner._lib.iris_cuda_gemv(self._t, xb.data_ptr(), rows, y.data_ptr(), _C_DTYPE[torch.bfloat16], stream,
-                                                   msg, len(msg)), msg)
-            y = y.to(x.dtype).reshape(*lead, n)
+            xb = x.reshape(rows, k)
+            if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
+                xb = xb.to(torch.bfloat16).contiguous()
+            y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
+            msg = _msg()
+            _check(self._gemv(self._t, xb.data_ptr(), rows, y.data_ptr(), 10, torch.cuda.current_stream().cuda_stream, msg, 1024), msg)
+            y = y.reshape(*lead, n)
+            if x.dtype != torch.bfloat16:
+                y = y.to(x.dtype)
         else:
             y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
         return y + bias if bias is not None else y

@@ -132,3 +132,46 @@ def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, 
     assert torch.equal(ref_gen, got_gen), f"greedy continuations differ ({archive})"
     assert diff <= 0.05 * scale
     del keep
+
+
+def test_patched_qwen2_with_attention_biases(converted, tmp_path):
+    """A Qwen2-shaped model (biases on q/k/v: IrisLinear's bias path), built here with
+    transformers' own config class and random weights, saved, converted to nf4."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    src = tmp_path / "qwen2"
+    model = transformers.Qwen2ForCausalLM(config).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    model.save_pretrained(src)
+    archive = tmp_path / "qwen2-nf4.iris"
+    run_iris("convert", src, "-o", archive, "--quant", "nf4", "-q")
+    export = tmp_path / "dequantized.safetensors"
+    run_iris("export", archive, "-o", export, "--dtype", "bf16", "-q")
+
+    def fresh():
+        return transformers.Qwen2ForCausalLM.from_pretrained(src, dtype=torch.bfloat16).to("cuda").eval()
+
+    reference = fresh()
+    sd = reference.state_dict()
+    with torch.no_grad():
+        for k, v in read_safetensors(export).items():
+            if k in sd:
+                t = torch.from_numpy(v.copy())
+                sd[k].copy_(t.view(torch.bfloat16) if t.dtype == torch.uint16 else t)
+    patched = fresh()
+    keep = itorch.patch(patched, archive)
+    linears = [m for m in patched.modules() if isinstance(m, itorch.IrisLinear)]
+    assert len(linears) == 14 and sum(m.bias is not None for m in linears) == 6  # q, k, v of 2 layers
+    prompts = torch.tensor([[3, 14, 15, 92, 65, 35, 89, 79]], device="cuda")
+    mask = torch.ones_like(prompts)
+    with torch.no_grad():
+        ref_gen = reference.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+        got_gen = patched.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+        diff = (reference(prompts).logits.float() - patched(prompts).logits.float()).abs().max().item()
+    print(f"qwen2 nf4: {len(linears)} IrisLinear, max |logit diff| {diff:.3g}")
+    assert torch.equal(ref_gen, got_gen)
+    del keep
