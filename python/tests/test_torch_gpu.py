@@ -49,6 +49,7 @@ def test_load_equals_the_cpu_reader(converted, fixture, options):
     used = free_before - torch.cuda.mem_get_info()[0]
     stored = sum(c[4] for t in cpu.tensors.values() for c in t._components)
     # One allocation, each component padded to 256 bytes; the driver rounds it up to 2 MiB pages.
+    print(f"{fixture} {' '.join(options)}: GPU memory after load {used / 2**20:.1f} MiB for {stored / 2**20:.1f} MiB stored")
     assert used <= stored * 1.10 + (4 << 20), (used, stored)
     for name, t in cpu.tensors.items():
         v = sd[name]
@@ -128,7 +129,13 @@ def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, 
         scale = ref_logits.abs().max().item()
         ref_gen = reference.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
         got_gen = patched.generate(prompts, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
-    print(f"{archive}: {n_iris} IrisLinear, max |logit diff| {diff:.3g} (logits up to {scale:.3g})")
+    # What a user wants to know before shipping a format: how far the quantized model is from
+    # the unquantized source (reported, not gated).
+    with torch.no_grad():
+        src_logits = fresh()(prompts, attention_mask=mask).logits.float()
+    rel = ((got_logits - src_logits).norm() / src_logits.norm()).item()
+    print(f"{archive}: {n_iris} IrisLinear, max |logit diff| vs dequantized twin {diff:.3g} (logits up to {scale:.3g}); "
+          f"relative logit error vs the BF16 source {rel:.4f}")
     assert torch.equal(ref_gen, got_gen), f"greedy continuations differ ({archive})"
     assert diff <= 0.05 * scale
     del keep
