@@ -45,10 +45,12 @@ def main():
         times["safetensors"].append(time.perf_counter() - t0)
         del sd
         torch.cuda.empty_cache()
+        free_before = torch.cuda.mem_get_info()[0]
         t0 = time.perf_counter()
         sd = itorch.load(archive)
         torch.cuda.synchronize()
         times["iris"].append(time.perf_counter() - t0)
+        iris_device_bytes = free_before - torch.cuda.mem_get_info()[0]
         del sd
     med = {k: statistics.median(v) for k, v in times.items()}
     print(json.dumps({
@@ -56,6 +58,7 @@ def main():
         "safetensors_s": med["safetensors"], "safetensors_gbps": nbytes / med["safetensors"] / 1e9,
         "iris_s": med["iris"], "iris_gbps": nbytes / med["iris"] / 1e9,
         "iris_speedup": med["safetensors"] / med["iris"],
+        "iris_device_bytes": iris_device_bytes, "iris_device_bytes_over_tensor_bytes": iris_device_bytes / nbytes,
         "all": times,
     }, indent=2))
 
