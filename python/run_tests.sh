@@ -15,7 +15,9 @@ fi
 work=$(mktemp -d /tmp/iris-python-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$py" -m venv --system-site-packages --without-pip "$work/venv"
-"$py" -m pip --python "$work/venv/bin/python" install --quiet --no-build-isolation --no-deps --no-index "$here" 2>&1 \
+# From a copy: setuptools builds in the tree it is given, and the checkout stays as it was.
+mkdir "$work/src" && cp -r "$here/pyproject.toml" "$here/README.md" "$here/iris" "$work/src/"
+"$py" -m pip --python "$work/venv/bin/python" install --quiet --no-build-isolation --no-deps --no-index "$work/src" 2>&1 \
   | grep -v "^\s*$" || true
 cd "$work"
 IRIS_BINARY="$1" IRIS_LIBRARY="$2" IRIS_EXPECT_INSTALLED=1 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$here/tests"
