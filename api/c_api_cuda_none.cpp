@@ -56,6 +56,10 @@ iris_status iris_cuda_dequantize(const iris_cuda_tensor*, iris_dtype, void*, siz
 iris_status iris_cuda_gemv(const iris_cuda_tensor*, const uint16_t*, int, void*, iris_dtype, iris_cuda_stream, char* msg, size_t msg_size) {
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
+iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor*, uint64_t, const uint16_t*, int, void*, iris_dtype, iris_cuda_stream, char* msg,
+                                  size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor*, int) { return 0; }
 
 }  // extern "C"

@@ -83,7 +83,8 @@ bool QuantPolicy::is_weight_matrix(const TensorDesc& d) {
   static const std::regex not_linear(
       R"((^|\.)(embed_tokens|embed_positions|wte|wpe|word_embeddings|position_embeddings|tok_embeddings|lm_head|output|router|gate|norm|[a-z_]*norm|[a-z_]*layernorm)(\.|$))");
   if (std::regex_search(d.name, not_linear)) return false;
-  if (d.name.size() >= 5 && d.name.compare(d.name.size() - 5, 5, ".bias") == 0) return false;
+  // Biases: `P.bias`, and stacked expert biases named `P_bias` (gpt-oss experts.down_proj_bias).
+  if (d.name.ends_with(".bias") || d.name.ends_with("_bias")) return false;
   return true;
 }
 

@@ -85,4 +85,41 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   return v;
 }
 
+Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
+  if (!s.tiled) return unsupported("matrix view: the codes are not tiled");
+  const uint64_t matrices = s.n ? s.rows / s.n : 0;
+  if (m >= matrices) return invalid_argument("matrix view: matrix " + std::to_string(m) + " of " + std::to_string(matrices));
+  QuantView v = s;
+  v.rows = s.n;
+  v.single_matrix = true;
+  const uint64_t bits = s.format == ViewFormat::kFp8 ? 8 : 4;
+  v.codes = s.codes + m * s.padded_n * s.padded_k * bits / 8;
+  auto advance = [](const void* p, uint64_t bytes) { return static_cast<const void*>(static_cast<const uint8_t*>(p) + bytes); };
+  const uint64_t scale_bytes = s.scale_type == ScaleType::kU8 ? 1 : s.scale_type == ScaleType::kF32 ? 4 : 2;
+  switch (s.format) {
+    case ViewFormat::kMxfp4:
+      v.scales = advance(s.scales, m * s.n * ((s.k + 31) / 32));
+      break;
+    case ViewFormat::kFp8: {
+      uint64_t per = 1;  // scales per matrix
+      if (s.granularity == 1) per = s.n;
+      if (s.granularity == 2) per = ((s.n + s.block_n - 1) / s.block_n) * ((s.k + s.block_k - 1) / s.block_k);
+      if (s.granularity == 3) per = s.n * ((s.k + s.group_size - 1) / s.group_size);
+      v.scales = advance(s.scales, m * per * scale_bytes);
+      break;
+    }
+    case ViewFormat::kNf4: {
+      const uint64_t first_block = m * s.n * s.k / s.block_size;  // tiled NF4: K is a multiple of the block
+      v.scales = advance(s.scales, first_block * scale_bytes);
+      if (s.double_quant) {
+        if (first_block % s.nested_block_size != 0)
+          return unsupported("matrix view: matrix " + std::to_string(m) + " starts inside a nested absmax block");
+        v.nested_absmax = s.nested_absmax + first_block / s.nested_block_size;
+      }
+      break;
+    }
+  }
+  return v;
+}
+
 }  // namespace iris

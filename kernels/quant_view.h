@@ -48,4 +48,9 @@ using DevicePointers = std::array<const void*, kRoleCount>;
 // Fails (kUnsupported) for layouts the kernels were not built for, never guessing.
 Result<QuantView> make_quant_view(const TensorDesc& desc, const DevicePointers& components);
 
+// Matrix `m` of a tiled [E, N, K] stack as a view of its own (an MoE expert): its codes and
+// scales are contiguous runs of the stack's, so only pointers move. kUnsupported for NF4 with
+// double quantization when the matrix's first absmax is not the first of a nested block.
+Result<QuantView> matrix_view(const QuantView& stack, uint64_t m);
+
 }  // namespace iris

@@ -93,6 +93,11 @@ IRIS_API iris_status iris_cuda_dequantize(const iris_cuda_tensor* tensor, iris_d
  * [batch, rows] of y_dtype (F32 or BF16), FP32 accumulation, one launch. Tiled layouts only. */
 IRIS_API iris_status iris_cuda_gemv(const iris_cuda_tensor* tensor, const uint16_t* x, int batch, void* y,
                                     iris_dtype y_dtype, iris_cuda_stream stream, char* msg, size_t msg_size);
+/* The same for matrix `matrix` of a tiled [E, N, K] stack alone (an MoE expert): reads only
+ * that matrix's tiles and scales; y is [batch, N]. IRIS_ERR_UNSUPPORTED for NF4 with double
+ * quantization whose matrix starts inside a nested absmax block. */
+IRIS_API iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* tensor, uint64_t matrix, const uint16_t* x, int batch,
+                                           void* y, iris_dtype y_dtype, iris_cuda_stream stream, char* msg, size_t msg_size);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);

@@ -181,6 +181,51 @@ TEST_F(CApiCuda, SubsetUploadAndErrors) {
   EXPECT_EQ(iris_cuda_device_check(999, msg, sizeof msg), IRIS_ERR_NO_DEVICE);
 }
 
+// iris_cuda_gemv_matrix: each expert of an [E, N, K] stack alone, within the bound of the CPU
+// reference rows of that expert; MXFP4 as gpt-oss ships it, and requantized to NF4 and FP8.
+TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
+  std::mt19937 rng(std::random_device{}());
+  int checked = 0;
+  for (const char* options : {"", "--quant nf4", "--quant fp8-block", "--quant fp8-channel"}) {
+    auto a = open_archive(converted("gptoss-mxfp4", options));
+    ASSERT_TRUE(a);
+    auto d = upload(a.get());
+    ASSERT_TRUE(d);
+    for (uint64_t i = 0; i < iris_archive_tensor_count(a.get()); ++i) {
+      iris_tensor_info info;
+      ASSERT_EQ(iris_archive_tensor_info(a.get(), i, &info, nullptr, 0), IRIS_OK);
+      if (info.format == IRIS_FORMAT_RAW || info.ndim != 3 || info.layout.kind != IRIS_LAYOUT_TILED) continue;
+      const iris_cuda_tensor* t = nullptr;
+      ASSERT_EQ(iris_cuda_archive_tensor(d.get(), i, &t, nullptr, 0), IRIS_OK);
+      std::vector<float> ref(info.numel);
+      ASSERT_EQ(iris_dequantize(a.get(), i, IRIS_DTYPE_F32, ref.data(), ref.size() * 4, 0, nullptr, 0), IRIS_OK);
+      const uint64_t e = info.shape[0], n = info.shape[1], k = info.shape[2];
+      const int batch = 3;
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      std::vector<uint16_t> x(batch * k);
+      for (auto& v : x) v = f32_to_bf16(dist(rng));
+      DeviceBuffer dx(x.size() * 2), dy(batch * n * 4);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      char msg[512];
+      for (uint64_t m = 0; m < e; ++m) {
+        ASSERT_EQ(cudaMemset(dy.p, 0xff, batch * n * 4), cudaSuccess);
+        ASSERT_EQ(iris_cuda_gemv_matrix(t, m, static_cast<const uint16_t*>(dx.p), batch, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+        std::vector<float> y(batch * n);
+        ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        const auto acc = iris_cuda_gemv_uses_tensor_cores(t, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+        for (int b = 0; b < batch; ++b) {
+          CheckResult r = check_gemv_row_sums(ref.data() + m * n * k, x.data() + b * k, n, k, y.data() + b * n, "gemv_matrix", acc);
+          EXPECT_TRUE(r.ok) << info.name << " " << options << " expert " << m << " row-set " << b << ": " << r.detail;
+        }
+      }
+      EXPECT_EQ(iris_cuda_gemv_matrix(t, e, static_cast<const uint16_t*>(dx.p), 1, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg),
+                IRIS_ERR_INVALID_ARGUMENT);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 16);  // 2 layers x gate_up/down x 4 archives
+}
+
 // One uploader, several archives: the device copies equal the files' bytes each time.
 TEST_F(CApiCuda, ReusedUploaderUploadsSeveralArchives) {
   iris_upload_options o;

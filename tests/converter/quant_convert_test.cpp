@@ -131,6 +131,8 @@ TEST(QuantPolicyCli, DefaultsRulesSkipsAndTheSourceSkipList) {
   EXPECT_EQ(to_of(j, "model.layers.0.self_attn.q_proj.weight"), "bf16");
   EXPECT_EQ(to_of(j, "model.layers.0.mlp.router.weight"), "bf16");
   EXPECT_EQ(to_of(j, "model.layers.0.mlp.experts.down_proj"), "fp8_e4m3");   // flagged: requantized from mxfp4
+  EXPECT_EQ(to_of(j, "model.layers.0.mlp.experts.down_proj_bias"), "bf16");   // stacked expert biases stay
+  EXPECT_EQ(to_of(j, "model.layers.1.mlp.experts.gate_up_proj_bias"), "bf16");
   for (const auto& t : j["per_tensor"])
     if (t["name"] == "model.layers.0.mlp.experts.down_proj") EXPECT_EQ(t["requantized_from_quantized"], true);
 }
