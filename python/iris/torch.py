@@ -63,6 +63,7 @@ def _lib():
     lib.iris_cuda_dequantize.argtypes = [vp, ctypes.c_int, vp, sz, vp, msg, sz]
     lib.iris_cuda_gemv.argtypes = [vp, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
     lib.iris_cuda_gemv_uses_tensor_cores.argtypes = [vp, ctypes.c_int]
+    lib.iris_cuda_gemv_matrix.argtypes = [vp, ctypes.c_uint64, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
 
@@ -195,6 +196,10 @@ class QuantTensor:
             y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
         return y + bias if bias is not None else y
 
+    def expert(self, m: int) -> "ExpertWeight":
+        """Matrix m of an [E, N, K] stack (an MoE expert), for linear()."""
+        return ExpertWeight(self, m)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -209,6 +214,35 @@ class QuantTensor:
 
     def __repr__(self) -> str:
         return f"QuantTensor({self.name!r}, shape={list(self.shape)}, format={self.format!r}, device={self.device})"
+
+
+class ExpertWeight:
+    """One [N, K] matrix of a quantized [E, N, K] expert stack: linear() runs the fused GEMV on
+    that expert's tiles alone (iris_cuda_gemv_matrix), 16 rows of x at a time."""
+
+    def __init__(self, stack: QuantTensor, m: int):
+        if len(stack.shape) != 3 or not stack.tiled:
+            raise IrisError(f"tensor '{stack.name}': expert() needs a tiled [E, N, K] stack")
+        if not 0 <= m < stack.shape[0]:
+            raise IrisError(f"tensor '{stack.name}': expert {m} of {stack.shape[0]}")
+        self.stack, self.m = stack, m
+        self.shape = torch.Size(stack.shape[1:])
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        n, k = self.shape
+        lead = x.shape[:-1]
+        rows = math.prod(lead)
+        xb = x.reshape(rows, k)
+        if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
+            xb = xb.to(torch.bfloat16).contiguous()
+        y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
+        lib, msg = self.stack._owner._lib, _msg()
+        stream = torch.cuda.current_stream().cuda_stream
+        for r0 in range(0, rows, 16):
+            b = min(16, rows - r0)
+            _check(lib.iris_cuda_gemv_matrix(self.stack._t, self.m, xb[r0:].data_ptr(), b, y[r0:].data_ptr(), 10, stream, msg, 1024), msg)
+        y = y.reshape(*lead, n)
+        return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
 
 
 class _Transposed:
@@ -266,12 +300,85 @@ class IrisLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, format={self.weight.format}"
 
 
+class IrisGptOssExperts(torch.nn.Module):
+    """transformers' GptOssExperts on quantized stacks: gate_up_proj [E, 2I, H] and down_proj
+    [E, H, I] as the checkpoint stores them; for each expert the router picked, one GEMV per
+    projection over that expert's tiles alone. The gate (interleaved gate/up, clamp, sigmoid
+    GLU) is the module's own."""
+
+    def __init__(self, original: torch.nn.Module, gate_up: QuantTensor, down: QuantTensor, gate_up_bias, down_bias):
+        super().__init__()
+        self.num_experts = original.num_experts
+        self._apply_gate = original._apply_gate
+        self.gate_up, self.down = gate_up, down
+        self.gate_up_proj_bias, self.down_proj_bias = gate_up_bias, down_bias
+
+    def forward(self, hidden_states: torch.Tensor, router_indices=None, routing_weights=None) -> torch.Tensor:
+        next_states = torch.zeros_like(hidden_states)
+        hit = torch.unique(router_indices).tolist()  # one host sync: which experts run
+        for e in hit:
+            token_idx, top_k_pos = torch.where(router_indices == e)
+            current = hidden_states[token_idx]
+            gate_up = self.gate_up.expert(e).linear(current) + self.gate_up_proj_bias[e]
+            out = self.down.expert(e).linear(self._apply_gate(gate_up)) + self.down_proj_bias[e]
+            next_states.index_add_(0, token_idx, (out * routing_weights[token_idx, top_k_pos, None]).to(hidden_states.dtype))
+        return next_states
+
+
+class IrisMixtralExperts(torch.nn.Module):
+    """transformers' MixtralExperts on the checkpoint's per-expert quantized w1 (gate), w3 (up)
+    and w2 (down): only the experts the router picked are read."""
+
+    def __init__(self, original: torch.nn.Module, w1: list, w2: list, w3: list):
+        super().__init__()
+        self.num_experts = original.num_experts
+        self.act_fn = original.act_fn
+        self.w1, self.w2, self.w3 = w1, w2, w3
+
+    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+        final = torch.zeros_like(hidden_states)
+        for e in torch.unique(top_k_index).tolist():
+            token_idx, top_k_pos = torch.where(top_k_index == e)
+            current = hidden_states[token_idx]
+            h = self.act_fn(self.w1[e].linear(current)) * self.w3[e].linear(current)
+            out = self.w2[e].linear(h) * top_k_weights[token_idx, top_k_pos, None]
+            final.index_add_(0, token_idx, out.to(final.dtype))
+        return final
+
+
+def _patch_experts(model: torch.nn.Module, sd: dict) -> int:
+    """Replaces transformers' gpt-oss and Mixtral expert modules whose weights are quantized in
+    the archive; returns how many were replaced."""
+    replaced = 0
+    modules = dict(model.named_modules())
+    for name, module in list(modules.items()):
+        kind = type(module).__name__
+        parent_name, _, child = name.rpartition(".")
+        parent = modules[parent_name] if parent_name else model
+        if kind == "GptOssExperts":
+            gu, dn = sd.get(f"{name}.gate_up_proj"), sd.get(f"{name}.down_proj")
+            if isinstance(gu, QuantTensor) and isinstance(dn, QuantTensor):
+                setattr(parent, child, IrisGptOssExperts(module, gu, dn, sd[f"{name}.gate_up_proj_bias"], sd[f"{name}.down_proj_bias"]))
+                replaced += 1
+        elif kind == "MixtralExperts":
+            layer = name.split(".layers.")[1].split(".")[0] if ".layers." in name else None
+            prefix = f"{name.split('.layers.')[0]}.layers.{layer}.block_sparse_moe.experts"
+            w = {p: [sd.get(f"{prefix}.{e}.{p}.weight") for e in range(module.num_experts)] for p in ("w1", "w2", "w3")}
+            if all(isinstance(t, QuantTensor) for ts in w.values() for t in ts):
+                setattr(parent, child, IrisMixtralExperts(module, w["w1"], w["w2"], w["w3"]))
+                replaced += 1
+    return replaced
+
+
 def patch(model: torch.nn.Module, path, device="cuda") -> dict:
     """Loads an archive into a (transformers) model: every nn.Linear whose weight is quantized
     in the archive becomes an IrisLinear; every other parameter and buffer the archive holds
-    is set from it (cast to the model's dtype where they differ). Returns the state dict that
-    iris.torch.load produced, which owns the device memory."""
+    is set from it (cast to the model's dtype where they differ). MoE expert stacks (gpt-oss,
+    Mixtral) whose weights are quantized become Iris*Experts modules that run only the experts
+    the router picks. Returns the state dict that iris.torch.load produced, which owns the
+    device memory."""
     sd = load(path, device)
+    _patch_experts(model, sd)
     modules = dict(model.named_modules())
     for name, module in list(modules.items()):
         w = sd.get(f"{name}.weight")
