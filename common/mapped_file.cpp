@@ -17,7 +17,9 @@ constexpr uint64_t kPage = 4096;
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO or a device must not wait for a writer (the S_ISREG check below
+  // refuses it); it changes nothing for regular files.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {

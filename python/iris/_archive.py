@@ -4,9 +4,9 @@ as zero-copy numpy views of the mapping."""
 from __future__ import annotations
 
 import json
-import builtins
 import mmap
 import os
+import stat
 import struct
 
 import numpy as np
@@ -181,11 +181,20 @@ class Archive:
     def __init__(self, path):
         self.path = os.fspath(path)
         try:
-            with builtins.open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            # O_NONBLOCK: a FIFO or device must not wait for a writer; only regular files are read.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError as e:
             raise IrisError(f"{self.path}: cannot open: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise IrisError(f"{self.path}: not a regular file")
+            size = st.st_size
+            self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else None
+        except OSError as e:
+            raise IrisError(f"{self.path}: cannot map: {e.strerror}") from None
+        finally:
+            os.close(fd)
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8) if self._mmap is not None else np.zeros(0, np.uint8)
         self._parse(size)
 

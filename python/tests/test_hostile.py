@@ -127,6 +127,17 @@ def test_malformed_archive_is_refused_naming_the_file(converted, tmp_path, case)
     assert "\n" not in str(e.value)
 
 
+def test_fifo_and_folder_are_refused_without_waiting(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.iris"
+    os.mkfifo(fifo)
+    with pytest.raises(iris.IrisError, match="not a regular file"):
+        iris.open(fifo)
+    with pytest.raises(iris.IrisError):
+        iris.open(tmp_path)
+
+
 def test_damaged_tensor_data_is_caught_by_verify(converted, tmp_path):
     path = converted("llama-nf4-dq")
     a = iris.open(path)

@@ -1,6 +1,7 @@
 // Hostile archives through the C API: a catalogue of malformed files (each refused with an
 // error status and one line naming the file), damaged data (caught by verify), and random
 // byte flips and truncations, after which every call still returns a status.
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -204,6 +205,20 @@ TEST(CApiHostile, MalformedNf4AndFp8ParametersAreRefused) {
       expect_refused(path, h);
     }
   }
+}
+
+// Not a regular file: a FIFO (no writer will ever come) and a folder are refused at once.
+TEST(CApiHostile, FifoAndFolderAreRefusedWithoutWaiting) {
+  TempDir d;
+  const std::string fifo = d / "pipe.iris";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  iris_status st;
+  std::string msg;
+  EXPECT_FALSE(open_archive(fifo, &st, &msg));
+  EXPECT_EQ(st, IRIS_ERR_INVALID_INPUT) << msg;
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  EXPECT_FALSE(open_archive(d.path.string(), &st, &msg));
+  EXPECT_NE(st, IRIS_OK);
 }
 
 // Bytes damaged inside a component: the archive opens (its structure is intact), verify
