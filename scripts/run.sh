@@ -2,12 +2,14 @@
 # The project's one entry point, used by the README quick start and by CI.
 #   bash scripts/run.sh demo   install what is missing, build, convert + verify the bundled snapshot
 #   bash scripts/run.sh test   install what is missing, build, run the whole test suite
+#   bash scripts/run.sh python install what is missing, build, and pip-install the Python package
+#                              (with libiris beside it) into the virtual environment build/venv
 # Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
-case "$mode" in demo|test|build) ;; *) echo "usage: bash scripts/run.sh demo|test|build" >&2; exit 2;; esac
+case "$mode" in demo|test|build|python) ;; *) echo "usage: bash scripts/run.sh demo|test|build|python" >&2; exit 2;; esac
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
@@ -34,6 +36,17 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 iris="$BUILD_DIR/converter/iris"
 case "$mode" in
   build) ;;
+  python)
+    # The package and libiris in one venv that sees Debian's numpy (and torch, if installed).
+    venv="$BUILD_DIR/venv"
+    /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv"
+    src=$(mktemp -d); trap 'rm -rf "$src"' EXIT
+    cp -r python/pyproject.toml python/README.md python/iris "$src/"
+    cp -L "$BUILD_DIR/api/libiris.so.1" "$src/iris/"
+    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-build-isolation --no-deps --no-index "$src"
+    "$venv/bin/python" -c 'import iris; print("iris", iris.__version__, "with", iris.native_library())'
+    echo "use it with: $venv/bin/python"
+    ;;
   demo)
     # 3. The main job on the bundled gpt-oss-style snapshot (MXFP4 experts + BF16 rest).
     out="$BUILD_DIR/demo"; mkdir -p "$out"
