@@ -1,4 +1,4 @@
-// `iris bench`: kernel timings on this machine's GPU (kernels/bench.h), as a table or JSON.
+// `iris bench`: kernel timings on this machine's GPU (bench/kernels/kernel_bench.h), as a table or JSON.
 #pragma once
 
 #include <string>
