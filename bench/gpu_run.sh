@@ -24,10 +24,9 @@ mkdir -p "$OUT"
 T=$(mktemp -d)
 mode=${1:-full}
 export LD_LIBRARY_PATH="$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The test binaries hold the paths they were built with (fixtures, the iris binary): give
-# them the same paths here.
-if [ "$PWD" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
-mkdir -p build-device/converter && ln -sf "$PWD/$B/iris" build-device/converter/iris
+# The test binaries were built elsewhere: tell them where this checkout's fixtures and the
+# carried iris are (tests/test_paths.h).
+export IRIS_TEST_DATA_DIR="$PWD/tests/data" IRIS_BINARY="$PWD/$B/iris"
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv; date -u; } > "$OUT/env.txt" 2>&1
 
@@ -84,7 +83,7 @@ grep -E "exit|OK|MISMATCH|FAILED|PASSED" "$OUT/api.log" | head -n 30
 
 echo "== the Python package on the GPU: iris.torch (load, QuantTensor, IrisLinear, a patched Llama) =="
 [ "$mode" != upload ] && {
-  IRIS_BINARY="$PWD/$B/iris" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 \
+  IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 \
     python3 -m pytest -q -p no:cacheprovider -rs -s python/tests; echo "python tests exit $?"
 } > "$OUT/python.log" 2>&1
 grep -E "passed|failed|error|IrisLinear|SKIPPED" "$OUT/python.log" | tail -n 15

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/test_paths.h"
+
 namespace iris::testing_cli {
 
 struct Run {
@@ -16,7 +18,7 @@ struct Run {
 
 // `env` is prefixed to the command ("NAME=value ...").
 inline Run run_env(const std::string& env, const std::string& args) {
-  std::string cmd = env + " " + std::string(IRIS_BINARY) + " " + args + " 2>&1";
+  std::string cmd = env + " " + test_paths::iris_binary() + " " + args + " 2>&1";
   Run r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

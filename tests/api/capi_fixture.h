@@ -10,11 +10,12 @@
 
 #include "iris/iris.h"
 #include "tests/cli_runner.h"
+#include "tests/test_paths.h"
 #include "tests/test_files.h"
 
 namespace iris::capi_test {
 
-inline const std::string kFix = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+inline const std::string kFix = test_paths::fixtures();
 
 struct ArchiveCloser {
   void operator()(iris_archive* a) const { iris_archive_close(a); }

@@ -12,6 +12,7 @@
 #include "converter/hf/safetensors_file.h"
 #include "converter/hf/safetensors_writer.h"
 #include "converter/hf/snapshot.h"
+#include "tests/test_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
 
@@ -21,7 +22,7 @@ namespace {
 using namespace testing_files;
 using testing_cli::run;
 namespace fs = std::filesystem;
-const std::string kFix = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+const std::string kFix = test_paths::fixtures();
 
 size_t count_partials(const fs::path& dir) {
   size_t n = 0;
@@ -166,6 +167,7 @@ TEST(Cli, InterruptedConvertLeavesNoPartialFile) {
                        }});
   SafetensorsWriteOptions o;
   ASSERT_TRUE(write_safetensors(d / "big/model.safetensors", std::move(entries), o).is_ok());
+  const std::string binary = test_paths::iris_binary();  // before fork: the child only execs
   for (int sig : {SIGINT, SIGTERM}) {
     bool interrupted = false;
     // The conversion takes a few hundred milliseconds; should it ever finish before the
@@ -174,7 +176,7 @@ TEST(Cli, InterruptedConvertLeavesNoPartialFile) {
       fs::remove(d / "out.iris");
       pid_t pid = fork();
       if (pid == 0) {
-        execl(IRIS_BINARY, IRIS_BINARY, "convert", (d / "big").c_str(), "-o", (d / "out.iris").c_str(), "-q", (char*)nullptr);
+        execl(binary.c_str(), binary.c_str(), "convert", (d / "big").c_str(), "-o", (d / "out.iris").c_str(), "-q", (char*)nullptr);
         _exit(127);
       }
       // Wait until the partial file exists, then interrupt.

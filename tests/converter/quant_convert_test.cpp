@@ -10,6 +10,7 @@
 #include "common/float_bits.h"
 #include "converter/hf/safetensors_file.h"
 #include "converter/hf/safetensors_writer.h"
+#include "tests/test_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
 
@@ -19,7 +20,7 @@ namespace {
 using namespace testing_files;
 using testing_cli::run;
 namespace fs = std::filesystem;
-const std::string kFix = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+const std::string kFix = test_paths::fixtures();
 
 bool same_bytes(const SafetensorsFile& a, const SafetensorsTensor& ta, const SafetensorsFile& b, const SafetensorsTensor& tb) {
   auto x = a.data(ta), y = b.data(tb);

@@ -5,13 +5,14 @@
 
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
+#include "tests/test_paths.h"
 #include "tests/test_files.h"
 
 namespace iris {
 namespace {
 
 using namespace testing_files;
-const std::string kFix = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+const std::string kFix = test_paths::fixtures();
 
 std::vector<SourceTensor> group(const std::string& src) {
   auto s = Snapshot::open(src);

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "common/float_bits.h"
+#include "tests/test_paths.h"
 
 namespace iris::quant::test {
 
-inline const std::string kFixtures = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+inline const std::string kFixtures = iris::test_paths::fixtures();
 
 struct StTensor {
   std::string name, dtype;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "formats/iris_archive.h"
+#include "tests/test_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 using namespace testing_files;
 using testing_cli::run;
-const std::string kFix = std::string(IRIS_TEST_DATA_DIR) + "/fixtures/";
+const std::string kFix = test_paths::fixtures();
 
 struct Converted {
   TempDir d;
