@@ -35,8 +35,9 @@ RowView row_view(const TensorDesc& desc);
 // Decodes rows [row0, row1) into `out` ((row1 - row0) * K values of out_dtype: F32, F16 or
 // BF16), each value the FP32 reference rounded once. Raw tensors of a float dtype are
 // converted the same way (and copied bit for bit when out_dtype is their own dtype); other
-// raw tensors are kUnsupported. Memory beyond `out`: one tile stripe of codes and a bounded
-// FP32 chunk. Does not hash anything.
+// raw tensors are kUnsupported. Memory beyond `out`: the untiled codes of the rows being
+// decoded (at most a byte per value) and, for F16/BF16 output, an FP32 buffer of up to 4M
+// values at a time. Does not hash anything.
 Status decode_rows(const TensorDesc& desc, const ComponentBytes& components, uint64_t row0, uint64_t row1, DType out_dtype,
                    void* out);
 

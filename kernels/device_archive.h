@@ -19,9 +19,9 @@
 namespace iris {
 
 // Defaults from the sweep of run v19 (docs/device-runs/2026-11-23-v19-upload-sweep.json, H100,
-// 3.6 GB from the page cache): small buffers, many in flight and one reader per core keep the
-// staged bytes in the last-level cache until the copy engine reads them (4 MiB x 8, 16
-// threads: 93% of pinned cudaMemcpy; 64 MiB x 4, 8 threads: 52%).
+// 3.6 GB from the page cache): small buffers, many in flight, one reader per core (4 MiB x 8,
+// 16 threads: 93% of pinned cudaMemcpy; 64 MiB x 4, 8 threads: 52%). Likely, not measured:
+// small buffers let the copy engine read the staged bytes from the last-level cache.
 struct StagingOptions {
   int device = 0;
   uint64_t buffer_bytes = 4ull << 20;  // per pinned staging buffer
