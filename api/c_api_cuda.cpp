@@ -2,6 +2,7 @@
 // uploads and views, cuda_dequantize / cuda_gemv for the kernels.
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,25 @@ iris_status upload_with(Uploader& uploader, const iris_archive* a, const iris_up
   }
   *out = handle.release();
   return report(Status::ok(), msg, msg_size);
+}
+
+// iris_cuda_gemv, or with `matrix` iris_cuda_gemv_matrix: the arguments checked, the view
+// chosen (the whole tensor, or one matrix of its stack), one launch.
+iris_status run_gemv(const char* call, const iris_cuda_tensor* t, std::optional<uint64_t> matrix, const uint16_t* x, int batch, void* y,
+                     iris_dtype y_dtype, iris_cuda_stream stream, char* msg, size_t msg_size) {
+  if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, kNullTensor, msg, msg_size);
+  const std::string& name = t->tensor->desc.name;
+  if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+  if (batch < 1 || batch > 16) return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': batch must be 1..16", msg, msg_size);
+  if (y_dtype != IRIS_DTYPE_F32 && y_dtype != IRIS_DTYPE_BF16)
+    return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
+  Result<QuantView> v = *t->tensor->view;
+  if (matrix) v = matrix_view(*t->tensor->view, *matrix);
+  if (!v.is_ok()) return report(v.status().with_context("tensor '" + name + "': "), msg, msg_size);
+  if (v->rows && v->k && !x) return fail(IRIS_ERR_INVALID_ARGUMENT, std::string(call) + ": x is NULL", msg, msg_size);
+  if (v->rows && !y) return fail(IRIS_ERR_INVALID_ARGUMENT, std::string(call) + ": y is NULL", msg, msg_size);
+  Status s = cuda_gemv(*v, x, batch, y, *from_c(y_dtype), stream, t->owner->launch_config());
+  return report(s.with_context(s.is_ok() ? "" : "tensor '" + name + "': "), msg, msg_size);
 }
 
 }  // namespace
@@ -174,37 +194,12 @@ iris_status iris_cuda_dequantize(const iris_cuda_tensor* t, iris_dtype out_dtype
 
 iris_status iris_cuda_gemv(const iris_cuda_tensor* t, const uint16_t* x, int batch, void* y, iris_dtype y_dtype, iris_cuda_stream stream,
                            char* msg, size_t msg_size) {
-  return guarded(msg, msg_size, [&]() -> iris_status {
-    if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, kNullTensor, msg, msg_size);
-    const std::string& name = t->tensor->desc.name;
-    if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
-    if (batch < 1 || batch > 16) return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': batch must be 1..16", msg, msg_size);
-    if (y_dtype != IRIS_DTYPE_F32 && y_dtype != IRIS_DTYPE_BF16)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
-    const QuantView& v = *t->tensor->view;
-    if (v.rows && v.k && !x) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv: x is NULL", msg, msg_size);
-    if (v.rows && !y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv: y is NULL", msg, msg_size);
-    Status s = cuda_gemv(v, x, batch, y, *from_c(y_dtype), stream, t->owner->launch_config());
-    return report(s.with_context(s.is_ok() ? "" : "tensor '" + name + "': "), msg, msg_size);
-  });
+  return guarded(msg, msg_size, [&] { return run_gemv("iris_cuda_gemv", t, std::nullopt, x, batch, y, y_dtype, stream, msg, msg_size); });
 }
 
 iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* t, uint64_t matrix, const uint16_t* x, int batch, void* y, iris_dtype y_dtype,
                                   iris_cuda_stream stream, char* msg, size_t msg_size) {
-  return guarded(msg, msg_size, [&]() -> iris_status {
-    if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, kNullTensor, msg, msg_size);
-    const std::string& name = t->tensor->desc.name;
-    if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
-    if (batch < 1 || batch > 16) return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': batch must be 1..16", msg, msg_size);
-    if (y_dtype != IRIS_DTYPE_F32 && y_dtype != IRIS_DTYPE_BF16)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
-    auto v = matrix_view(*t->tensor->view, matrix);
-    if (!v.is_ok()) return report(v.status().with_context("tensor '" + name + "': "), msg, msg_size);
-    if (v->rows && v->k && !x) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_matrix: x is NULL", msg, msg_size);
-    if (v->rows && !y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_matrix: y is NULL", msg, msg_size);
-    Status s = cuda_gemv(*v, x, batch, y, *from_c(y_dtype), stream, t->owner->launch_config());
-    return report(s.with_context(s.is_ok() ? "" : "tensor '" + name + "': "), msg, msg_size);
-  });
+  return guarded(msg, msg_size, [&] { return run_gemv("iris_cuda_gemv_matrix", t, matrix, x, batch, y, y_dtype, stream, msg, msg_size); });
 }
 
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* t, int batch) {

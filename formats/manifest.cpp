@@ -127,7 +127,9 @@ Status check_range(uint64_t offset, uint64_t bytes, uint64_t alignment, uint64_t
   return Status::ok();
 }
 
-Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx) {
+// `ctx` is "PATH: tensor 'NAME': " for this file's own messages; checks shared with the
+// writer name the tensor themselves, so `path` alone is added to theirs.
+Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx, const std::string& path) {
   TensorDesc d;
   IRIS_ASSIGN_OR_RETURN(d.name, get_str(t, "name", ctx));
   IRIS_ASSIGN_OR_RETURN(d.shape, get_shape(t, "shape", ctx));
@@ -157,7 +159,9 @@ Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx) {
     d.layout.kind = LayoutKind::kTiled;
     IRIS_ASSIGN_OR_RETURN(d.layout.tile_n, get_u64(*l, "tile_n", ctx + "layout: "));
     IRIS_ASSIGN_OR_RETURN(d.layout.tile_k, get_u64(*l, "tile_k", ctx + "layout: "));
-    IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
+    auto geometry = matrix_geometry(d);
+    if (!geometry.is_ok()) return geometry.status().with_context(path + ": ");
+    const MatrixGeometry& g = *geometry;
     IRIS_ASSIGN_OR_RETURN(uint64_t pn, get_u64(*l, "padded_n", ctx + "layout: "));
     IRIS_ASSIGN_OR_RETURN(uint64_t pk, get_u64(*l, "padded_k", ctx + "layout: "));
     if (pn != g.padded_n || pk != g.padded_k)
@@ -191,13 +195,7 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     std::string name = tj.contains("name") && tj["name"].is_string() ? tj["name"].get<std::string>() : "?";
     const std::string ctx = path + ": tensor '" + name + "': ";
     ArchiveTensor at;
-    auto desc = desc_from_json(tj, ctx);
-    if (!desc.is_ok()) {
-      // Descriptor checks shared with the writer name the tensor, not the file: add it.
-      const Status& s = desc.status();
-      return s.message().rfind(path, 0) == 0 ? s : s.with_context(path + ": ");
-    }
-    at.desc = std::move(desc).value();
+    IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
     if (!names.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
     auto specs = component_specs(at.desc);
     if (!specs.is_ok()) return specs.status().with_context(path + ": ");

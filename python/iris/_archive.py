@@ -21,11 +21,23 @@ MAX_MANIFEST = 256 << 20
 MAX_JSON_DEPTH = 64
 
 
+def _optional(module: str):
+    """The module if it can be imported, else None (tried once; every checksum asks)."""
+    if module not in _OPTIONAL:
+        try:
+            _OPTIONAL[module] = __import__(module)
+        except ImportError:
+            _OPTIONAL[module] = None
+    return _OPTIONAL[module]
+
+
+_OPTIONAL: dict = {}
+
+
 def _xxh3(data) -> int:
     """XXH3-64 with the xxhash package, else with libiris (iris_xxh3_64)."""
-    try:
-        import xxhash
-    except ImportError:
+    xxhash = _optional("xxhash")
+    if xxhash is None:
         from . import _native
 
         return _native.xxh3(data)
@@ -92,11 +104,8 @@ class Tensor:
         out = {}
         for role, dt, shape, off, nbytes, _ in self._components:
             raw = self._archive._data(off, nbytes)
-            np_dt = _format.DTYPES[dt][1]
-            if np_dt is None or (role == "codes" and self.quantized):
-                out[role] = raw.reshape(shape) if np_dt is not None else raw
-            else:
-                out[role] = raw.view(np.dtype(np_dt)).reshape(shape)
+            np_dt = _format.DTYPES[dt][1]  # None: sub-byte types stay bytes
+            out[role] = raw if np_dt is None else raw.view(np.dtype(np_dt)).reshape(shape)
         return out
 
     def numpy(self) -> np.ndarray:
@@ -159,9 +168,8 @@ class Files:
             raise CorruptError(f"{self._archive.path}: embedded file '{name}': checksum mismatch")
         if f["encoding"] == "raw":
             return stored.tobytes()
-        try:
-            import zstandard
-        except ImportError:  # libiris decompresses (and checks) it instead
+        zstandard = _optional("zstandard")
+        if zstandard is None:  # libiris decompresses (and checks) it instead
             from . import _native
 
             return _native.read_file(self._archive, name)

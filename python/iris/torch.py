@@ -84,6 +84,22 @@ def _msg():
     return buf
 
 
+def _gemv_rows(x: torch.Tensor, n: int, k: int, launch) -> torch.Tensor:
+    """x [..., K] times an [N, K] weight through `launch(x_ptr, rows, y_ptr, stream)`, one fused
+    GEMV of at most 16 rows per call (BF16 in and out, x's dtype returned)."""
+    lead = x.shape[:-1]
+    rows = math.prod(lead)
+    xb = x.reshape(rows, k)
+    if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
+        xb = xb.to(torch.bfloat16).contiguous()
+    y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
+    stream = torch.cuda.current_stream().cuda_stream
+    for r0 in range(0, rows, 16):
+        launch(xb[r0:].data_ptr(), min(16, rows - r0), y[r0:].data_ptr(), stream)
+    y = y.reshape(*lead, n)
+    return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
+
+
 class DeviceArchive:
     """libiris's device copy of an archive (iris_cuda_archive); freed when the last tensor
     that views it is gone."""
@@ -180,18 +196,9 @@ class QuantTensor:
         n, k = self.shape
         if x.shape[-1] != k:
             raise IrisError(f"tensor '{self.name}': x has {x.shape[-1]} features, the weight {k}")
-        lead = x.shape[:-1]
-        rows = math.prod(lead)
-        if 1 <= rows <= 16 and self.tiled and x.is_cuda:
-            xb = x.reshape(rows, k)
-            if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
-                xb = xb.to(torch.bfloat16).contiguous()
-            y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
+        if 1 <= math.prod(x.shape[:-1]) <= 16 and self.tiled and x.is_cuda:
             msg = _msg()
-            _check(self._gemv(self._t, xb.data_ptr(), rows, y.data_ptr(), 10, torch.cuda.current_stream().cuda_stream, msg, 1024), msg)
-            y = y.reshape(*lead, n)
-            if x.dtype != torch.bfloat16:
-                y = y.to(x.dtype)
+            y = _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(self._gemv(self._t, xp, b, yp, 10, stream, msg, 1024), msg))
         else:
             y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
         return y + bias if bias is not None else y
@@ -230,19 +237,8 @@ class ExpertWeight:
 
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         n, k = self.shape
-        lead = x.shape[:-1]
-        rows = math.prod(lead)
-        xb = x.reshape(rows, k)
-        if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
-            xb = xb.to(torch.bfloat16).contiguous()
-        y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
-        lib, msg = self.stack._owner._lib, _msg()
-        stream = torch.cuda.current_stream().cuda_stream
-        for r0 in range(0, rows, 16):
-            b = min(16, rows - r0)
-            _check(lib.iris_cuda_gemv_matrix(self.stack._t, self.m, xb[r0:].data_ptr(), b, y[r0:].data_ptr(), 10, stream, msg, 1024), msg)
-        y = y.reshape(*lead, n)
-        return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
+        fn, t, m, msg = self.stack._owner._lib.iris_cuda_gemv_matrix, self.stack._t, self.m, _msg()
+        return _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(fn(t, m, xp, b, yp, 10, stream, msg, 1024), msg))
 
 
 class _Transposed:

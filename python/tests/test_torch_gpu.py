@@ -39,6 +39,42 @@ def bf16_to_f64(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
+def _from_pretrained(transformers, path):
+    try:
+        m = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+    except TypeError:  # transformers before 4.56 names it torch_dtype
+        m = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.bfloat16)
+    return m.to("cuda").eval()
+
+
+def _fill_from_export(model, export) -> int:
+    """Sets the model's tensors to what `iris export --dtype bf16` wrote (the dequantized twin);
+    returns how many were set. Expert stacks iris stores [E, N, K] go in transposed where the
+    module holds [E, K, N] (gpt-oss)."""
+    sd = model.state_dict()
+    filled = 0
+    with torch.no_grad():
+        for k, v in read_safetensors(export).items():
+            if k not in sd:
+                continue
+            t = torch.from_numpy(v.copy())
+            t = t.view(torch.bfloat16) if t.dtype == torch.uint16 else t
+            if t.dim() == 3 and tuple(t.shape) != tuple(sd[k].shape):
+                t = t.transpose(1, 2)
+            sd[k].copy_(t)
+            filled += 1
+    return filled
+
+
+def _save_random(model_class, config, path, std: float):
+    """A model of transformers' own classes with N(0, std) weights, saved as a snapshot."""
+    model = model_class(config).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, std)
+    model.save_pretrained(path)
+
+
 @pytest.mark.parametrize("fixture,options", ARCHIVES)
 def test_load_equals_the_cpu_reader(converted, fixture, options):
     path = converted(fixture, *options)
@@ -103,19 +139,10 @@ def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, 
     src = FIXTURES / "llama-bf16"
 
     def fresh():
-        try:
-            m = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16)
-        except TypeError:  # transformers before 4.56 names it torch_dtype
-            m = transformers.AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16)
-        return m.to("cuda").eval()
+        return _from_pretrained(transformers, src)
 
     reference = fresh()
-    weights = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(export).items()}
-    sd = reference.state_dict()
-    with torch.no_grad():
-        for k, v in weights.items():
-            if k in sd:
-                sd[k].copy_(v.view(torch.bfloat16) if v.dtype == torch.uint16 else v)
+    _fill_from_export(reference, export)
     patched = fresh()
     keep = itorch.patch(patched, path)
     n_iris = sum(isinstance(m, itorch.IrisLinear) for m in patched.modules())
@@ -149,26 +176,17 @@ def test_patched_qwen2_with_attention_biases(converted, tmp_path):
     config = transformers.Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
     src = tmp_path / "qwen2"
-    model = transformers.Qwen2ForCausalLM(config).to(torch.bfloat16)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.02)
-    model.save_pretrained(src)
+    _save_random(transformers.Qwen2ForCausalLM, config, src, 0.02)
     archive = tmp_path / "qwen2-nf4.iris"
     run_iris("convert", src, "-o", archive, "--quant", "nf4", "-q")
     export = tmp_path / "dequantized.safetensors"
     run_iris("export", archive, "-o", export, "--dtype", "bf16", "-q")
 
     def fresh():
-        return transformers.Qwen2ForCausalLM.from_pretrained(src, dtype=torch.bfloat16).to("cuda").eval()
+        return _from_pretrained(transformers, src)
 
     reference = fresh()
-    sd = reference.state_dict()
-    with torch.no_grad():
-        for k, v in read_safetensors(export).items():
-            if k in sd:
-                t = torch.from_numpy(v.copy())
-                sd[k].copy_(t.view(torch.bfloat16) if t.dtype == torch.uint16 else t)
+    _fill_from_export(reference, export)
     patched = fresh()
     keep = itorch.patch(patched, archive)
     linears = [m for m in patched.modules() if isinstance(m, itorch.IrisLinear)]
@@ -207,17 +225,7 @@ def test_patched_gpt_oss_runs_its_mxfp4_experts_on_iris(converted, tmp_path):
         return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).to("cuda").eval()
 
     twin = build()
-    sd = twin.state_dict()
-    filled = 0
-    with torch.no_grad():
-        for k, v in read_safetensors(export).items():
-            t = torch.from_numpy(v.copy())
-            t = t.view(torch.bfloat16) if t.dtype == torch.uint16 else t
-            if k in sd:
-                if t.dim() == 3 and tuple(t.shape) != tuple(sd[k].shape):
-                    t = t.transpose(1, 2)  # iris stores [E, N, K]; transformers holds [E, K, N]
-                sd[k].copy_(t)
-                filled += 1
+    filled = _fill_from_export(twin, export)
     assert filled >= len(read_safetensors(export)) - 1
     patched = build()
     keep = itorch.patch(patched, path)
@@ -245,19 +253,15 @@ def test_patched_mixtral_runs_its_nf4_experts_on_iris(converted, tmp_path):
                                         num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
                                         max_position_embeddings=128)
     src = tmp_path / "mixtral"
-    model = transformers.MixtralForCausalLM(config).to(torch.bfloat16)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.05)
-    model.save_pretrained(src)
+    _save_random(transformers.MixtralForCausalLM, config, src, 0.05)
     archive = tmp_path / "mixtral-nf4.iris"
     run_iris("convert", src, "-o", archive, "--quant", "nf4", "-q")
     twin_dir = tmp_path / "twin"
     twin_dir.mkdir()
     shutil.copy(src / "config.json", twin_dir / "config.json")
     run_iris("export", archive, "-o", twin_dir / "model.safetensors", "--dtype", "bf16", "-q")
-    twin = transformers.AutoModelForCausalLM.from_pretrained(twin_dir, dtype=torch.bfloat16).to("cuda").eval()
-    patched = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16).to("cuda").eval()
+    twin = _from_pretrained(transformers, twin_dir)
+    patched = _from_pretrained(transformers, src)
     keep = itorch.patch(patched, archive)
     n_experts = sum(isinstance(m, itorch.IrisMixtralExperts) for m in patched.modules())
     assert n_experts == 2
