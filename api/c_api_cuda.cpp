@@ -9,6 +9,7 @@
 #include "api/c_api_internal.h"
 #include "iris/iris_cuda.h"
 #include "kernels/device_archive.h"
+#include "kernels/expert_set.h"
 #include "kernels/kernels.h"
 
 using namespace iris;
@@ -27,6 +28,11 @@ struct iris_cuda_archive {
 
 struct iris_cuda_uploader {
   Uploader uploader;
+};
+
+struct iris_cuda_experts {
+  ExpertSet set;
+  std::string name;  // of the first tensor, for messages
 };
 
 namespace {
@@ -200,6 +206,48 @@ iris_status iris_cuda_gemv(const iris_cuda_tensor* t, const uint16_t* x, int bat
 iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* t, uint64_t matrix, const uint16_t* x, int batch, void* y, iris_dtype y_dtype,
                                   iris_cuda_stream stream, char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&] { return run_gemv("iris_cuda_gemv_matrix", t, matrix, x, batch, y, y_dtype, stream, msg, msg_size); });
+}
+
+iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uint64_t count, iris_cuda_experts** out, char* msg,
+                                     size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: out is NULL", msg, msg_size);
+    *out = nullptr;
+    if (!tensors || count == 0) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: no tensors", msg, msg_size);
+    std::vector<QuantView> views;
+    int ordinal = -1;
+    for (uint64_t i = 0; i < count; ++i) {
+      const iris_cuda_tensor* t = tensors[i];
+      if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: tensors[" + std::to_string(i) + "] is NULL", msg, msg_size);
+      if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+      const int device = t->owner->device().ordinal;
+      if (ordinal >= 0 && device != ordinal)
+        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first expert", msg, msg_size);
+      ordinal = device;
+      views.push_back(*t->tensor->view);
+    }
+    auto set = ExpertSet::create(views, ordinal);
+    if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
+    *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
+void iris_cuda_experts_free(iris_cuda_experts* experts) { delete experts; }
+uint64_t iris_cuda_experts_count(const iris_cuda_experts* e) { return e ? e->set.count() : 0; }
+uint64_t iris_cuda_experts_n(const iris_cuda_experts* e) { return e ? e->set.geometry().n : 0; }
+uint64_t iris_cuda_experts_k(const iris_cuda_experts* e) { return e ? e->set.geometry().k : 0; }
+
+iris_status iris_cuda_gemv_experts(const iris_cuda_experts* e, const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs,
+                                   const uint16_t* x, uint64_t x_count, void* y, iris_dtype y_dtype, iris_cuda_stream stream, char* msg,
+                                   size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!e) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_experts: experts is NULL", msg, msg_size);
+    if (y_dtype != IRIS_DTYPE_F32 && y_dtype != IRIS_DTYPE_BF16)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + e->name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
+    Status s = e->set.gemv(expert_ids, x_rows, pairs, x, x_count, y, *from_c(y_dtype), stream);
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + e->name + "': "), msg, msg_size);
+  });
 }
 
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* t, int batch) {

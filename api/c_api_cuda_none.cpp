@@ -61,5 +61,17 @@ iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor*, uint64_t, const uint1
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor*, int) { return 0; }
+iris_status iris_cuda_experts_create(const iris_cuda_tensor* const*, uint64_t, iris_cuda_experts** out, char* msg, size_t msg_size) {
+  if (out) *out = nullptr;
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+void iris_cuda_experts_free(iris_cuda_experts*) {}
+uint64_t iris_cuda_experts_count(const iris_cuda_experts*) { return 0; }
+uint64_t iris_cuda_experts_n(const iris_cuda_experts*) { return 0; }
+uint64_t iris_cuda_experts_k(const iris_cuda_experts*) { return 0; }
+iris_status iris_cuda_gemv_experts(const iris_cuda_experts*, const int32_t*, const int32_t*, uint64_t, const uint16_t*, uint64_t, void*,
+                                   iris_dtype, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
 
 }  // extern "C"

@@ -11,29 +11,13 @@
 #include "common/checked_math.h"
 #include "common/hashing.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_guard.h"
 
 namespace iris {
 
 namespace {
 
 constexpr uint64_t kDeviceAlign = 256;
-
-// Restores the calling thread's current device when the upload returns.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    ok_ = cudaSetDevice(device) == cudaSuccess;
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int previous_ = -1;
-  bool ok_ = false;
-};
 
 // One component in the byte stream an upload copies: [stream_offset, +size) of the stream
 // holds file bytes [file_offset, +size); the stream pads each component to kDeviceAlign, so

@@ -26,5 +26,30 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
 // (verify/gemv_bound.h), so checks ask which one ran.
 bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const KernelVariants& variants);
 
+// One matrix of an expert set: matrix `matrix` of the (stack) tensor `view` describes.
+struct ExpertMatrix {
+  QuantView view;
+  uint64_t matrix;
+};
+
+// The operands of cuda_gemv_experts; every pointer is device memory.
+struct ExpertGemvArgs {
+  const ExpertMatrix* experts;  // n_experts entries; all have the same format, N, K and tiles
+  uint32_t n_experts;
+  uint64_t n, k, tile_n;        // of every expert
+  const int32_t* expert_ids;    // pairs entries: the expert of pair p
+  const int32_t* x_rows;        // pairs entries: the row of x pair p multiplies; nullptr = row p
+  uint64_t x_count;             // rows of x
+  uint64_t pairs;
+  const uint16_t* x;            // bf16 [x_count, k], 16-byte aligned
+  void* y;                      // [pairs, n] of the output dtype
+};
+
+// y[p, :] = experts[expert_ids[p]] x[x_rows[p], :] for p < pairs, one launch, FP32
+// accumulation in cuda_gemv's CUDA-core order (bit for bit that kernel at batch 1). A pair
+// whose expert or row index is out of range gets NaN outputs. `geometry` is the view of any
+// one expert (host copy): it picks the kernel.
+Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, void* stream);
+
 
 }  // namespace iris

@@ -98,6 +98,34 @@ IRIS_API iris_status iris_cuda_gemv(const iris_cuda_tensor* tensor, const uint16
  * quantization whose matrix starts inside a nested absmax block. */
 IRIS_API iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* tensor, uint64_t matrix, const uint16_t* x, int batch,
                                            void* y, iris_dtype y_dtype, iris_cuda_stream stream, char* msg, size_t msg_size);
+/* An expert set: the experts of one MoE projection, for the grouped expert GEMV below. Either
+ * the E matrices of one tiled [E, N, K] stack (gpt-oss: pass that one tensor, count = 1), or
+ * `count` separate tiled [N, K] tensors of one format and geometry (Mixtral's per-expert w1,
+ * w2, w3), expert e being tensors[e]. Creating one copies the experts' views to the device
+ * (a synchronous copy, once); the set reads the tensors' device memory, so it must be freed
+ * before their archives. Any number of streams may use a set at once. */
+typedef struct iris_cuda_experts iris_cuda_experts;
+IRIS_API iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uint64_t count, iris_cuda_experts** out,
+                                              char* msg, size_t msg_size);
+IRIS_API void iris_cuda_experts_free(iris_cuda_experts* experts);
+/* The number of experts, and N and K of each (0 for NULL). */
+IRIS_API uint64_t iris_cuda_experts_count(const iris_cuda_experts* experts);
+IRIS_API uint64_t iris_cuda_experts_n(const iris_cuda_experts* experts);
+IRIS_API uint64_t iris_cuda_experts_k(const iris_cuda_experts* experts);
+
+/* The grouped expert GEMV of an MoE layer, one launch, reading only the selected experts'
+ * tiles: for each of `pairs` (token, expert) pairs p,
+ *     y[p, :] = W[expert_ids[p]] x[x_rows[p], :]
+ * with expert_ids and x_rows int32 arrays of `pairs` entries in device memory (the router's
+ * top-k indices flattened, and the token of each; x_rows NULL means row p), x BF16
+ * [x_count, K] row-major on the device (16-byte aligned), y [pairs, N] of y_dtype (F32 or
+ * BF16). FP32 accumulation in the order of iris_cuda_gemv's CUDA-core kernel at batch 1: each
+ * row equals that kernel's on the expert's matrix bit for bit. An expert index outside
+ * [0, count) or a row outside [0, x_count) cannot be seen on the host without a sync: that
+ * pair's outputs are NaN, and nothing outside the set and x is read. */
+IRIS_API iris_status iris_cuda_gemv_experts(const iris_cuda_experts* experts, const int32_t* expert_ids, const int32_t* x_rows,
+                                            uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y, iris_dtype y_dtype,
+                                            iris_cuda_stream stream, char* msg, size_t msg_size);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);

@@ -226,6 +226,110 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
   EXPECT_EQ(checked, 16);  // 2 layers x gate_up/down x 4 archives
 }
 
+// iris_cuda_gemv_experts, the grouped expert GEMV: random (expert, token) pairs over each
+// [E, N, K] stack of gpt-oss (MXFP4 as shipped, and requantized), and over separate [N, K]
+// tensors of the same geometry (the two layers' projections of a Llama, as Mixtral's
+// per-expert weights are), each output within the FP32 bound of the CPU reference rows of
+// its expert. Bad arguments are refused with a message; bad indices give NaN rows.
+TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  char msg[512];
+  struct SetCase {
+    std::string fixture, options;
+    std::vector<std::string> names;  // one stack, or separate tensors
+  };
+  std::vector<SetCase> cases;
+  for (const char* options : {"", "--quant nf4", "--quant fp8-block", "--quant fp8-channel"})
+    for (const char* t : {"model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj"}) cases.push_back({"gptoss-mxfp4", options, {t}});
+  for (const char* options : {"--quant nf4", "--quant mxfp4", "--quant fp8-block"})
+    for (const char* p : {"gate_proj", "down_proj"})
+      cases.push_back({"llama-bf16", options, {std::string("model.layers.0.mlp.") + p + ".weight", std::string("model.layers.1.mlp.") + p + ".weight"}});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.fixture + " " + c.options + " " + c.names[0]);
+    auto a = open_archive(converted(c.fixture, c.options));
+    ASSERT_TRUE(a);
+    auto d = upload(a.get());
+    ASSERT_TRUE(d);
+    std::vector<const iris_cuda_tensor*> tensors;
+    std::vector<std::vector<float>> refs;  // CPU reference of each tensor
+    for (const auto& name : c.names) {
+      const iris_cuda_tensor* t = nullptr;
+      ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), name.c_str(), &t, msg, sizeof msg), IRIS_OK) << msg;
+      tensors.push_back(t);
+      iris_tensor_info info;
+      iris_cuda_tensor_info(t, &info);
+      uint64_t index = 0;
+      ASSERT_EQ(iris_archive_find_tensor(a.get(), name.c_str(), &index, msg, sizeof msg), IRIS_OK) << msg;
+      refs.emplace_back(info.numel);
+      ASSERT_EQ(iris_dequantize(a.get(), index, IRIS_DTYPE_F32, refs.back().data(), info.numel * 4, 0, msg, sizeof msg), IRIS_OK) << msg;
+    }
+    iris_cuda_experts* set = nullptr;
+    ASSERT_EQ(iris_cuda_experts_create(tensors.data(), tensors.size(), &set, msg, sizeof msg), IRIS_OK) << msg;
+    const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set);
+    EXPECT_EQ(experts, tensors.size() == 1 ? refs[0].size() / (n * k) : tensors.size());
+    const uint64_t tokens = 3, pairs = 4 * tokens;  // top-4 of 3 tokens, repeats allowed
+    std::vector<uint16_t> x(tokens * k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    std::vector<int32_t> ids(pairs), rows(pairs);
+    for (uint64_t p = 0; p < pairs; ++p) {
+      ids[p] = int32_t(rng() % experts);
+      rows[p] = int32_t(p / 4);
+    }
+    DeviceBuffer dx(x.size() * 2), dids(pairs * 4), drows(pairs * 4), dy(pairs * n * 4);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(drows.p, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy.p, 0xff, pairs * n * 4), cudaSuccess);
+    auto ids_p = static_cast<const int32_t*>(dids.p), rows_p = static_cast<const int32_t*>(drows.p);
+    auto x_p = static_cast<const uint16_t*>(dx.p);
+    ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<float> y(pairs * n);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (uint64_t p = 0; p < pairs; ++p) {
+      const float* w = tensors.size() == 1 ? refs[0].data() + ids[p] * n * k : refs[ids[p]].data();
+      CheckResult r = check_gemv_row_sums(w, x.data() + rows[p] * k, n, k, y.data() + p * n, "gemv_experts", GemvAccumulation::kFp32);
+      EXPECT_TRUE(r.ok) << "pair " << p << " (expert " << ids[p] << ", token " << rows[p] << "): " << r.detail;
+    }
+    // x_rows NULL: pair p multiplies row p of x. The same pairs with their rows gathered give
+    // the same bits.
+    std::vector<uint16_t> gathered(pairs * k);
+    for (uint64_t p = 0; p < pairs; ++p) std::memcpy(&gathered[p * k], &x[rows[p] * k], k * 2);
+    DeviceBuffer dg(gathered.size() * 2), dy_null(pairs * n * 4);
+    ASSERT_EQ(cudaMemcpy(dg.p, gathered.data(), gathered.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, nullptr, pairs, static_cast<const uint16_t*>(dg.p), pairs, dy_null.p, IRIS_DTYPE_F32, nullptr,
+                                     msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<float> y_null(pairs * n);
+    ASSERT_EQ(cudaMemcpy(y_null.data(), dy_null.p, y_null.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(y_null.data(), y.data(), y.size() * 4), 0) << "x_rows NULL differs from the gathered rows";
+    // A bad expert index gives a NaN row, nothing else changes; NULL ids and a misaligned x are refused.
+    ids[0] = int32_t(experts);
+    ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<float> y2(pairs * n);
+    ASSERT_EQ(cudaMemcpy(y2.data(), dy.p, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (uint64_t r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(y2[r])) << "output " << r << " of the pair with a bad expert";
+    EXPECT_EQ(std::memcmp(y2.data() + n, y.data() + n, (pairs - 1) * n * 4), 0);
+    EXPECT_EQ(iris_cuda_gemv_experts(set, nullptr, rows_p, pairs, x_p, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p + 1, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(msg).find("aligned"), std::string::npos) << msg;
+    iris_cuda_experts_free(set);
+  }
+  // Tensors of different geometry do not make a set.
+  auto a = open_archive(converted("llama-bf16", "--quant nf4"));
+  ASSERT_TRUE(a);
+  auto d = upload(a.get());
+  const iris_cuda_tensor* mixed[2] = {nullptr, nullptr};
+  ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.gate_proj.weight", &mixed[0], msg, sizeof msg), IRIS_OK) << msg;
+  ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.down_proj.weight", &mixed[1], msg, sizeof msg), IRIS_OK) << msg;
+  iris_cuda_experts* set = nullptr;
+  EXPECT_EQ(iris_cuda_experts_create(mixed, 2, &set, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("differs from tensor 0"), std::string::npos) << msg;
+  EXPECT_EQ(set, nullptr);
+}
+
 // One uploader, several archives: the device copies equal the files' bytes each time.
 TEST_F(CApiCuda, ReusedUploaderUploadsSeveralArchives) {
   iris_upload_options o;

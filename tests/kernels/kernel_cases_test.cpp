@@ -14,6 +14,7 @@
 #include "common/float_bits.h"
 #include "formats/tile_layout.h"
 #include "kernels/device_info.h"
+#include "kernels/expert_set.h"
 #include "kernels/gemv_mma.h"
 #include "kernels/kernels.h"
 #include "kernels/tuning.h"
@@ -152,6 +153,16 @@ struct Gpu {
   ~Gpu() { for (auto& [k, p] : ptrs) cudaFree(p); }
 };
 
+// Copies a built tensor's components to the device.
+void upload(const Built& b, Gpu& gpu, DevicePointers& dev, ComponentBytes* host = nullptr) {
+  for (auto& [role, v] : b.comps) {
+    if (host) (*host)[int(role)] = v;
+    ASSERT_EQ(cudaMalloc(&gpu.ptrs[role], std::max<size_t>(v.size(), 16)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(gpu.ptrs[role], v.data(), v.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    dev[int(role)] = gpu.ptrs[role];
+  }
+}
+
 class KernelCases : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -168,12 +179,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   ComponentBytes host;
   Gpu gpu;
   DevicePointers dev{};
-  for (auto& [role, v] : b.comps) {
-    host[int(role)] = v;
-    ASSERT_EQ(cudaMalloc(&gpu.ptrs[role], std::max<size_t>(v.size(), 16)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(gpu.ptrs[role], v.data(), v.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    dev[int(role)] = gpu.ptrs[role];
-  }
+  ASSERT_NO_FATAL_FAILURE(upload(b, gpu, dev, &host));
   auto view = make_quant_view(b.desc, dev);
   ASSERT_TRUE(view.is_ok()) << view.status().message();
   const uint64_t numel = view->rows * view->k;
@@ -240,6 +246,91 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
                         << " row-set " << bi << ": " << r.detail;
     }
   }
+}
+
+// The grouped expert GEMV (cuda_gemv_experts) against cuda_gemv's CUDA-core kernel at batch 1
+// on the whole stack, bit for bit: random (expert, row) pairs with repeats, one pair with an
+// expert index out of range and one with a row out of range (their outputs must be NaN).
+// Experts as the matrices of one stack, and, where each matrix has a view of its own, as
+// separate tensors (Mixtral's per-expert weights).
+TEST_P(KernelCases, ExpertGemvEqualsTheCudaCoreGemvBitForBit) {
+  std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " experts")));
+  Built b = build(GetParam(), rng);
+  if (b.desc.layout.kind != LayoutKind::kTiled) GTEST_SKIP() << "flat layouts have no matrices to pick";
+  Gpu gpu;
+  DevicePointers dev{};
+  ASSERT_NO_FATAL_FAILURE(upload(b, gpu, dev));
+  auto view = make_quant_view(b.desc, dev);
+  ASSERT_TRUE(view.is_ok()) << view.status().message();
+  const uint64_t n = view->n, k = view->k, experts = n ? view->rows / n : 0;
+  if (experts == 0) GTEST_SKIP() << "no matrices";
+  const uint64_t x_count = 5, pairs = 2 * experts + 5;
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> x(std::max<uint64_t>(x_count * k, 8));
+  for (auto& v : x) v = f32_to_bf16(dist(rng));
+  std::vector<int32_t> ids(pairs), rows(pairs);
+  for (uint64_t p = 0; p < pairs; ++p) {
+    ids[p] = int32_t(rng() % experts);
+    rows[p] = int32_t(rng() % x_count);
+  }
+  ids[1] = int32_t(experts);  // out of range
+  rows[2] = int32_t(x_count);  // out of range
+  // The oracle: the CUDA-core kernel on the whole stack, one activation row at a time.
+  LaunchConfig cores = device_.launch_config();
+  cores.variants.gemv_tensor_cores = false;
+  void *dx, *dfull, *dids, *drows, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dfull, std::max<uint64_t>(x_count * view->rows * 4, 16)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drows, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dids, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(drows, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  for (uint64_t r = 0; r < x_count; ++r) {
+    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx) + r * k, 1, static_cast<float*>(dfull) + r * view->rows, DType::kF32,
+                         nullptr, cores);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+  }
+  std::vector<float> full(x_count * view->rows);
+  ASSERT_EQ(cudaMemcpy(full.data(), dfull, full.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+
+  std::vector<std::pair<std::string, std::vector<QuantView>>> sets = {{"stack", {*view}}};
+  std::vector<QuantView> separate;
+  for (uint64_t m = 0; m < experts; ++m) {
+    auto mv = matrix_view(*view, m);
+    if (!mv.is_ok()) break;  // NF4 double quant: a matrix may start inside a nested block
+    separate.push_back(*mv);
+  }
+  if (separate.size() == experts && experts > 1) sets.push_back({"separate tensors", separate});
+  for (auto& [how, views] : sets) {
+    auto set = ExpertSet::create(views, device_.ordinal);
+    ASSERT_TRUE(set.is_ok()) << set.status().message();
+    ASSERT_EQ(set->count(), experts);
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      const size_t es = out == DType::kF32 ? 4 : 2;
+      ASSERT_EQ(cudaMemset(dy, 0xa5, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);  // poison
+      Status s = set->gemv(static_cast<const int32_t*>(dids), static_cast<const int32_t*>(drows), pairs,
+                           static_cast<const uint16_t*>(dx), x_count, dy, out, nullptr);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      std::vector<uint8_t> y(pairs * n * es);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      int mismatches = 0;
+      for (uint64_t p = 0; p < pairs && mismatches < 3; ++p)
+        for (uint64_t r = 0; r < n; ++r) {
+          uint32_t got = 0;
+          std::memcpy(&got, &y[(p * n + r) * es], es);
+          const bool bad = p == 1 || p == 2;
+          const float want_f = bad ? 0.f : full[rows[p] * view->rows + ids[p] * n + r];
+          const uint32_t want = out == DType::kF32 ? f32_bits(want_f) : f32_to_bf16(want_f);
+          const bool ok = bad ? (out == DType::kF32 ? std::isnan(f32_from_bits(got)) : std::isnan(bf16_to_f32(uint16_t(got)))) : got == want;
+          if (!ok && ++mismatches <= 3)
+            ADD_FAILURE() << name_of(GetParam()) << " " << how << (out == DType::kF32 ? " f32" : " bf16") << ": pair " << p << " (expert "
+                          << ids[p] << ", row " << rows[p] << ") output " << r << ": got " << std::hex << got << " want " << want;
+        }
+    }
+  }
+  for (void* p : {dx, dfull, dids, drows, dy}) cudaFree(p);
 }
 
 std::vector<Case> all_cases() {

@@ -1,0 +1,103 @@
+#include "kernels/expert_set.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_guard.h"
+
+namespace iris {
+
+namespace {
+
+// The fields the kernel's launch shape depends on: equal for every expert of a set.
+bool same_geometry(const QuantView& a, const QuantView& b) {
+  return a.format == b.format && a.n == b.n && a.k == b.k && a.tiled == b.tiled && a.tile_n == b.tile_n && a.tile_k == b.tile_k &&
+         a.padded_n == b.padded_n && a.padded_k == b.padded_k;
+}
+
+}  // namespace
+
+Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int device) {
+  if (views.empty()) return invalid_argument("expert set: no tensors");
+  std::vector<ExpertMatrix> experts;
+  if (views.size() == 1) {
+    const QuantView& stack = views[0];
+    if (!stack.tiled) return unsupported("expert set: the experts' codes are not tiled");
+    const uint64_t matrices = stack.n ? stack.rows / stack.n : 0;
+    for (uint64_t m = 0; m < matrices; ++m) experts.push_back({stack, m});
+  } else {
+    for (size_t i = 0; i < views.size(); ++i) {
+      const QuantView& v = views[i];
+      if (!v.tiled) return unsupported("expert set: tensor " + std::to_string(i) + " is not tiled");
+      if (v.rows != v.n) return invalid_argument("expert set: tensor " + std::to_string(i) + " holds several matrices; pass a stack alone");
+      if (!same_geometry(v, views[0]))
+        return invalid_argument("expert set: tensor " + std::to_string(i) + " differs from tensor 0 in format, shape or tiles");
+      experts.push_back({v, 0});
+    }
+  }
+  if (experts.size() > uint64_t(INT32_MAX)) return invalid_argument("expert set: more experts than an int32 index reaches");
+  ExpertSet set;
+  set.ordinal_ = device;
+  set.count_ = experts.size();
+  set.geometry_ = views[0];
+  set.geometry_.rows = set.geometry_.n;
+  if (experts.empty()) return set;
+  DeviceGuard g(device);
+  if (!g.ok()) return Status::error(ErrorKind::kDevice, "expert set: cannot select device " + std::to_string(device));
+  IRIS_CUDA_TRY(cudaMalloc(&set.device_, experts.size() * sizeof(ExpertMatrix)));
+  IRIS_CUDA_TRY(cudaMemcpy(set.device_, experts.data(), experts.size() * sizeof(ExpertMatrix), cudaMemcpyHostToDevice));
+  return set;
+}
+
+ExpertSet::ExpertSet(ExpertSet&& o) noexcept
+    : device_(std::exchange(o.device_, nullptr)), ordinal_(o.ordinal_), count_(o.count_), geometry_(o.geometry_) {}
+
+ExpertSet& ExpertSet::operator=(ExpertSet&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = std::exchange(o.device_, nullptr);
+    ordinal_ = o.ordinal_;
+    count_ = o.count_;
+    geometry_ = o.geometry_;
+  }
+  return *this;
+}
+
+ExpertSet::~ExpertSet() { release(); }
+
+void ExpertSet::release() {
+  if (!device_) return;
+  DeviceGuard g(ordinal_);
+  cudaDeviceSynchronize();  // a kernel may still read the views on a caller's stream
+  cudaFree(device_);
+  device_ = nullptr;
+}
+
+Status ExpertSet::gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
+                       DType y_dtype, void* stream) const {
+  if (pairs == 0) return Status::ok();
+  if (!expert_ids) return invalid_argument("expert gemv: expert_ids is NULL");
+  if (!y) return invalid_argument("expert gemv: y is NULL");
+  if (geometry_.k && (!x || x_count == 0)) return invalid_argument("expert gemv: x is NULL or has no rows");
+  if (reinterpret_cast<uintptr_t>(x) % 16) return invalid_argument("expert gemv: x must be 16-byte aligned");
+  if (count_ == 0) return invalid_argument("expert gemv: the set has no experts");
+  ExpertGemvArgs a{};
+  a.experts = device_;
+  a.n_experts = uint32_t(count_);
+  a.n = geometry_.n;
+  a.k = geometry_.k;
+  a.tile_n = geometry_.tile_n;
+  a.expert_ids = expert_ids;
+  a.x_rows = x_rows;
+  a.x_count = x_count;
+  a.pairs = pairs;
+  a.x = x;
+  a.y = y;
+  DeviceGuard g(ordinal_);
+  return cuda_gemv_experts(geometry_, a, y_dtype, stream);
+}
+
+}  // namespace iris

@@ -1,0 +1,40 @@
+// The experts of one MoE projection on the device, for cuda_gemv_experts: the E matrices of a
+// tiled [E, N, K] stack, or E separate tiled [N, K] tensors of one format and geometry. The
+// set owns a device array of their views (what the kernel indexes by the router's expert
+// ids); the tensors' memory stays with their device archives, which must outlive the set.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/kernels.h"
+
+namespace iris {
+
+class ExpertSet {
+ public:
+  // `views`: one stack (its matrices are the experts) or several single-matrix tensors.
+  static Result<ExpertSet> create(const std::vector<QuantView>& views, int device);
+  ExpertSet(ExpertSet&&) noexcept;
+  ExpertSet& operator=(ExpertSet&&) noexcept;
+  ~ExpertSet();
+
+  uint64_t count() const { return count_; }
+  const QuantView& geometry() const { return geometry_; }
+
+  // y[p, :] = expert[expert_ids[p]] x[x_rows[p], :], see cuda_gemv_experts.
+  Status gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
+              DType y_dtype, void* stream) const;
+
+ private:
+  ExpertSet() = default;
+  void release();
+
+  ExpertMatrix* device_ = nullptr;
+  int ordinal_ = 0;
+  uint64_t count_ = 0;
+  QuantView geometry_{};
+};
+
+}  // namespace iris

@@ -1,0 +1,117 @@
+// The grouped expert GEMV: y[p, :] = W[expert_ids[p]] x[x_rows[p], :] for every (token,
+// expert) pair p of an MoE layer, in one launch that reads only the selected experts' tiles.
+// The router's indices stay on the device (no host sync per layer). Each block takes one
+// pair and one stripe (or kRowWarps rows) of its expert and runs the same body as cuda_gemv's
+// CUDA-core kernel at batch 1 (gemv_rows.cuh), so every output equals that kernel's on the
+// expert's matrix bit for bit.
+#include "kernels/cuda_check.h"
+#include "kernels/fp8.cuh"
+#include "kernels/gemv_rows.cuh"
+#include "kernels/kernels.h"
+#include "kernels/mxfp4.cuh"
+#include "kernels/nf4.cuh"
+
+namespace iris {
+
+namespace {
+
+using dev::kRowWarps;
+using dev::kStripeWarps;
+
+// The pair's expert and activation row, or false (the pair's outputs become NaN) when either
+// index is out of range: a bad router index must show, never read another tensor's memory.
+__device__ __forceinline__ bool pair_operands(const ExpertGemvArgs& a, uint32_t pair, int32_t& e, int64_t& xr) {
+  e = a.expert_ids[pair];
+  xr = a.x_rows ? a.x_rows[pair] : int64_t(pair);
+  return e >= 0 && uint32_t(e) < a.n_experts && xr >= 0 && uint64_t(xr) < a.x_count;
+}
+
+template <bool OutF32>
+__device__ __forceinline__ void store_nan(const ExpertGemvArgs& a, uint64_t index) {
+  if constexpr (OutF32) static_cast<float*>(a.y)[index] = __uint_as_float(0x7fc00000u);
+  else static_cast<uint16_t*>(a.y)[index] = 0x7fc0u;
+}
+
+template <typename F, bool OutF32>
+__global__ void __launch_bounds__(kStripeWarps * 32) experts_stripe_kernel(const ExpertGemvArgs a, uint32_t stripes) {
+  __shared__ float tables[16 + 256];
+  const uint32_t pair = blockIdx.x / stripes, s = blockIdx.x - pair * stripes;
+  const uint32_t warp = threadIdx.x >> 5;
+  const uint64_t n0 = uint64_t(s) * a.tile_n + warp, n1 = n0 + kStripeWarps;
+  const bool has0 = warp < a.tile_n && n0 < a.n, has1 = warp + kStripeWarps < a.tile_n && n1 < a.n;
+  int32_t e;
+  int64_t xr;
+  if (!pair_operands(a, pair, e, xr)) {  // uniform over the block: every thread returns
+    if ((threadIdx.x & 31) == 0) {
+      if (has0) store_nan<OutF32>(a, pair * a.n + n0);
+      if (has1) store_nan<OutF32>(a, pair * a.n + n1);
+    }
+    return;
+  }
+  const ExpertMatrix& m = a.experts[e];
+  const QuantView v = m.view;
+  F::load_tables(v, tables);
+  __syncthreads();
+  float acc0[1], acc1[1];
+  dev::stripe_dot<F, 1>(v, tables, m.matrix, s, a.x + uint64_t(xr) * a.k, acc0, acc1);
+  if ((threadIdx.x & 31) != 0) return;
+  if (has0) dev::store_output<OutF32>(a.y, pair * a.n + n0, acc0[0]);
+  if (has1) dev::store_output<OutF32>(a.y, pair * a.n + n1, acc1[0]);
+}
+
+template <typename F, bool OutF32>
+__global__ void __launch_bounds__(kRowWarps * 32) experts_row_kernel(const ExpertGemvArgs a, uint32_t blocks_per_pair) {
+  __shared__ float tables[16 + 256];
+  const uint32_t pair = blockIdx.x / blocks_per_pair;
+  const uint64_t r = uint64_t(blockIdx.x - pair * blocks_per_pair) * kRowWarps + (threadIdx.x >> 5);
+  int32_t e;
+  int64_t xr;
+  if (!pair_operands(a, pair, e, xr)) {
+    if ((threadIdx.x & 31) == 0 && r < a.n) store_nan<OutF32>(a, pair * a.n + r);
+    return;
+  }
+  const ExpertMatrix& m = a.experts[e];
+  const QuantView v = m.view;
+  F::load_tables(v, tables);
+  __syncthreads();
+  if (r >= a.n) return;
+  float acc[1];
+  dev::row_dot<F, 1>(v, tables, m.matrix * v.n + r, a.x + uint64_t(xr) * a.k, acc);
+  if ((threadIdx.x & 31) == 0) dev::store_output<OutF32>(a.y, pair * a.n + r, acc[0]);
+}
+
+template <typename F>
+Status launch(const ExpertGemvArgs& a, bool stripes_path, uint64_t per_pair, bool f32, cudaStream_t s) {
+  const unsigned blocks = unsigned(a.pairs * per_pair);
+  if (stripes_path) {
+    if (f32) experts_stripe_kernel<F, true><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+    else experts_stripe_kernel<F, false><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+  } else {
+    if (f32) experts_row_kernel<F, true><<<blocks, kRowWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+    else experts_row_kernel<F, false><<<blocks, kRowWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+  }
+  IRIS_CUDA_LAUNCHED("gemv_experts");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, void* stream) {
+  if (y_dtype != DType::kBF16 && y_dtype != DType::kF32) return unsupported("expert gemv: output must be bf16 or f32");
+  if (!geometry.tiled) return unsupported("expert gemv: the experts' codes are not tiled");
+  if (args.pairs == 0 || args.n == 0) return Status::ok();
+  auto s = static_cast<cudaStream_t>(stream);
+  const bool f32 = y_dtype == DType::kF32;
+  // K = 0 needs no special case: the bodies sum nothing (+0) and never read x.
+  const bool stripes_path = dev::gemv_takes_stripes(geometry, 1);
+  const uint64_t per_pair = stripes_path ? geometry.padded_n / geometry.tile_n : (args.n + kRowWarps - 1) / kRowWarps;
+  if (args.pairs * per_pair >= (uint64_t(1) << 31)) return invalid_argument("expert gemv: too many pairs for one launch");
+  switch (geometry.format) {
+    case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(args, stripes_path, per_pair, f32, s);
+    case ViewFormat::kNf4: return launch<dev::Nf4>(args, stripes_path, per_pair, f32, s);
+    case ViewFormat::kFp8: return launch<dev::Fp8>(args, stripes_path, per_pair, f32, s);
+  }
+  return unsupported("expert gemv: unknown format");
+}
+
+}  // namespace iris
