@@ -64,6 +64,13 @@ def _lib():
     lib.iris_cuda_gemv.argtypes = [vp, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
     lib.iris_cuda_gemv_uses_tensor_cores.argtypes = [vp, ctypes.c_int]
     lib.iris_cuda_gemv_matrix.argtypes = [vp, ctypes.c_uint64, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
+    lib.iris_cuda_experts_create.argtypes = [ctypes.POINTER(vp), ctypes.c_uint64, ctypes.POINTER(vp), msg, sz]
+    lib.iris_cuda_experts_free.argtypes = [vp]
+    lib.iris_cuda_experts_free.restype = None
+    for f in ("count", "n", "k"):
+        getattr(lib, f"iris_cuda_experts_{f}").argtypes = [vp]
+        getattr(lib, f"iris_cuda_experts_{f}").restype = ctypes.c_uint64
+    lib.iris_cuda_gemv_experts.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, ctypes.c_int, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
 
@@ -241,6 +248,54 @@ class ExpertWeight:
         return _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(fn(t, m, xp, b, yp, 10, stream, msg, 1024), msg))
 
 
+class Experts:
+    """The experts of one MoE projection, for the grouped expert GEMV (iris_cuda_gemv_experts):
+    the E matrices of a quantized [E, N, K] stack (gpt-oss), or a list of quantized [N, K]
+    tensors of one format and geometry (Mixtral's per-expert weights). gemv() multiplies each
+    (token, expert) pair the router chose in one launch that reads only those experts' tiles;
+    the indices stay on the GPU, so nothing synchronizes."""
+
+    def __init__(self, tensors):
+        tensors = [tensors] if isinstance(tensors, QuantTensor) else list(tensors)
+        if not tensors or not all(isinstance(t, QuantTensor) for t in tensors):
+            raise IrisError("Experts takes a QuantTensor stack or a list of QuantTensors")
+        owner = tensors[0]._owner
+        self._lib, self._tensors, self.name = owner._lib, tensors, tensors[0].name
+        self.device = tensors[0].device
+        handles = (ctypes.c_void_p * len(tensors))(*[t._t.value for t in tensors])
+        out, msg = ctypes.c_void_p(), ctypes.create_string_buffer(1024)
+        _check(self._lib.iris_cuda_experts_create(handles, len(tensors), ctypes.byref(out), msg, len(msg)), msg)
+        self._h = out
+        self.count = int(self._lib.iris_cuda_experts_count(out))
+        self.n, self.k = int(self._lib.iris_cuda_experts_n(out)), int(self._lib.iris_cuda_experts_k(out))
+
+    def gemv(self, x: torch.Tensor, expert_ids: torch.Tensor, x_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """y[p] = W[expert_ids[p]] @ x[x_rows[p]] (x_rows None: x[p]) for every pair p; x is
+        [T, K], the result [P, N] in x's dtype (BF16 operands, FP32 accumulation). A pair with
+        an index out of range gets a NaN row."""
+        if x.dim() != 2 or x.shape[1] != self.k:
+            raise IrisError(f"tensor '{self.name}': x must be [T, {self.k}], got {list(x.shape)}")
+        xb = x if x.dtype == torch.bfloat16 and x.is_contiguous() and x.data_ptr() % 16 == 0 else x.to(torch.bfloat16).contiguous()
+        if xb.data_ptr() % 16:
+            xb = xb.clone()
+        ids = expert_ids.reshape(-1).to(device=x.device, dtype=torch.int32).contiguous()
+        rows = None if x_rows is None else x_rows.reshape(-1).to(device=x.device, dtype=torch.int32).contiguous()
+        if rows is not None and rows.numel() != ids.numel():
+            raise IrisError(f"tensor '{self.name}': {ids.numel()} expert ids but {rows.numel()} rows")
+        y = torch.empty(ids.numel(), self.n, dtype=torch.bfloat16, device=x.device)
+        msg = _msg()
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        _check(self._lib.iris_cuda_gemv_experts(self._h, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
+                                                xb.data_ptr(), xb.shape[0], y.data_ptr(), 10, stream, msg, 1024), msg)
+        return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            self._lib.iris_cuda_experts_free(h)
+            self._h = None
+
+
 class _Transposed:
     """W.T of a QuantTensor, so that `x @ w.T` runs the GEMV."""
 
@@ -298,48 +353,48 @@ class IrisLinear(torch.nn.Module):
 
 class IrisGptOssExperts(torch.nn.Module):
     """transformers' GptOssExperts on quantized stacks: gate_up_proj [E, 2I, H] and down_proj
-    [E, H, I] as the checkpoint stores them; for each expert the router picked, one GEMV per
-    projection over that expert's tiles alone. The gate (interleaved gate/up, clamp, sigmoid
-    GLU) is the module's own."""
+    [E, H, I] as the checkpoint stores them. Each projection is one grouped expert GEMV over
+    the (token, expert) pairs the router chose, reading only those experts' tiles; the indices
+    stay on the GPU. The gate (interleaved gate/up, clamp, sigmoid GLU) is the module's own."""
 
     def __init__(self, original: torch.nn.Module, gate_up: QuantTensor, down: QuantTensor, gate_up_bias, down_bias):
         super().__init__()
         self.num_experts = original.num_experts
         self._apply_gate = original._apply_gate
-        self.gate_up, self.down = gate_up, down
+        self.gate_up, self.down = Experts(gate_up), Experts(down)
         self.gate_up_proj_bias, self.down_proj_bias = gate_up_bias, down_bias
 
     def forward(self, hidden_states: torch.Tensor, router_indices=None, routing_weights=None) -> torch.Tensor:
-        next_states = torch.zeros_like(hidden_states)
-        hit = torch.unique(router_indices).tolist()  # one host sync: which experts run
-        for e in hit:
-            token_idx, top_k_pos = torch.where(router_indices == e)
-            current = hidden_states[token_idx]
-            gate_up = self.gate_up.expert(e).linear(current) + self.gate_up_proj_bias[e]
-            out = self.down.expert(e).linear(self._apply_gate(gate_up)) + self.down_proj_bias[e]
-            next_states.index_add_(0, token_idx, (out * routing_weights[token_idx, top_k_pos, None]).to(hidden_states.dtype))
-        return next_states
+        shape = hidden_states.shape
+        x = hidden_states.reshape(-1, shape[-1])
+        tokens, top_k = router_indices.shape
+        ids = router_indices.reshape(-1).to(torch.int32)
+        rows = torch.arange(tokens, device=x.device, dtype=torch.int32).repeat_interleave(top_k)
+        picked = ids.long()
+        gate_up = self.gate_up.gemv(x, ids, rows) + self.gate_up_proj_bias[picked]
+        out = self.down.gemv(self._apply_gate(gate_up), ids) + self.down_proj_bias[picked]
+        out = out * routing_weights.reshape(-1, 1)
+        return out.view(tokens, top_k, -1).sum(dim=1).to(hidden_states.dtype).reshape(shape)
 
 
 class IrisMixtralExperts(torch.nn.Module):
     """transformers' MixtralExperts on the checkpoint's per-expert quantized w1 (gate), w3 (up)
-    and w2 (down): only the experts the router picked are read."""
+    and w2 (down): three grouped expert GEMVs over the (token, expert) pairs the router chose,
+    reading only those experts' tiles."""
 
     def __init__(self, original: torch.nn.Module, w1: list, w2: list, w3: list):
         super().__init__()
         self.num_experts = original.num_experts
         self.act_fn = original.act_fn
-        self.w1, self.w2, self.w3 = w1, w2, w3
+        self.w1, self.w2, self.w3 = Experts(w1), Experts(w2), Experts(w3)
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
-        final = torch.zeros_like(hidden_states)
-        for e in torch.unique(top_k_index).tolist():
-            token_idx, top_k_pos = torch.where(top_k_index == e)
-            current = hidden_states[token_idx]
-            h = self.act_fn(self.w1[e].linear(current)) * self.w3[e].linear(current)
-            out = self.w2[e].linear(h) * top_k_weights[token_idx, top_k_pos, None]
-            final.index_add_(0, token_idx, out.to(final.dtype))
-        return final
+        tokens, top_k = top_k_index.shape
+        ids = top_k_index.reshape(-1).to(torch.int32)
+        rows = torch.arange(tokens, device=hidden_states.device, dtype=torch.int32).repeat_interleave(top_k)
+        h = self.act_fn(self.w1.gemv(hidden_states, ids, rows)) * self.w3.gemv(hidden_states, ids, rows)
+        out = self.w2.gemv(h, ids) * top_k_weights.reshape(-1, 1)
+        return out.view(tokens, top_k, -1).sum(dim=1).to(hidden_states.dtype)
 
 
 def _patch_experts(model: torch.nn.Module, sd: dict) -> int:
