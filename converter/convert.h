@@ -31,6 +31,7 @@ struct ConvertOptions {
   std::vector<std::string> skips;   // REGEX
   bool allow_unmatched = false;
   bool allow_nonfinite = false;
+  bool allow_unscaled_fp8 = false;  // keep FP8 tensors without a scale raw (their values are the weights)
   bool dry_run = false;
   std::string mxfp4_scale = "ocp";  // ocp | search
   std::string report_path;          // --report FILE.json

@@ -15,18 +15,68 @@ constexpr Named kTargets[] = {{Target::kKeep, "keep"},         {Target::kBf16, "
 
 bool is_float_dtype(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
-// A module pattern from a checkpoint's skip list ("lm_head", "model.layers.*.self_attn")
-// matches a tensor when it names one of the tensor's dotted path segments or prefixes.
-std::regex module_pattern(const std::string& p) {
-  std::string re = "(^|\\.)";
-  for (char c : p) {
-    if (c == '*') re += "[^.]*";
-    else if (std::string("\\^$.|?+()[]{}").find(c) != std::string::npos) re += std::string("\\") + c;
-    else re += c;
+// `seg` (no dots) against a glob segment where '*' matches any run of characters: the
+// two-pointer walk, O(|pattern| x |seg|) at worst, so no input backtracks exponentially.
+bool glob_segment(std::string_view pat, std::string_view seg) {
+  size_t p = 0, s = 0, star = std::string_view::npos, mark = 0;
+  while (s < seg.size()) {
+    if (p < pat.size() && pat[p] == '*') {
+      star = p++;
+      mark = s;
+    } else if (p < pat.size() && pat[p] == seg[s]) {
+      ++p;
+      ++s;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      s = ++mark;
+    } else {
+      return false;
+    }
   }
-  re += "(\\.|_|$)";
-  return std::regex(re);
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
 }
+
+std::vector<std::string_view> split_dots(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == '.') {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+bool is_norm_segment(std::string_view s) {
+  if (!s.ends_with("norm")) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+// A checkpoint's skip list is untrusted text, so it is never compiled to a regex: a module
+// pattern ("lm_head", "model.layers.*.self_attn") matches a tensor when its dot-separated
+// segments equal a run of the name's segments ('*' a wildcard within one segment), the last
+// one allowed to be followed by '_' ("experts.down_proj" matches "experts.down_proj_bias").
+bool module_pattern_matches(const std::string& pattern, const std::string& name) {
+  const auto pat = split_dots(pattern), segs = split_dots(name);
+  if (pat.empty() || pat.size() > segs.size()) return false;
+  for (size_t i = 0; i + pat.size() <= segs.size(); ++i) {
+    bool ok = true;
+    for (size_t j = 0; ok && j + 1 < pat.size(); ++j) ok = glob_segment(pat[j], segs[i + j]);
+    if (!ok) continue;
+    const std::string_view last = segs[i + pat.size() - 1];
+    if (glob_segment(pat.back(), last)) return true;
+    for (size_t k = 0; k < last.size(); ++k)
+      if (last[k] == '_' && glob_segment(pat.back(), last.substr(0, k))) return true;
+  }
+  return false;
+}
+
+namespace {
 
 }  // namespace
 
@@ -80,9 +130,13 @@ bool already_in_target(const TensorDesc& d, Target t) {
 bool QuantPolicy::is_weight_matrix(const TensorDesc& d) {
   if (d.shape.size() < 2) return false;
   if (d.format == Format::kRaw && !is_float_dtype(d.dtype)) return false;
-  static const std::regex not_linear(
-      R"((^|\.)(embed_tokens|embed_positions|wte|wpe|word_embeddings|position_embeddings|tok_embeddings|lm_head|output|router|gate|norm|[a-z_]*norm|[a-z_]*layernorm)(\.|$))");
-  if (std::regex_search(d.name, not_linear)) return false;
+  static constexpr std::string_view kNotLinear[] = {"embed_tokens", "embed_positions", "wte", "wpe", "word_embeddings",
+                                                    "position_embeddings", "tok_embeddings", "lm_head", "output", "router", "gate"};
+  for (std::string_view seg : split_dots(d.name)) {
+    if (is_norm_segment(seg)) return false;
+    for (std::string_view n : kNotLinear)
+      if (seg == n) return false;
+  }
   // Biases: `P.bias`, and stacked expert biases named `P_bias` (gpt-oss experts.down_proj_bias).
   if (d.name.ends_with(".bias") || d.name.ends_with("_bias")) return false;
   return true;
@@ -111,7 +165,7 @@ Result<QuantPolicy> QuantPolicy::create(Target default_target, const std::vector
       return usage_error("--skip '" + s + "': invalid regular expression: " + e.what());
     }
   }
-  for (const auto& s : source_skips) p.source_skips_.push_back(module_pattern(s));
+  p.source_skips_ = source_skips;
   return p;
 }
 
@@ -124,8 +178,10 @@ QuantPolicy::Decision QuantPolicy::decide(const TensorDesc& d) {
       return {r.target, "rule '" + r.pattern + "'"};
     }
   if (default_target_ == Target::kKeep) return {Target::kKeep, "default (keep)"};
+  for (uint64_t dim : d.shape)
+    if (dim == 0) return {Target::kKeep, "empty tensor"};
   for (const auto& s : source_skips_)
-    if (std::regex_search(d.name, s)) return {Target::kKeep, "source skip list"};
+    if (module_pattern_matches(s, d.name)) return {Target::kKeep, "source skip list"};
   if (!is_weight_matrix(d)) return {Target::kKeep, "not a weight matrix"};
   return {default_target_, "default"};
 }

@@ -22,6 +22,10 @@ std::optional<Target> target_from_name(const std::string& s);  // "mxfp4", "fp8-
 Format target_format(Target t);
 bool already_in_target(const TensorDesc& d, Target t);
 
+// Whether a module pattern of a checkpoint's skip list (untrusted: literal dotted segments,
+// '*' within a segment; never a regex) names tensor `name` or one of its parent modules.
+bool module_pattern_matches(const std::string& pattern, const std::string& name);
+
 struct QuantRule {
   std::string pattern;
   std::regex re;
@@ -50,7 +54,7 @@ class QuantPolicy {
   Target default_target_ = Target::kKeep;
   std::vector<QuantRule> rules_;
   std::vector<std::regex> skips_;
-  std::vector<std::regex> source_skips_;
+  std::vector<std::string> source_skips_;  // module patterns, matched by module_pattern_matches
 };
 
 }  // namespace iris

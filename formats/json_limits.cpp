@@ -1,6 +1,7 @@
 #include "formats/json_limits.h"
 
 #include <unordered_set>
+#include <vector>
 
 namespace iris {
 
@@ -25,31 +26,64 @@ int json_max_depth(std::string_view s) {
   return max_depth;
 }
 
+// A SAX pass that only looks for an object key repeated inside one object, at any depth: a
+// duplicate makes a document mean different things to different parsers (nlohmann keeps the
+// last, others the first), so untrusted JSON with one is refused. Linear in the text (a hash
+// set per open object), unlike nlohmann's callback parser, whose cost grew quadratically with
+// the number of keys.
+class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!open_.empty() && !open_.back().insert(k).second && duplicate.empty()) duplicate = k;
+    return duplicate.empty();  // stop at the first one
+  }
+  bool end_object() override {
+    if (!open_.empty()) open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::unordered_set<std::string>> open_;
+};
+
+std::string parse_error_text(const nlohmann::json::exception& e) {
+  std::string msg = e.what();
+  // nlohmann prefixes "[json.exception.parse_error.101] "; keep the human part.
+  auto pos = msg.find("] ");
+  return pos != std::string::npos ? msg.substr(pos + 2) : msg;
+}
+
 }  // namespace
 
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys) {
   if (json_max_depth(text) > kMaxJsonDepth)
     return invalid_input(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  std::unordered_set<std::string> top_keys;
-  std::string duplicate;
-  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (reject_duplicate_keys && event == nlohmann::json::parse_event_t::key && depth == 1) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!top_keys.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
   try {
-    nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), callback);
-    if (!duplicate.empty()) return invalid_input(what + ": duplicate key '" + duplicate + "'");
+    nlohmann::json j = nlohmann::json::parse(text.begin(), text.end());
+    if (reject_duplicate_keys) {
+      DuplicateKeyFinder finder;
+      nlohmann::json::sax_parse(text.begin(), text.end(), &finder);
+      if (!finder.duplicate.empty()) return invalid_input(what + ": duplicate key '" + finder.duplicate + "'");
+    }
     return j;
   } catch (const nlohmann::json::exception& e) {
-    std::string msg = e.what();
-    // nlohmann prefixes "[json.exception.parse_error.101] "; keep the human part.
-    auto pos = msg.find("] ");
-    if (pos != std::string::npos) msg = msg.substr(pos + 2);
-    return invalid_input(what + ": invalid JSON: " + msg);
+    return invalid_input(what + ": invalid JSON: " + parse_error_text(e));
   }
 }
 

@@ -11,8 +11,8 @@ namespace iris {
 
 constexpr int kMaxJsonDepth = 64;
 
-// Parses `text` as JSON, refusing nesting deeper than kMaxJsonDepth and, when
-// `reject_duplicate_keys`, an object key repeated at the top level. `what` names the source
+// Parses `text` as JSON in time linear in its size, refusing nesting deeper than
+// kMaxJsonDepth and, when `reject_duplicate_keys`, a key repeated inside any one object. `what` names the source
 // in error messages ("model.safetensors: header").
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys = true);

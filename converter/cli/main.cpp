@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"ocp", "search"}))->capture_default_str();
   convert->add_flag("--allow-unmatched", co.allow_unmatched, "Accept --rule patterns that match nothing");
   convert->add_flag("--allow-nonfinite", co.allow_nonfinite, "Quantize tensors holding NaN or Inf instead of refusing");
+  convert->add_flag("--allow-unscaled-fp8", co.allow_unscaled_fp8,
+                    "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
   convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan and the output size; write nothing");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");

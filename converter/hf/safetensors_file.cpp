@@ -76,6 +76,8 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
 
 }  // namespace
 
+constexpr size_t kMaxTensorName = 4096;
+
 Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
                                 std::vector<SafetensorsTensor>* tensors,
                                 std::map<std::string, std::string>* metadata) {
@@ -92,6 +94,10 @@ Status parse_safetensors_header(const std::string& path, std::string_view header
       }
       continue;
     }
+    // Real names are under 200 bytes; a huge one only feeds pattern matchers and messages.
+    if (it.key().size() > kMaxTensorName)
+      return invalid_input(path + ": a tensor name of " + std::to_string(it.key().size()) + " bytes exceeds the " +
+                           std::to_string(kMaxTensorName) + "-byte limit");
     SafetensorsTensor t;
     IRIS_TRY(parse_entry(path, it.key(), *it, &t));
     tensors->push_back(std::move(t));

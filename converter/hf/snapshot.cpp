@@ -198,10 +198,27 @@ Status Snapshot::load_index(const std::string& index_path) {
   return Status::ok();
 }
 
+namespace {
+
+// Whether the snapshot names `p` (a directory entry of any kind, a dangling symlink included),
+// and if so, that it is a readable regular file: a snapshot file that cannot be read is an
+// error, never a silent skip (the archive would lose its config with exit 0).
+Result<bool> named_file(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(p, ec);
+  if (ec || link.type() == fs::file_type::not_found) return false;
+  const fs::file_status target = fs::status(p, ec);
+  if (ec) return invalid_input(p.string() + ": cannot be read (" + (fs::is_symlink(link) ? "a broken or looping symlink: " : "") + ec.message() + ")");
+  if (!fs::is_regular_file(target)) return invalid_input(p.string() + ": not a regular file");
+  return true;
+}
+
+}  // namespace
+
 Status Snapshot::load_config() {
   fs::path cp = fs::path(folder_) / "config.json";
-  std::error_code ec;
-  if (!fs::exists(cp, ec)) return Status::ok();
+  IRIS_ASSIGN_OR_RETURN(bool present, named_file(cp));
+  if (!present) return Status::ok();
   IRIS_ASSIGN_OR_RETURN(std::string text, read_small_file(cp));
   IRIS_ASSIGN_OR_RETURN(json j, parse_untrusted_json(text, cp.string()));
   IRIS_ASSIGN_OR_RETURN(config_, parse_model_config(j, cp.string()));
@@ -213,8 +230,8 @@ Status Snapshot::load_config() {
 Status Snapshot::load_aux_files() {
   for (const char* name : kAuxNames) {
     fs::path p = fs::path(folder_) / name;
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) continue;
+    IRIS_ASSIGN_OR_RETURN(bool present, named_file(p));
+    if (!present) continue;
     IRIS_ASSIGN_OR_RETURN(std::string bytes, read_small_file(p));
     if (std::string_view(name).ends_with(".json")) {
       // Embedded JSON must parse, so that a reader can trust what the archive carries.

@@ -172,7 +172,13 @@ Result<SourceTensor> group_fp8(const Snapshot& snap, const SnapshotTensor& weigh
   const json& qc = snap.config().quantization_config;
   if (qc.is_object()) {
     auto wbs = qc.find("weight_block_size");
-    if (wbs != qc.end() && wbs->is_array() && wbs->size() == 2 && (*wbs)[0].is_number_unsigned() && (*wbs)[1].is_number_unsigned()) {
+    if (wbs != qc.end()) {
+      // Validated before any decoder divides by it.
+      if (!wbs->is_array() || wbs->size() != 2 || !(*wbs)[0].is_number_unsigned() || !(*wbs)[1].is_number_unsigned() ||
+          (*wbs)[0].get<uint64_t>() == 0 || (*wbs)[1].get<uint64_t>() == 0 || (*wbs)[0].get<uint64_t>() > (1u << 20) ||
+          (*wbs)[1].get<uint64_t>() > (1u << 20))
+        return invalid_input(snap.folder() + "/config.json: quantization_config.weight_block_size " + wbs->dump() +
+                             " is not two block sizes in [1, 2^20] (tensor '" + w.name + "')");
       bn = (*wbs)[0].get<uint64_t>();
       bk = (*wbs)[1].get<uint64_t>();
     }
@@ -233,7 +239,18 @@ json SourceTensor::source_json() const {
   return {{"tensors", parts_j}};
 }
 
-Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap) {
+// Companions of quantization schemes iris does not decode (GPTQ, AWQ, compressed-tensors
+// packed ints): a weight stored this way is not a raw tensor.
+constexpr const char* kUnknownSchemeSuffixes[] = {".qweight", ".qzeros", ".g_idx", ".weight_packed", ".weight_zero_point"};
+
+std::string quant_method(const Snapshot& snap) {
+  const json& qc = snap.config().quantization_config;
+  if (!qc.is_object()) return "";
+  auto m = qc.find("quant_method");
+  return m != qc.end() && m->is_string() ? m->get<std::string>() : "";
+}
+
+Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, const GroupingOptions& options) {
   std::unordered_set<std::string> consumed;
   std::vector<SourceTensor> out;
   // Pass 1: find the primary tensor of each quantized group.
@@ -283,6 +300,16 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap) {
     for (const char* suf : kBnbSuffixes)
       if (ends_with(name, suf))
         return invalid_input(where(st) + "bitsandbytes companion without a quant_state for its weight");
+    for (const char* suf : kUnknownSchemeSuffixes)
+      if (ends_with(name, suf))
+        return unsupported(where(st) + "a companion of a quantization scheme iris does not read (GPTQ/AWQ/compressed-tensors packing)");
+    const DType dt = st.tensor->dtype;
+    if ((dt == DType::kF8_E4M3 || dt == DType::kF8_E5M2) && !options.allow_unscaled_fp8)
+      return invalid_input(where(st) + std::string(dtype_st_name(dt)) + " tensor without a '" + name + "_scale_inv' or '" + name +
+                           "_scale' companion; storing it raw would assume a scale of 1 (allow that explicitly to keep it raw)");
+    if (dt == DType::kU8 && ends_with(name, ".weight") && quant_method(snap) == "bitsandbytes" && st.tensor->shape.size() == 2 &&
+        st.tensor->shape.back() == 1)
+      return invalid_input(where(st) + "packed bitsandbytes weight without its quant_state companion");
     SourceTensor t;
     t.desc.name = name;
     t.desc.shape = st.tensor->shape;
@@ -293,12 +320,25 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap) {
   }
   // Archive order follows the snapshot's (shard, offset) order of each primary tensor, so
   // conversion reads the shards sequentially.
+  // (Positions looked up once per tensor, not inside the comparator: 10^6 tensors sort in
+  // well under a second.)
   std::unordered_map<const SafetensorsTensor*, size_t> position;
-  for (size_t i = 0; i < snap.tensors().size(); ++i) position[snap.tensors()[i].tensor] = i;
-  std::stable_sort(out.begin(), out.end(), [&](const SourceTensor& a, const SourceTensor& b) {
-    return position[a.parts[0].ref.tensor] < position[b.parts[0].ref.tensor];
-  });
-  return out;
+  position.reserve(snap.tensors().size());
+  for (size_t i = 0; i < snap.tensors().size(); ++i) position.emplace(snap.tensors()[i].tensor, i);
+  std::vector<std::pair<size_t, size_t>> order(out.size());  // (snapshot position, index in out)
+  for (size_t i = 0; i < out.size(); ++i) order[i] = {position.at(out[i].parts[0].ref.tensor), i};
+  std::sort(order.begin(), order.end());
+  std::vector<SourceTensor> sorted;
+  sorted.reserve(out.size());
+  for (const auto& [pos, i] : order) sorted.push_back(std::move(out[i]));
+  for (auto& t : sorted) {
+    // Every logical tensor must be one an archive can describe: the grouped shape (K of an
+    // MXFP4 stack is 32x its blocks' third dimension) within the format's dimension limit.
+    for (uint64_t d : t.desc.shape)
+      if (d >= (uint64_t(1) << 48))
+        return invalid_input(where(t.parts[0].ref) + "logical shape " + shape_str(t.desc.shape) + " has a dimension of 2^48 or more");
+  }
+  return sorted;
 }
 
 }  // namespace iris

@@ -31,7 +31,16 @@ struct SourceTensor {
   nlohmann::json source_json() const;  // provenance: file and original tensors
 };
 
-Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snapshot);
+struct GroupingOptions {
+  // An F8_E4M3 / F8_E5M2 tensor with no scale companion is an error by default: storing it raw
+  // silently assumes a scale of 1. True: keep it raw, its values being the weights themselves.
+  bool allow_unscaled_fp8 = false;
+};
+
+// Fails on a tensor that looks quantized but whose companions are missing or of a scheme iris
+// does not read (FP8 without a scale, a bitsandbytes U8 weight without a quant_state, GPTQ/AWQ
+// packing): converting it raw would write wrong weights with exit 0.
+Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snapshot, const GroupingOptions& options = {});
 
 // Parses a logical dtype name as written in config.json / bnb quant_state ("bfloat16").
 std::optional<DType> dtype_from_torch_name(const std::string& name);

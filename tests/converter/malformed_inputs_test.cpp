@@ -147,6 +147,55 @@ std::vector<Malformed> catalogue() {
          return one_file(d, R"({"p.weight":{"dtype":"BF16","shape":[1,1],"data_offsets":[0,2]},"p.weight_scale":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
                          std::string(6, 'x')); },
        "tensor 'p.weight': has a scale companion 'p.weight_scale' but dtype BF16"},
+      {"FP8 weight without a scale", [](const TempDir& d) {
+         one_file(d, R"({"p.weight":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[0,4]}})", "xxxx");
+         write_bytes(d / "config.json", R"({"model_type":"llama","quantization_config":{"quant_method":"fp8","weight_block_size":[128,128]}})");
+         return d.path.string(); },
+       "tensor 'p.weight': F8_E4M3 tensor without a 'p.weight_scale_inv' or 'p.weight_scale' companion"},
+      {"FP8 E5M2 weight without a scale, no config", [](const TempDir& d) {
+         return one_file(d, R"({"p.weight":{"dtype":"F8_E5M2","shape":[2,2],"data_offsets":[0,4]}})", "xxxx"); },
+       "F8_E5M2 tensor without a 'p.weight_scale_inv'"},
+      {"bitsandbytes weight without quant_state", [](const TempDir& d) {
+         one_file(d, R"({"p.weight":{"dtype":"U8","shape":[8,1],"data_offsets":[0,8]}})", "xxxxxxxx");
+         write_bytes(d / "config.json", R"({"model_type":"llama","quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true}})");
+         return d.path.string(); },
+       "tensor 'p.weight': packed bitsandbytes weight without its quant_state companion"},
+      {"config.json a broken symlink (HF cache layout)", [](const TempDir& d) {
+         one_file(d, kOk, "xxxxxxxx");
+         std::filesystem::create_symlink("../../blobs/0123abc", d / "config.json");
+         return d.path.string(); },
+       "config.json: cannot be read (a broken or looping symlink"},
+      {"tokenizer.json a looping symlink", [](const TempDir& d) {
+         one_file(d, kOk, "xxxxxxxx");
+         std::filesystem::create_symlink("tokenizer.json", d / "tokenizer.json");
+         return d.path.string(); },
+       "tokenizer.json: cannot be read (a broken or looping symlink"},
+      {"tokenizer.json a folder", [](const TempDir& d) {
+         one_file(d, kOk, "xxxxxxxx");
+         std::filesystem::create_directory(d / "tokenizer.json");
+         return d.path.string(); },
+       "tokenizer.json: not a regular file"},
+      {"tensor name of 1 MiB", [](const TempDir& d) {
+         return one_file(d, "{\"" + std::string(1 << 20, 'x') + R"(":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "x"); },
+       "a tensor name of 1048576 bytes exceeds the 4096-byte limit"},
+      {"duplicate key in a tensor entry", [](const TempDir& d) {
+         return one_file(d, R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", "x"); },
+       "duplicate key 'dtype'"},
+      {"weight_map with a duplicate key", [](const TempDir& d) {
+         write_st(d / "s1.safetensors", kOk, "xxxxxxxx");
+         write_bytes(d / "model.safetensors.index.json", R"({"weight_map":{"a":"s1.safetensors","a":"s2.safetensors"}})");
+         return d.path.string(); },
+       "duplicate key 'a'"},
+      {"FP8 weight_block_size [0, 0]", [](const TempDir& d) {
+         one_file(d, R"({"p.weight":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[0,4]},"p.weight_scale_inv":{"dtype":"F32","shape":[1,1],"data_offsets":[4,8]}})",
+                  std::string(8, 'x'));
+         write_bytes(d / "config.json", R"({"model_type":"llama","quantization_config":{"quant_method":"fp8","weight_block_size":[0,0]}})");
+         return d.path.string(); },
+       "config.json: quantization_config.weight_block_size [0,0] is not two block sizes"},
+      {"MXFP4 stack with K = 2^52 and no rows", [](const TempDir& d) {
+         return one_file(d, R"({"e.x_blocks":{"dtype":"U8","shape":[1,0,140737488355328,16],"data_offsets":[0,0]},)"
+                            R"("e.x_scales":{"dtype":"U8","shape":[1,0,140737488355328],"data_offsets":[0,0]}})", ""); },
+       "has a dimension of 2^48 or more"},
       {"folder without safetensors", [](const TempDir& d) { write_bytes(d / "config.json", "{}"); return d.path.string(); },
        "no .safetensors file and no model.safetensors.index.json"},
   };
@@ -174,6 +223,28 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, MalformedInput, ::testing::ValuesIn(catalogu
                            for (char ch : i.param.name) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return n;
                          });
+
+// Unscaled FP8 is kept raw only when asked, and a GPTQ/AWQ companion is "unsupported", not raw.
+TEST(QuantizedLookingTensors, UnscaledFp8OnRequestAndUnknownSchemesRefused) {
+  TempDir d;
+  one_file(d, R"({"p.weight":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[0,4]}})", "xxxx");
+  auto snap = Snapshot::open(d.path.string());
+  ASSERT_TRUE(snap.is_ok()) << snap.status().message();
+  EXPECT_FALSE(group_source_tensors(*snap).is_ok());
+  auto raw = group_source_tensors(*snap, GroupingOptions{true});
+  ASSERT_TRUE(raw.is_ok()) << raw.status().message();
+  ASSERT_EQ(raw->size(), 1u);
+  EXPECT_EQ((*raw)[0].desc.format, Format::kRaw);
+
+  TempDir g;
+  one_file(g, R"({"p.qweight":{"dtype":"I32","shape":[1,2],"data_offsets":[0,8]}})", std::string(8, 'x'));
+  auto gs = Snapshot::open(g.path.string());
+  ASSERT_TRUE(gs.is_ok());
+  auto r = group_source_tensors(*gs);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(r.status().message().find("tensor 'p.qweight'"), std::string::npos) << r.status().message();
+}
 
 TEST(MalformedInputCatalogue, HasAtLeastTwentyCases) { EXPECT_GE(catalogue().size(), 20u); }
 

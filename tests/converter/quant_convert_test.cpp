@@ -3,6 +3,8 @@
 // that do not fit the blocks or tiles.
 #include <gtest/gtest.h>
 
+#include "converter/quant_policy.h"
+
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -114,6 +116,23 @@ std::string to_of(const nlohmann::json& j, const std::string& name) {
   for (const auto& t : j["per_tensor"])
     if (t["name"] == name) return t["to"];
   return "?";
+}
+
+// A checkpoint's skip list is matched as literal module paths with '*' inside one segment,
+// never compiled to a regex: a pattern built to backtrack exponentially in a regex engine
+// answers at once, and matching follows the module boundaries.
+TEST(QuantPolicy, SourceSkipListMatchesModulePathsNotRegexes) {
+  EXPECT_TRUE(module_pattern_matches("lm_head", "lm_head.weight"));
+  EXPECT_TRUE(module_pattern_matches("model.layers.*.self_attn", "model.layers.3.self_attn.q_proj.weight"));
+  EXPECT_TRUE(module_pattern_matches("experts.down_proj", "model.layers.0.mlp.experts.down_proj_bias"));
+  EXPECT_FALSE(module_pattern_matches("layers.1", "model.layers.10.mlp.weight"));
+  EXPECT_FALSE(module_pattern_matches("self_attn", "model.layers.0.self_attention_x.weight"));
+  EXPECT_FALSE(module_pattern_matches("a.(b)", "a.b.weight"));  // regex syntax is literal text
+  std::string evil;
+  for (int i = 0; i < 30; ++i) evil += "a*";
+  const std::string name = std::string(3000, 'a') + ".weight";
+  EXPECT_FALSE(module_pattern_matches(evil + "b", name));
+  EXPECT_TRUE(module_pattern_matches(evil, name));
 }
 
 TEST(QuantPolicyCli, DefaultsRulesSkipsAndTheSourceSkipList) {
