@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -27,6 +29,36 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
+namespace {
+
+// "NAME.partial-PID-XXXXXX": the PID tells a later run whether the writer is still alive.
+std::string partial_prefix(const std::string& final_path) { return final_path + ".partial-"; }
+
+// Removes partial files of `final_path` left by processes that no longer exist (a SIGKILLed
+// convert on a filesystem without O_TMPFILE). Only names of exactly our pattern are touched.
+void remove_stale_partials(const std::string& final_path) {
+  namespace fs = std::filesystem;
+  const fs::path target(final_path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".partial-";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // PID-XXXXXX
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || rest.size() - dash - 1 != 6) continue;
+    if (rest.find_first_not_of("0123456789") != dash) continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || (kill(pid_t(pid), 0) != 0 && errno == ESRCH)) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
+}
+
+}  // namespace
+
 Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -36,7 +68,19 @@ Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path,
   AtomicOutputFile f;
   f.final_path_ = final_path;
   f.overwrite_ = overwrite;
-  std::string templ = final_path + ".partial-XXXXXX";
+  remove_stale_partials(final_path);
+  // First choice: an unnamed file (O_TMPFILE), linked into the folder on commit. A killed
+  // process leaves nothing behind, not even for a signal handler to clean.
+  const std::string dir = fs::path(final_path).parent_path().string();
+  f.fd_ = ::open(dir.empty() ? "." : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+  if (f.fd_ >= 0) {
+    f.unnamed_ = true;
+    f.partial_path_ = final_path + " (unnamed temporary)";
+    return f;
+  }
+  // Elsewhere a named partial beside the destination, removed by the signal handler or, after
+  // a SIGKILL, by the next run writing to the same name (below, and above for both paths).
+  std::string templ = partial_prefix(final_path) + std::to_string(getpid()) + "-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   // Signals wait while the file is created and registered: one landing in between would
@@ -66,6 +110,7 @@ AtomicOutputFile& AtomicOutputFile::operator=(AtomicOutputFile&& o) noexcept {
     overwrite_ = o.overwrite_;
     final_path_ = std::move(o.final_path_);
     partial_path_ = std::move(o.partial_path_);
+    unnamed_ = o.unnamed_;
     cleanup_slot_ = o.cleanup_slot_;
     registry_ = o.registry_;
     o.fd_ = -1;
@@ -83,7 +128,7 @@ void AtomicOutputFile::abandon() {
     fd_ = -1;
   }
   if (!partial_path_.empty()) {
-    unlink(partial_path_.c_str());
+    if (!unnamed_) unlink(partial_path_.c_str());  // an unnamed file vanishes with its descriptor
     partial_path_.clear();
   }
   if (registry_) registry_->remove(cleanup_slot_);
@@ -126,25 +171,29 @@ Status AtomicOutputFile::commit() {
   if (fd_ < 0) return internal_error("commit of a closed output file");
   if (ftruncate(fd_, off_t(pos_)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());
   if (fsync(fd_) != 0) return io_error(partial_path_ + ": fsync failed: " + errno_text());
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return io_error(partial_path_ + ": close failed: " + errno_text());
-  }
-  fd_ = -1;
-  int rc;
-  if (overwrite_) {
-    rc = rename(partial_path_.c_str(), final_path_.c_str());
+  if (unnamed_) {
+    IRIS_TRY(link_unnamed());
   } else {
-    rc = int(syscall(SYS_renameat2, AT_FDCWD, partial_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE));
-    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
-      // Filesystem without RENAME_NOREPLACE: link() also refuses to replace.
-      rc = link(partial_path_.c_str(), final_path_.c_str());
-      if (rc == 0) unlink(partial_path_.c_str());
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      return io_error(partial_path_ + ": close failed: " + errno_text());
     }
-  }
-  if (rc != 0) {
-    if (errno == EEXIST) return already_exists(final_path_ + ": appeared while writing; not replaced");
-    return io_error(final_path_ + ": rename failed: " + errno_text());
+    fd_ = -1;
+    int rc;
+    if (overwrite_) {
+      rc = rename(partial_path_.c_str(), final_path_.c_str());
+    } else {
+      rc = int(syscall(SYS_renameat2, AT_FDCWD, partial_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE));
+      if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+        // Filesystem without RENAME_NOREPLACE: link() also refuses to replace.
+        rc = link(partial_path_.c_str(), final_path_.c_str());
+        if (rc == 0) unlink(partial_path_.c_str());
+      }
+    }
+    if (rc != 0) {
+      if (errno == EEXIST) return already_exists(final_path_ + ": appeared while writing; not replaced");
+      return io_error(final_path_ + ": rename failed: " + errno_text());
+    }
   }
   partial_path_.clear();
   if (registry_) registry_->remove(cleanup_slot_);
@@ -157,6 +206,45 @@ Status AtomicOutputFile::commit() {
     ::close(dfd);
   }
   return Status::ok();
+}
+
+// Gives the unnamed file its name: linkat never replaces, so without --force that is the
+// whole commit; with --force the file is linked under a fresh temporary name and renamed over
+// the destination (rename replaces a symlink there, never the file it points to).
+Status AtomicOutputFile::link_unnamed() {
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+  auto close_fd = [&] {
+    ::close(fd_);
+    fd_ = -1;
+  };
+  if (!overwrite_) {
+    if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, final_path_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      const int e = errno;
+      close_fd();
+      if (e == EEXIST) return already_exists(final_path_ + ": appeared while writing; not replaced");
+      return io_error(final_path_ + ": cannot link the written file: " + std::strerror(e));
+    }
+    close_fd();
+    return Status::ok();
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string tmp = partial_prefix(final_path_) + std::to_string(getpid()) + "-" + std::to_string(100000 + (std::chrono::steady_clock::now().time_since_epoch().count() + attempt * 7919) % 900000);
+    if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      if (errno == EEXIST) continue;
+      const int e = errno;
+      close_fd();
+      return io_error(final_path_ + ": cannot link the written file: " + std::strerror(e));
+    }
+    close_fd();
+    if (rename(tmp.c_str(), final_path_.c_str()) != 0) {
+      const int e = errno;
+      unlink(tmp.c_str());
+      return io_error(final_path_ + ": rename failed: " + std::strerror(e));
+    }
+    return Status::ok();
+  }
+  close_fd();
+  return io_error(final_path_ + ": no free temporary name to link the written file under");
 }
 
 }  // namespace iris

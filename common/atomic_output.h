@@ -1,10 +1,12 @@
 // An output file that appears under its final name only when complete.
 //
-// Data goes to `DIR/NAME.partial-XXXXXX` (same folder, so the final rename is atomic). On
-// commit() the file is fsynced and renamed; without --force an existing destination is never
-// replaced (renameat2 RENAME_NOREPLACE). If the object dies uncommitted, or the process gets
-// the process dies by a signal its owner handles (PartialFileRegistry), the partial file is
-// unlinked: a failed run leaves nothing behind.
+// Data goes to an unnamed file in the destination's folder (O_TMPFILE), linked under the
+// final name by commit() after an fsync: a process killed even by SIGKILL leaves nothing
+// behind. Where the filesystem has no O_TMPFILE, data goes to `DIR/NAME.partial-PID-XXXXXX`
+// and commit() renames it; that file is unlinked if the object dies uncommitted or the process
+// dies by a signal its owner handles (PartialFileRegistry), and the next run writing NAME
+// removes those of processes that no longer exist. Unless overwriting is asked for, an
+// existing destination is never replaced (linkat, renameat2 RENAME_NOREPLACE).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,7 @@ class AtomicOutputFile {
   ~AtomicOutputFile();
 
   int fd() const { return fd_; }
-  const std::string& partial_path() const { return partial_path_; }
+  const std::string& partial_path() const { return partial_path_; }  // for messages (may describe an unnamed file)
   const std::string& final_path() const { return final_path_; }
 
   Status write_at(uint64_t offset, std::span<const uint8_t> data);
@@ -63,6 +65,8 @@ class AtomicOutputFile {
   std::string partial_path_;
   int cleanup_slot_ = -1;
   PartialFileRegistry* registry_ = nullptr;
+  bool unnamed_ = false;  // O_TMPFILE: no name until commit()
+  Status link_unnamed();
 };
 
 }  // namespace iris

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <fstream>
 #include <filesystem>
+#include <optional>
 
+#include "common/atomic_output.h"
+#include "converter/output_guard.h"
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
 #include "converter/requantize.h"
@@ -66,10 +69,14 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (o.tile_n == 0 || o.tile_k == 0 || o.tile_k % 64 != 0)
     return usage_error("--tile-n must be > 0 and --tile-k a positive multiple of 64");
   IRIS_ASSIGN_OR_RETURN(Snapshot snap, Snapshot::open(o.source));
-  IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap));
+  IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
 
   ConvertReport report;
   report.warnings = snap.warnings();
+  for (const auto& t : sources)
+    if (t.desc.format == Format::kRaw && (t.desc.dtype == DType::kF8_E4M3 || t.desc.dtype == DType::kF8_E5M2))
+      report.warnings.push_back("tensor '" + t.desc.name + "': " + std::string(dtype_st_name(t.desc.dtype)) +
+                                " without a scale, stored raw (its values are the weights, as asked)");
   report.source_bytes = snap.total_tensor_bytes();
   auto target = target_from_name(o.quant);
   if (!target) return usage_error("--quant '" + o.quant + "': expected mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16 or keep");
@@ -139,16 +146,39 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }
+  // Outputs never replace an input, and the report is created (refused if it exists, unless
+  // --force) before any archive byte is written.
+  std::vector<std::string> inputs;
+  for (const auto& sh : snap.shards()) inputs.push_back(sh->path());
+  {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(snap.folder(), ec), end; !ec && it != end; it.increment(ec))
+      inputs.push_back(it->path().string());
+  }
+  IRIS_TRY(refuse_input_as_output(o.output, inputs, "output"));
+  std::optional<AtomicOutputFile> report_file;
+  if (!o.report_path.empty()) {
+    IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
+    std::error_code ec;
+    if (std::filesystem::absolute(o.report_path, ec) == std::filesystem::absolute(o.output, ec))
+      return usage_error("--report '" + o.report_path + "' is the output archive");
+    IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
+    report_file = std::move(rf);
+  }
   WriteOptions wo;
   wo.overwrite = o.overwrite;
   wo.progress = o.progress;
   wo.partial_files = o.partial_files;
+  // The report is written in full before the archive gets its name; it is committed after.
+  wo.before_commit = [&](uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes) -> Status {
+    if (!report_file) return Status::ok();
+    report.written = WriteSummary{file_bytes, data_bytes, manifest_bytes};
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string text = report.to_json().dump(2) + "\n";
+    return report_file->append({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  };
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
-  if (!o.report_path.empty()) {
-    std::ofstream rep(o.report_path);
-    rep << report.to_json().dump(2) << "\n";
-    if (!rep) return io_error(o.report_path + ": cannot write the report");
-  }
+  if (report_file) IRIS_TRY(report_file->commit());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -7,6 +7,7 @@
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
+#include "converter/output_guard.h"
 #include "formats/iris_archive.h"
 #include "converter/hf/safetensors_writer.h"
 #include "formats/tile_layout.h"
@@ -15,6 +16,25 @@
 namespace iris {
 
 namespace {
+
+// Export hashes what it reads: each component is checked against its manifest checksum just
+// before it is decoded or copied (from the page cache, so the file is read once), and a
+// mismatch fails the export with the verify error; the output is then never committed.
+ComponentProducer checked(const IrisArchive& a, const ArchiveTensor& t, std::vector<const StoredComponent*> comps, ComponentProducer inner) {
+  return [&a, &t, comps = std::move(comps), inner = std::move(inner)](ByteSink& sink) -> Status {
+    for (const StoredComponent* c : comps)
+      if (a.hash_component(*c) != c->xxh3)
+        return verify_failed(a.path() + ": tensor '" + t.desc.name + "': component '" + role_name(c->spec.role) +
+                             "' does not match its checksum (data corrupted); nothing written");
+    return inner(sink);
+  };
+}
+
+std::vector<const StoredComponent*> all_components(const ArchiveTensor& t) {
+  std::vector<const StoredComponent*> v;
+  for (const auto& c : t.components) v.push_back(&c);
+  return v;
+}
 
 constexpr uint64_t kChunk = 16ull << 20;
 
@@ -86,10 +106,10 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
     if (*parsed_role == Role::kCodes && t.desc.layout.kind == LayoutKind::kTiled) {
       IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(t.desc));
       if (!need || *need != g.batch * g.n * g.row_bytes()) return invalid_input(ctx + "source shape of '" + name + "' disagrees with the codes");
-      prod = untile_component(a, *c, g, t.desc.layout);
+      prod = checked(a, t, {c}, untile_component(a, *c, g, t.desc.layout));
     } else {
       if (!need || *need != c->spec.bytes) return invalid_input(ctx + "source shape of '" + name + "' disagrees with component '" + role + "'");
-      prod = copy_component(a, *c);
+      prod = checked(a, t, {c}, copy_component(a, *c));
     }
     out->push_back({name, *dtype, shape, std::move(prod)});
   }
@@ -109,7 +129,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
       if (target) {
-        entries.push_back({t.desc.name, *target, t.desc.shape, dequantize_component(a, t, *target)});
+        entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, all_components(t), dequantize_component(a, t, *target))});
         continue;
       }
       IRIS_TRY(source_entries(a, t, &entries));
@@ -117,12 +137,13 @@ Result<ExportReport> run_export(const ExportOptions& o) {
     }
     const StoredComponent& c = t.components[0];
     if (target && is_float(t.desc.dtype) && t.desc.dtype != *target)
-      entries.push_back({t.desc.name, *target, t.desc.shape, dequantize_component(a, t, *target)});
+      entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, {&c}, dequantize_component(a, t, *target))});
     else
-      entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, copy_component(a, c)});
+      entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, checked(a, t, {&c}, copy_component(a, c))});
   }
   ExportReport r;
   r.tensors = entries.size();
+  IRIS_TRY(refuse_input_as_output(o.output, {o.archive}, "output"));
   SafetensorsWriteOptions wo;
   wo.overwrite = o.overwrite;
   wo.partial_files = o.partial_files;

@@ -182,6 +182,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   IRIS_TRY(out.write_at(0, pre_bytes));
   IRIS_TRY(out.pad_to(data_offset + data_size));
   IRIS_TRY(check_written_header(out.fd(), data_offset, data_offset + data_size, out.partial_path()));
+  if (options.before_commit) IRIS_TRY(options.before_commit(data_offset + data_size, data_size, manifest.size()));
   IRIS_TRY(out.commit());
   return WriteSummary{data_offset + data_size, data_size, manifest.size()};
 }

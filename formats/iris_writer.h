@@ -25,6 +25,9 @@ struct WriteOptions {
   std::function<void(uint64_t, uint64_t)> progress;
   // Where the partial file is registered while it exists (the CLI's signal cleanup), if any.
   PartialFileRegistry* partial_files = nullptr;
+  // Called when the archive is complete and checked but not yet under its name: what must not
+  // outlive a failed write (a report about it) is finished here; an error abandons the archive.
+  std::function<Status(uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes)> before_commit;
 };
 
 struct WriteSummary {

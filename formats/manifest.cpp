@@ -175,6 +175,29 @@ Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx, const s
 
 }  // namespace
 
+// The provenance record (FORMAT.md section 3): every reader checks the same schema, so an
+// archive `verify` accepts never trips a later reader (export rebuilds tensors from it).
+static Status check_source_record(const json& s, const std::string& ctx) {
+  if (!s.is_object()) return invalid_input(ctx + "not an object");
+  if (auto r = s.find("requantized_from"); r != s.end() && !r->is_string()) return invalid_input(ctx + "'requantized_from' is not a string");
+  auto parts = s.find("tensors");
+  if (parts == s.end()) return Status::ok();
+  if (!parts->is_array()) return invalid_input(ctx + "'tensors' is not a list");
+  for (size_t i = 0; i < parts->size(); ++i) {
+    const json& p = (*parts)[i];
+    const std::string pctx = ctx + "tensors[" + std::to_string(i) + "]: ";
+    if (!p.is_object()) return invalid_input(pctx + "not an object");
+    IRIS_ASSIGN_OR_RETURN(std::string role, get_str(p, "role", pctx));
+    if (!role_from_name(role)) return invalid_input(pctx + "unknown role '" + role + "'");
+    IRIS_ASSIGN_OR_RETURN(std::string name, get_str(p, "name", pctx));
+    IRIS_ASSIGN_OR_RETURN(std::string dtype, get_str(p, "dtype", pctx));
+    IRIS_ASSIGN_OR_RETURN(auto shape, get_shape(p, "shape", pctx));
+    if (auto f = p.find("file"); f != p.end() && !f->is_string()) return invalid_input(pctx + "'file' is not a string");
+    (void)name, (void)dtype, (void)shape;
+  }
+  return Status::ok();
+}
+
 Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std::string& path) {
   const std::string mctx = path + ": manifest: ";
   if (!j.is_object()) return invalid_input(mctx + "not a JSON object");
@@ -223,7 +246,10 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
       IRIS_TRY(check_range(c.offset, c.spec.bytes, m.alignment, data_size, cctx, &ranges, name + "/" + role_name(want.role)));
       at.components.push_back(std::move(c));
     }
-    if (auto s = tj.find("source"); s != tj.end()) at.source = *s;
+    if (auto s = tj.find("source"); s != tj.end()) {
+      IRIS_TRY(check_source_record(*s, ctx + "source: "));
+      at.source = *s;
+    }
     m.tensors.push_back(std::move(at));
   }
   if (auto files = j.find("files"); files != j.end()) {

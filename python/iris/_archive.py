@@ -341,6 +341,30 @@ class Archive:
             raise IrisError(ctx + f"bytes [{offset}, +{nbytes}) run past the {self._data_size}-byte data section")
         return (offset, offset + nbytes, what)
 
+    @staticmethod
+    def _check_source(source, ctx, get_shape):
+        """The provenance record, checked as the C++ reader does (FORMAT.md section 3)."""
+        if not isinstance(source, dict):
+            raise IrisError(ctx + "not an object")
+        if "requantized_from" in source and not isinstance(source["requantized_from"], str):
+            raise IrisError(ctx + "'requantized_from' is not a string")
+        if "tensors" not in source:
+            return
+        if not isinstance(source["tensors"], list):
+            raise IrisError(ctx + "'tensors' is not a list")
+        for i, p in enumerate(source["tensors"]):
+            pctx = ctx + f"tensors[{i}]: "
+            if not isinstance(p, dict):
+                raise IrisError(pctx + "not an object")
+            for key in ("role", "name", "dtype"):
+                if not isinstance(p.get(key), str):
+                    raise IrisError(pctx + f"'{key}' missing or not a string")
+            if p["role"] not in _format.ROLES:
+                raise IrisError(pctx + f"unknown role {p['role']!r}")
+            get_shape("shape", p)
+            if "file" in p and not isinstance(p["file"], str):
+                raise IrisError(pctx + "'file' is not a string")
+
     def _check_tensor(self, tj, ctx):
         def get_shape(key, o):
             s = o.get(key)
@@ -375,8 +399,10 @@ class Archive:
         if kind not in ("row_major", "tiled", "flat"):
             raise IrisError(ctx + f"unknown layout kind {kind!r}")
         layout = {"kind": kind}
+        source = tj.get("source", {})
+        self._check_source(source, ctx + "source: ", get_shape)
         entry = {"name": tj["name"], "shape": shape, "dtype": dt, "format": "raw" if fmt == dt else fmt,
-                 "params": tj.get("params", {}), "typed_params": typed, "layout": layout, "source": tj.get("source", {})}
+                 "params": tj.get("params", {}), "typed_params": typed, "layout": layout, "source": source}
         if kind == "tiled":
             if fmt not in _format.FORMATS:
                 raise IrisError(ctx + "layout 'tiled' is not valid for this tensor")

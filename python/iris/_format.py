@@ -48,6 +48,9 @@ PARAMS = {
 PARAMS["bnb_fp4"] = PARAMS["nf4"]
 
 
+# Component roles (FORMAT.md section 4), as the manifest and the source record name them.
+ROLES = ("data", "codes", "scales", "absmax", "nested_absmax", "code_table", "nested_code_table", "quant_state")
+
 def is_uint(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 

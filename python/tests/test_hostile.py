@@ -108,6 +108,10 @@ CATALOGUE = {
     "tensors overlap": edit(lambda m: m["tensors"][1]["components"][0].update(offset=m["tensors"][0]["components"][0]["offset"])),
     "checksum not hex": edit(lambda m: mx(m)["components"][0].update(xxh3="zzzzzzzzzzzzzzzz")),
     "embedded file encoding unknown": edit(lambda m: m["files"][0].update(encoding="lz4")),
+    "source not an object": edit(lambda m: mx(m).update(source=[1])),
+    "source tensors not a list": edit(lambda m: mx(m).update(source={"tensors": 3})),
+    "source part shape a string": edit(lambda m: mx(m)["source"]["tensors"][0].update(shape="big")),
+    "source part role unknown": edit(lambda m: mx(m)["source"]["tensors"][0].update(role="weights")),
     "embedded file past the data": edit(lambda m: m["files"][0].update(offset=1 << 50)),
     "embedded file raw size huge": edit(lambda m: m["files"][0].update(raw_bytes=1 << 62)),
 }

@@ -129,6 +129,11 @@ std::vector<Hostile> catalogue() {
       {"tensors overlap", edit([&](json& m) { m["tensors"][1]["components"][0]["offset"] = m["tensors"][0]["components"][0]["offset"]; })},
       {"checksum not hex", edit([&](json& m) { mx(m)["components"][0]["xxh3"] = "zzzzzzzzzzzzzzzz"; })},
       {"embedded file encoding unknown", edit([](json& m) { m["files"][0]["encoding"] = "lz4"; })},
+      // The provenance record export rebuilds tensors from: every reader checks its schema.
+      {"source not an object", edit([&](json& m) { mx(m)["source"] = json::array({1}); })},
+      {"source tensors not a list", edit([&](json& m) { mx(m)["source"]["tensors"] = 3; })},
+      {"source part shape a string", edit([&](json& m) { mx(m)["source"]["tensors"][0]["shape"] = "big"; })},
+      {"source part role unknown", edit([&](json& m) { mx(m)["source"]["tensors"][0]["role"] = "weights"; })},
       {"embedded file past the data", edit([](json& m) { m["files"][0]["offset"] = uint64_t(1) << 50; })},
       {"embedded file raw size huge", edit([](json& m) { m["files"][0]["raw_bytes"] = uint64_t(1) << 62; })},
   };

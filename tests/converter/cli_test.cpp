@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "common/float_bits.h"
 #include "converter/hf/safetensors_file.h"
 #include "converter/hf/safetensors_writer.h"
 #include "converter/hf/snapshot.h"
+#include "formats/iris_archive.h"
 #include "tests/test_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
@@ -168,28 +171,121 @@ TEST(Cli, InterruptedConvertLeavesNoPartialFile) {
   SafetensorsWriteOptions o;
   ASSERT_TRUE(write_safetensors(d / "big/model.safetensors", std::move(entries), o).is_ok());
   const std::string binary = test_paths::iris_binary();  // before fork: the child only execs
-  for (int sig : {SIGINT, SIGTERM}) {
+  // SIGINT and SIGTERM are handled (the named partial is unlinked); SIGKILL cannot be, so
+  // the archive is written to an unnamed file (O_TMPFILE) that vanishes with the process.
+  for (int sig : {SIGINT, SIGTERM, SIGKILL}) {
     bool interrupted = false;
     // The conversion takes a few hundred milliseconds; should it ever finish before the
-    // signal lands, try again (a run that is never interrupted fails the test).
-    for (int attempt = 0; attempt < 5 && !interrupted; ++attempt) {
+    // signal lands, try again sooner (a run that is never interrupted fails the test).
+    for (int attempt = 0; attempt < 6 && !interrupted; ++attempt) {
       fs::remove(d / "out.iris");
       pid_t pid = fork();
       if (pid == 0) {
         execl(binary.c_str(), binary.c_str(), "convert", (d / "big").c_str(), "-o", (d / "out.iris").c_str(), "-q", (char*)nullptr);
         _exit(127);
       }
-      // Wait until the partial file exists, then interrupt.
-      for (int i = 0; i < 2000 && count_partials(d.path) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(120 >> attempt));
       kill(pid, sig);
       int status = 0;
       waitpid(pid, &status, 0);
       interrupted = WIFSIGNALED(status) && WTERMSIG(status) == sig;
     }
     EXPECT_TRUE(interrupted) << "signal " << sig << " never landed during a conversion";
-    EXPECT_EQ(count_partials(d.path), 0u) << "signal " << sig;
-    EXPECT_FALSE(fs::exists(d / "out.iris"));
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(d.path))
+      if (e.path().filename() != "big") left.push_back(e.path().filename().string());
+    EXPECT_TRUE(left.empty()) << "signal " << sig << " left " << left.size() << " files, the first " << (left.empty() ? "" : left[0]);
   }
+}
+
+// export hashes what it reads: a flipped byte inside a tile fails it with the verify exit code
+// (4) and no output, in both the dequantizing and the original-form export.
+TEST(Cli, ExportOfACorruptedArchiveFailsAndWritesNothing) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " --quant mxfp4 -q").rc, 0);
+  uint64_t at = 0;
+  {
+    auto a = IrisArchive::open(d / "a.iris");
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    for (const auto& t : a->manifest().tensors)
+      if (t.desc.format == Format::kMxfp4) {
+        at = a->absolute_offset(t.components[0]) + t.components[0].spec.bytes / 2;
+        break;
+      }
+  }
+  ASSERT_GT(at, 0u);
+  std::string bytes = read_all(d / "a.iris");
+  bytes[at] ^= 0x10;
+  write_bytes(d / "bad.iris", bytes);
+  for (const char* dtype : {"bf16", "keep"}) {
+    auto r = run("export " + (d / "bad.iris") + " -o " + (d / "out.safetensors") + " --dtype " + dtype + " -q");
+    EXPECT_EQ(r.rc, 4) << dtype << ": " << r.out;
+    EXPECT_NE(r.out.find("does not match its checksum"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(d / "out.safetensors"));
+  }
+  EXPECT_EQ(run("export " + (d / "a.iris") + " -o " + (d / "out.safetensors") + " -q").rc, 0);
+}
+
+// A named partial of a process that no longer exists (a SIGKILLed run on a filesystem without
+// O_TMPFILE) is removed by the next write to the same name; a live process's is kept.
+TEST(Cli, StalePartialsOfDeadProcessesAreRemoved) {
+  TempDir d;
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // its PID is now unused (reuse within the test is vanishingly rare)
+  const std::string dead = d / ("a.iris.partial-" + std::to_string(child) + "-Ab12Cd");
+  const std::string live = d / ("a.iris.partial-" + std::to_string(getpid()) + "-Zz98Yy");
+  const std::string other = d / "a.iris.partial-notours";
+  for (const auto& p : {dead, live, other}) write_bytes(p, "x");
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " -q").rc, 0);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+}
+
+// An output or a report that is, or links to, a source file is refused even with --force,
+// and the source is untouched.
+TEST(Cli, OutputsNeverReplaceAnInput) {
+  TempDir d;
+  fs::copy(kFix + "llama-bf16", d / "snap");
+  const std::string shard = d / "snap/model-00001-of-00004.safetensors";
+  const std::string before = read_all(shard);
+  fs::create_symlink(shard, d / "link.iris");
+  fs::create_hard_link(shard, d / "hard.iris");
+  for (const std::string& out : {shard, d / "link.iris", d / "hard.iris"}) {
+    auto r = run("convert " + (d / "snap") + " -o " + out + " --force -q");
+    EXPECT_EQ(r.rc, 2) << out << ": " << r.out;
+    EXPECT_NE(r.out.find("refusing to replace it"), std::string::npos) << r.out;
+  }
+  auto rep = run("convert " + (d / "snap") + " -o " + (d / "a.iris") + " --report " + (d / "snap/config.json") + " --force -q");
+  EXPECT_EQ(rep.rc, 2) << rep.out;
+  EXPECT_FALSE(fs::exists(d / "a.iris"));
+  EXPECT_EQ(read_all(shard), before);
+  EXPECT_TRUE(fs::is_symlink(d / "link.iris"));
+  ASSERT_EQ(run("convert " + (d / "snap") + " -o " + (d / "a.iris") + " -q").rc, 0);
+  auto e = run("export " + (d / "a.iris") + " -o " + (d / "a.iris") + " --force -q");
+  EXPECT_EQ(e.rc, 2) << e.out;
+  EXPECT_EQ(run("verify " + (d / "a.iris")).rc, 0);
+}
+
+// --report: an existing file is kept without --force and no archive is written; a report that
+// cannot be written leaves no archive; a written one is complete JSON.
+TEST(Cli, ReportIsCheckedBeforeTheArchiveAndWrittenAtomically) {
+  TempDir d;
+  write_bytes(d / "r.json", "keep me");
+  auto r = run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " --report " + (d / "r.json") + " -q");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(read_all(d / "r.json"), "keep me");
+  EXPECT_FALSE(fs::exists(d / "a.iris"));
+  auto nowhere = run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " --report " + (d / "no/dir/r.json") + " -q");
+  EXPECT_EQ(nowhere.rc, 5) << nowhere.out;
+  EXPECT_FALSE(fs::exists(d / "a.iris"));
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " --report " + (d / "r.json") + " --force -q").rc, 0);
+  auto j = nlohmann::json::parse(read_all(d / "r.json"));
+  EXPECT_EQ(j["file_bytes"].get<uint64_t>(), fs::file_size(d / "a.iris"));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(d.path)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names.size(), 2u);  // a.iris and r.json, no partials
 }
 
 TEST(Cli, RepoIdFromTheHfCacheConvertsEndToEnd) {
