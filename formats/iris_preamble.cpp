@@ -36,6 +36,12 @@ Result<Preamble> decode_preamble(const uint8_t* b, uint64_t file_size, const std
   if (file_size < kPreambleSize)
     return invalid_input(path + ": " + std::to_string(file_size) + " bytes is too short for an .iris archive");
   if (std::memcmp(b, kIrisMagic.data(), 7) != 0) return invalid_input(path + ": not an .iris archive (bad magic)");
+  // Another generation digit is "unsupported" only when the preamble checksum vouches for it
+  // (a later writer); a damaged magic byte fails the checksum and is corruption. v1 archives
+  // (IRISMDL1) have no such checksum and are recognised by their magic alone.
+  const bool checksum_ok = get<uint64_t>(&b[56]) == xxh3_64(b, 56);
+  if (b[7] != '2' && b[7] != '1' && !(b[7] >= '3' && b[7] <= '9' && checksum_ok))
+    return invalid_input(path + ": not an .iris archive (bad magic)");
   if (b[7] != '2')
     return unsupported(path + ": .iris format generation '" + std::string(1, char(b[7])) + "' is not supported (this reader reads v2)");
   if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return corrupt_data(path + ": preamble checksum mismatch (corrupt header)");

@@ -1,6 +1,9 @@
 #include "verify/checksums.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/hashing.h"
 
@@ -29,6 +32,43 @@ void verify_checksums(const IrisArchive& a, VerifyReport* report, const std::fun
     auto st = a.read_file(f.name);
     report->files.push_back({f.name, st.is_ok(), st.is_ok() ? "" : st.status().message()});
   }
+  verify_padding(a, report);
+}
+
+// Every byte of the file is accounted for: FORMAT.md says the bytes between the manifest and
+// the data section, and between and after the components and files, are zero. So a flipped
+// bit anywhere in the file fails some check (the preamble and manifest have their own
+// checksums, components and files theirs, and the rest must be zero).
+void verify_padding(const IrisArchive& a, VerifyReport* report) {
+  const Preamble& p = a.preamble();
+  const auto& map = a.mapping();
+  auto first_nonzero = [&](uint64_t begin, uint64_t end) -> std::optional<uint64_t> {
+    if (end <= begin) return std::nullopt;
+    const auto bytes = map.bytes(begin, end - begin);
+    for (uint64_t i = 0; i < bytes.size(); ++i)
+      if (bytes[i] != 0) return begin + i;
+    return std::nullopt;
+  };
+  auto check = [&](const std::string& name, uint64_t begin, uint64_t end, std::vector<CheckResult>* out) {
+    if (auto at = first_nonzero(begin, end))
+      out->push_back({name, false, "byte at file offset " + std::to_string(*at) + " is not zero (padding must be zero; data corrupted)"});
+  };
+  std::vector<CheckResult> results;
+  check("padding:header", p.manifest_offset + p.manifest_size, p.data_offset, &results);
+  std::vector<std::pair<uint64_t, uint64_t>> used;  // absolute [begin, end) of components and files
+  for (const auto& t : a.manifest().tensors)
+    for (const auto& c : t.components) used.push_back({p.data_offset + c.offset, p.data_offset + c.offset + c.spec.bytes});
+  for (const auto& f : a.manifest().files) used.push_back({p.data_offset + f.offset, p.data_offset + f.offset + f.size});
+  std::sort(used.begin(), used.end());
+  uint64_t pos = p.data_offset;
+  for (const auto& [b, e] : used) {
+    check("padding:data", pos, b, &results);
+    pos = std::max(pos, e);
+  }
+  check("padding:data", pos, p.data_offset + p.data_size, &results);
+  if (results.empty()) results.push_back({"padding", true, ""});
+  else results.resize(1);  // the first offending byte says enough
+  for (auto& r : results) report->archive.push_back(std::move(r));
 }
 
 }  // namespace iris

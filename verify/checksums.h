@@ -12,4 +12,9 @@ namespace iris {
 void verify_checksums(const IrisArchive& archive, VerifyReport* report,
                       const std::function<void(uint64_t, uint64_t)>& progress);
 
+// Adds a whole-file "padding" check: every byte outside the preamble, the manifest, the
+// components and the embedded files is zero (FORMAT.md section 2), so no bit of the file can
+// change unseen. Part of verify_checksums.
+void verify_padding(const IrisArchive& archive, VerifyReport* report);
+
 }  // namespace iris

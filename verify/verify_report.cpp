@@ -15,6 +15,7 @@ size_t VerifyReport::failures() const {
   for (const auto& t : tensors)
     for (const auto& c : t.checks) n += !c.ok;
   for (const auto& f : files) n += !f.ok;
+  for (const auto& c : archive) n += !c.ok;
   return n;
 }
 
@@ -27,7 +28,9 @@ nlohmann::json VerifyReport::to_json() const {
   }
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : files) fj.push_back({{"file", f.check}, {"ok", f.ok}, {"detail", f.detail}});
-  return {{"path", path}, {"device", device}, {"ok", ok()}, {"failures", failures()}, {"tensors", tj}, {"files", fj}};
+  nlohmann::json aj = nlohmann::json::array();
+  for (const auto& c : archive) aj.push_back({{"check", c.check}, {"ok", c.ok}, {"detail", c.detail}});
+  return {{"path", path}, {"device", device}, {"ok", ok()}, {"failures", failures()}, {"tensors", tj}, {"files", fj}, {"archive", aj}};
 }
 
 void VerifyReport::print_text(std::FILE* out, bool verbose) const {
@@ -41,6 +44,10 @@ void VerifyReport::print_text(std::FILE* out, bool verbose) const {
   for (const auto& f : files) {
     ++checks;
     if (!f.ok) std::fprintf(out, "FAIL embedded file %s: %s\n", f.check.c_str(), f.detail.c_str());
+  }
+  for (const auto& c : archive) {
+    ++checks;
+    if (!c.ok) std::fprintf(out, "FAIL archive %s: %s\n", c.check.c_str(), c.detail.c_str());
   }
   std::fprintf(out, "%s: %s, %zu tensors, %zu checks, %zu failed (device %s)\n", path.c_str(), ok() ? "OK" : "FAILED",
                tensors.size(), checks, failures(), device.c_str());

@@ -28,6 +28,7 @@ struct VerifyReport {
   std::string device = "cpu";
   std::vector<TensorReport> tensors;
   std::vector<CheckResult> files;  // embedded files
+  std::vector<CheckResult> archive;  // whole-file checks: padding, unaccounted bytes
   bool ok() const;
   size_t failures() const;
   nlohmann::json to_json() const;

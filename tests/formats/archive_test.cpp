@@ -1,6 +1,7 @@
 // The .iris writer and reader: round trips, tile permutation, and rejection of bad
 // manifests and preambles.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <random>
 
@@ -194,7 +195,10 @@ TEST(Preamble, RejectsCorruptionAndBadBounds) {
   s[0] = 'J';
   EXPECT_NE(try_open(s).message().find("bad magic"), std::string::npos);
   s = good;
-  s[7] = '3';
+  s[7] = '3';  // a damaged generation byte: the preamble checksum no longer matches
+  EXPECT_EQ(try_open(s).kind(), ErrorKind::kInvalidInput);
+  uint64_t h = XXH3_64bits(s.data(), 56);  // a later generation, written as such
+  std::memcpy(&s[56], &h, 8);
   EXPECT_EQ(try_open(s).kind(), ErrorKind::kUnsupported);
   s = good;
   s[20] ^= 1;  // inside the manifest offset field: the preamble checksum catches it
