@@ -19,7 +19,8 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   QuantView v{};
   switch (d.format) {
     case Format::kMxfp4: v.format = ViewFormat::kMxfp4; break;
-    case Format::kNf4: v.format = ViewFormat::kNf4; break;
+    case Format::kNf4:
+    case Format::kBnbFp4: v.format = ViewFormat::kNf4; break;  // one kernel: the 16-value code book is a component
     case Format::kFp8E4M3: v.format = ViewFormat::kFp8; break;
     default: return unsupported(ctx + "no GPU kernel for format " + format_name(d.format));
   }

@@ -11,6 +11,8 @@
 
 namespace iris {
 
+// kNf4 covers both bitsandbytes 4-bit formats (nf4 and bnb_fp4): they differ only in the
+// 16-value code book, which the kernels read from the tensor's code_table component.
 enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3 };
 enum class ScaleType : uint32_t { kU8 = 0, kF32 = 1, kBf16 = 2, kF16 = 3 };
 

@@ -28,7 +28,7 @@ namespace {
 enum class Scales { kNormal, kExtreme, kWithNaN };
 
 struct Case {
-  std::string format;  // mxfp4 | nf4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-bf16
+  std::string format;  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-bf16
   std::vector<uint64_t> shape;
   uint64_t tile_n, tile_k;  // 0: the converter's default choice
   Scales scales = Scales::kNormal;
@@ -93,8 +93,9 @@ Built build(const Case& c, std::mt19937& rng) {
     rows = bytes(batch * n * round_up(k, 32) / 2);
     const uint64_t ns = batch * n * ceil_div(k, 32);
     b.comps[Role::kScales] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255) : bytes(ns, 100, 140);
-  } else if (c.format == "nf4") {
-    d.format = Format::kNf4;
+  } else if (c.format == "nf4" || c.format == "bnb_fp4") {
+    const bool fp4 = c.format == "bnb_fp4";
+    d.format = fp4 ? Format::kBnbFp4 : Format::kNf4;
     const uint64_t nabs = ceil_div(numel, 64);
     d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0732421875},
                 {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
@@ -102,7 +103,10 @@ Built build(const Case& c, std::mt19937& rng) {
     b.comps[Role::kAbsmax] = bytes(nabs);
     b.comps[Role::kNestedAbsmax] = c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f) : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
     std::vector<uint8_t> table(16 * 4), nested(256 * 4);
-    for (int i = 0; i < 16; ++i) { float v = quant::nf4_to_f32(uint8_t(i)); std::memcpy(&table[i * 4], &v, 4); }
+    for (int i = 0; i < 16; ++i) {
+      float v = fp4 ? quant::bnb_fp4_to_f32(uint8_t(i)) : quant::nf4_to_f32(uint8_t(i));
+      std::memcpy(&table[i * 4], &v, 4);
+    }
     for (int i = 0; i < 256; ++i) { float v = quant::dynamic_map_value(uint8_t(i)); std::memcpy(&nested[i * 4], &v, 4); }
     b.comps[Role::kCodeTable] = table;
     b.comps[Role::kNestedCodeTable] = nested;
@@ -337,7 +341,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cs;
   const std::vector<std::vector<uint64_t>> shapes = {{1, 32}, {1, 64}, {3, 96}, {16, 256}, {17, 320}, {129, 512}, {64, 4096}, {2, 5, 256}, {4, 33, 128}};
   for (const auto& s : shapes) {
-    for (std::string f : {"mxfp4", "nf4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-bf16"}) {
+    for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-bf16"}) {
       if (f == "fp8-group" && s.back() % 48 != 0 && s.back() != 32) {}  // groups may end mid-row: allowed
       cs.push_back({f, s, 0, 0});
     }
@@ -355,7 +359,7 @@ std::vector<Case> all_cases() {
   cs.push_back({"nf4", {7, 129}, 0, 0});     // flat, odd element count
   // Tensor-core GEMV: 16-row stripes with 64, 128, 192 and 512-column tiles, K not a multiple
   // of the chunk (64) or the tile, a partial last stripe, NF4 blocks of 128.
-  for (std::string f : {"mxfp4", "nf4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-group128"}) {
+  for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-group128"}) {
     for (uint64_t tk : {64, 128, 192, 512}) cs.push_back({f, {40, 1024}, 16, tk});
   }
   cs.push_back({"mxfp4", {32, 100}, 0, 0});
