@@ -94,8 +94,13 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   json files = json::array();
   for (const auto& sh : snap.shards())
     files.push_back({{"name", std::filesystem::path(sh->path()).filename().string()}, {"bytes", sh->file_size()}});
-  writer.set_provenance({{"source", o.source},
-                         {"resolved", snap.resolved_from()},
+  // Reproducible: nothing of the machine or of the path typed enters the archive (the same
+  // input bytes and options give the same archive bytes anywhere); a repo id is not a path.
+  const std::string& resolved = snap.resolved_from();
+  const std::string kind = resolved.substr(0, resolved.find(' '));
+  json source_ref = {{"kind", kind}};
+  if (kind == "repo") source_ref["repo"] = o.source;
+  writer.set_provenance({{"source", source_ref},
                          {"source_files", files},
                          {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
                                       {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});

@@ -7,6 +7,7 @@
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/exit_codes.h"
+#include "converter/cli/json_errors.h"
 #include "converter/convert.h"
 #include "converter/export.h"
 #include "converter/inspect.h"
@@ -26,7 +27,9 @@ constexpr const char* kExitCodes = R"(Exit codes:
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
 
-int fail(const iris::Status& s) {
+// The one-line error on stderr, and with --json the error object on stdout too.
+int fail(const iris::Status& s, const char* json_command = nullptr) {
+  if (json_command) iris::print_json_error(json_command, s);
   std::istringstream lines(iris::cli_message(s));
   for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "iris: error: %s\n", line.c_str());
   return iris::exit_code(s.kind());
@@ -86,6 +89,8 @@ int main(int argc, char** argv) {
   exp->add_option("--dtype", eo.dtype, "keep | bf16 | f16 | f32")->check(CLI::IsMember({"keep", "bf16", "f16", "f32"}))->capture_default_str();
   exp->add_flag("--force", eo.overwrite, "Replace OUTPUT if it exists");
   exp->add_flag("-q,--quiet", quiet, "No progress bar");
+  bool export_json = false;
+  exp->add_flag("--json", export_json, "Print a JSON summary (or the error) on stdout");
   exp->footer("Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32");
 
   // verify
@@ -97,6 +102,21 @@ int main(int argc, char** argv) {
   verify->add_flag("--json", vo.json, "Print the report as JSON on stdout");
   verify->add_flag("-v,--verbose", vo.verbose, "List passing tensors too");
   verify->add_flag("-q,--quiet", quiet, "No progress bar");
+  verify->add_option("--junit", vo.junit_path, "Also write the checks as JUnit XML (one test case per tensor and check) to FILE");
+  verify->add_flag("--force", vo.overwrite, "Replace an existing --junit file");
+  verify->add_option("--against", vo.against,
+                     "Also compare every tensor with SRC (snapshot folder, file, repo id or archive): same names and shapes, "
+                     "lossless tensors bit for bit, requantized ones within the format's error limits");
+  verify->add_option("--max-rel-l2", vo.max_rel_l2, "[REGEX=]LIMIT on the relative L2 error of requantized tensors (repeatable)");
+  verify->add_option("--min-snr-db", vo.min_snr_db, "[REGEX=]LIMIT on the SNR of requantized tensors (repeatable)");
+
+  // diff
+  iris::DiffOptions dfo;
+  auto* diff = app.add_subcommand("diff", "Compare two archives, or an archive and a snapshot, tensor by tensor");
+  diff->add_option("A", dfo.a, "Archive or snapshot")->required();
+  diff->add_option("B", dfo.b, "Archive or snapshot (the reference)")->required();
+  diff->add_flag("--json", dfo.json, "Machine-readable output");
+  diff->footer("Example:\n  iris diff llama-nf4.iris ~/models/llama   # rel L2, SNR, max error per tensor");
   verify->footer("Example:\n  iris verify model.iris && echo ok\n  iris verify model.iris --device cuda --json > report.json");
 
   // bench
@@ -116,6 +136,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
+    if (rc != 0)
+      for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--json") iris::print_json_error(argc > 1 ? argv[1] : "", iris::usage_error(e.what()));
     return rc == 0 ? 0 : int(iris::kExitUsage);
   }
 
@@ -125,20 +148,30 @@ int main(int argc, char** argv) {
     co.partial_files = partial_files;
     auto r = iris::run_convert(co);
     bar.finish();
-    if (!r.is_ok()) return fail(r.status());
+    if (!r.is_ok()) return fail(r.status(), json_out ? "convert" : nullptr);
     for (const auto& w : r->warnings) std::fprintf(stderr, "iris: warning: %s\n", w.c_str());
-    if (json_out) std::printf("%s\n", r->to_json().dump(2).c_str());
-    else if (co.dry_run) iris::print_plan(*r, stdout);
-    else if (!quiet) iris::print_quality_summary(*r, stderr);
-    if (!json_out && !quiet && !co.dry_run && iris::stderr_is_terminal())
+    if (json_out) {
+      auto j = r->to_json();
+      j["ok"] = true;
+      std::printf("%s\n", j.dump(2).c_str());
+    } else if (co.dry_run) {
+      iris::print_plan(*r, stdout);
+    } else if (!quiet) {
+      iris::print_quality_summary(*r, stderr);
+    }
+    // The summary line goes to CI logs too (not terminals); the bar alone is terminal-only.
+    if (!json_out && !quiet && !co.dry_run)
       std::fprintf(stderr, "wrote %s: %zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), r->tensors,
                    r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
     return 0;
   }
   if (inspect->parsed()) {
     auto r = iris::inspect_path(inspect_path);
-    if (!r.is_ok()) return fail(r.status());
-    if (inspect_json) std::printf("%s\n", r->dump(2).c_str());
+    if (!r.is_ok()) return fail(r.status(), inspect_json ? "inspect" : nullptr);
+    if (inspect_json) {
+      (*r)["ok"] = true;
+      std::printf("%s\n", r->dump(2).c_str());
+    }
     else iris::print_inspection(*r);
     return 0;
   }
@@ -148,10 +181,12 @@ int main(int argc, char** argv) {
     eo.partial_files = partial_files;
     auto r = iris::run_export(eo);
     bar.finish();
-    if (!r.is_ok()) return fail(r.status());
+    if (!r.is_ok()) return fail(r.status(), export_json ? "export" : nullptr);
+    if (export_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}).dump(2).c_str());
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);
+  if (diff->parsed()) return iris::run_diff_command(dfo);
   if (verify->parsed()) {
     vo.show_progress = !quiet;
     return iris::run_verify_command(vo);

@@ -226,6 +226,21 @@ TEST(Cli, ExportOfACorruptedArchiveFailsAndWritesNothing) {
   EXPECT_EQ(run("export " + (d / "a.iris") + " -o " + (d / "out.safetensors") + " -q").rc, 0);
 }
 
+// Reproducible archives: two copies of a snapshot at different paths, one given relative and
+// one absolute, convert (plain and requantized) to byte-identical archives.
+TEST(Cli, SameInputBytesGiveTheSameArchiveFromAnyPath) {
+  TempDir d;
+  fs::copy(kFix + "llama-nf4-dq", d / "first");
+  fs::create_directories(d / "deep/er");
+  fs::copy(kFix + "llama-nf4-dq", d / "deep/er/second-copy");
+  for (const char* quant : {"keep", "mxfp4"}) {
+    ASSERT_EQ(run("convert " + (d / "first") + " -o " + (d / "a.iris") + " --quant " + quant + " -q --force").rc, 0);
+    const std::string rel = fs::relative(d / "deep/er/second-copy").string();
+    ASSERT_EQ(run("convert " + rel + " -o " + (d / "b.iris") + " --quant " + quant + " -q --force").rc, 0);
+    EXPECT_TRUE(read_all(d / "a.iris") == read_all(d / "b.iris")) << quant << ": the archives differ";
+  }
+}
+
 // A named partial of a process that no longer exists (a SIGKILLed run on a filesystem without
 // O_TMPFILE) is removed by the next write to the same name; a live process's is kept.
 TEST(Cli, StalePartialsOfDeadProcessesAreRemoved) {

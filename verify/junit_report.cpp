@@ -1,0 +1,68 @@
+#include "verify/junit_report.h"
+
+#include <sstream>
+
+namespace iris {
+
+namespace {
+
+// XML text and attribute values: the five special characters escaped, and control characters
+// (not allowed in XML 1.0) replaced, so any tensor name or message yields well-formed XML.
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += (c < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : char(c);
+    }
+  }
+  return out;
+}
+
+struct Case {
+  std::string classname, name;
+  bool ok;
+  std::string detail;
+};
+
+std::string document(const std::string& suite, const std::vector<Case>& cases) {
+  size_t failures = 0;
+  for (const auto& c : cases) failures += !c.ok;
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"iris verify\" tests=\"" << cases.size() << "\" failures=\"" << failures << "\" errors=\"0\">\n";
+  x << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << cases.size() << "\" failures=\"" << failures
+    << "\" errors=\"0\" skipped=\"0\">\n";
+  for (const auto& c : cases) {
+    x << "    <testcase classname=\"" << xml_escape(c.classname) << "\" name=\"" << xml_escape(c.name) << "\"";
+    if (c.ok) {
+      x << "/>\n";
+    } else {
+      x << ">\n      <failure message=\"" << xml_escape(c.detail) << "\">" << xml_escape(c.detail) << "</failure>\n    </testcase>\n";
+    }
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  return x.str();
+}
+
+}  // namespace
+
+std::string junit_xml(const VerifyReport& r) {
+  std::vector<Case> cases;
+  for (const auto& t : r.tensors)
+    for (const auto& c : t.checks) cases.push_back({"tensor " + t.name, c.check, c.ok, c.detail});
+  for (const auto& f : r.files) cases.push_back({"embedded file " + f.check, "checksum", f.ok, f.detail});
+  for (const auto& c : r.archive) cases.push_back({"archive", c.check, c.ok, c.detail});
+  return document(r.path + " (device " + r.device + ")", cases);
+}
+
+std::string junit_xml_open_failure(const std::string& path, const Status& status) {
+  return document(path, {{"archive", "open", false, status.message()}});
+}
+
+}  // namespace iris
