@@ -47,12 +47,22 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+MappedFile MappedFile::borrow(std::span<const uint8_t> bytes, std::string name) {
+  MappedFile f;
+  f.path_ = std::move(name);
+  f.data_ = bytes.data();
+  f.size_ = bytes.size();
+  f.borrowed_ = true;
+  return f;
+}
+
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_ && !borrowed_) munmap(const_cast<uint8_t*>(data_), size_);
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
     fd_ = o.fd_;
+    borrowed_ = o.borrowed_;
     o.fd_ = -1;
     data_ = o.data_;
     size_ = o.size_;
@@ -63,13 +73,17 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && !borrowed_) munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 Status MappedFile::read_at(uint64_t offset, void* dst, uint64_t n) const {
   if (offset > size_ || n > size_ - offset) return internal_error(path_ + ": read past the end of the file");
   auto* p = static_cast<uint8_t*>(dst);
+  if (borrowed_) {
+    if (n) std::memcpy(p, data_ + offset, n);
+    return Status::ok();
+  }
   while (n > 0) {
     ssize_t r = pread(fd_, p, std::min<uint64_t>(n, uint64_t(1) << 30), off_t(offset));
     if (r < 0 && errno == EINTR) continue;
@@ -89,14 +103,14 @@ static void page_range(uint64_t offset, uint64_t n, uint64_t size, uint64_t* beg
 }
 
 void MappedFile::will_need(uint64_t offset, uint64_t n) const {
-  if (!data_) return;
+  if (!data_ || borrowed_) return;
   uint64_t b, len;
   page_range(offset, n, size_, &b, &len);
   if (len) madvise(const_cast<uint8_t*>(data_) + b, len, MADV_WILLNEED);
 }
 
 void MappedFile::release(uint64_t offset, uint64_t n) const {
-  if (!data_) return;
+  if (!data_ || borrowed_) return;
   uint64_t b, len;
   page_range(offset, n, size_, &b, &len);
   if (len) madvise(const_cast<uint8_t*>(data_) + b, len, MADV_DONTNEED);

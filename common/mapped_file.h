@@ -16,6 +16,9 @@ namespace iris {
 class MappedFile {
  public:
   static Result<MappedFile> open(const std::string& path);
+  // A view of bytes the caller owns and keeps alive (readers over a memory buffer: the
+  // fuzz targets, engines that already hold the archive); `name` stands in for the path.
+  static MappedFile borrow(std::span<const uint8_t> bytes, std::string name);
 
   MappedFile() = default;
   MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
@@ -43,6 +46,7 @@ class MappedFile {
   int fd_ = -1;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  bool borrowed_ = false;  // borrow(): not ours to unmap
 };
 
 }  // namespace iris

@@ -10,8 +10,18 @@
 namespace iris {
 
 Result<IrisArchive> IrisArchive::open(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
+  return from_map(std::move(map));
+}
+
+Result<IrisArchive> IrisArchive::open_memory(std::span<const uint8_t> bytes, const std::string& name) {
+  return from_map(MappedFile::borrow(bytes, name));
+}
+
+Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
   IrisArchive a;
-  IRIS_ASSIGN_OR_RETURN(a.map_, MappedFile::open(path));
+  a.map_ = std::move(map);
+  const std::string path = a.map_.path();
   IRIS_ASSIGN_OR_RETURN(a.preamble_, decode_preamble(a.map_.data(), a.map_.size(), path));
   std::string_view text(reinterpret_cast<const char*>(a.map_.data()) + a.preamble_.manifest_offset,
                         a.preamble_.manifest_size);

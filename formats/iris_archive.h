@@ -21,6 +21,8 @@ namespace iris {
 class IrisArchive {
  public:
   static Result<IrisArchive> open(const std::string& path);
+  // The same checks over bytes in memory that the caller keeps alive; `name` is used in messages.
+  static Result<IrisArchive> open_memory(std::span<const uint8_t> bytes, const std::string& name);
 
   const std::string& path() const { return map_.path(); }
   const Preamble& preamble() const { return preamble_; }
@@ -51,6 +53,7 @@ class IrisArchive {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+  static Result<IrisArchive> from_map(MappedFile map);
   MappedFile map_;
   Preamble preamble_;
   Manifest manifest_;
