@@ -9,6 +9,7 @@
 #include "formats/iris_archive.h"
 #include "verify/checksums.h"
 #include "verify/junit_report.h"
+#include "verify/value_checks.h"
 #include "converter/compare.h"
 #include "common/atomic_output.h"
 #include "verify/device_checks.h"
@@ -73,6 +74,7 @@ int run_verify_command(const VerifyOptions& o) {
     ProgressBar bar("verify", o.show_progress && !o.json);
     verify_checksums(*archive, &report, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
   }
+  verify_values(*archive, &report);  // on every runner, GPU or not
   if (o.device == "cuda") {
     Status s = run_device_checks(*archive, &report);
     if (!s.is_ok()) {

@@ -118,6 +118,36 @@ TEST(VerifyAgainst, FailsOnEachKindOfWrongArchive) {
   EXPECT_NE(r.out.find("FAIL " + q), std::string::npos) << r.out;
 }
 
+// Without a reference or a GPU, verify still checks the values: a NaN scale (E8M0 0xFF), and
+// padding that is not the zero code, in an archive whose checksums are all valid.
+TEST(VerifyValues, NaNScaleAndDirtyPaddingFailWithoutAReference) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "gptoss-mxfp4 -o " + (d / "good.iris") + " -q").rc, 0);
+  auto ok = run("verify " + (d / "good.iris") + " --json");
+  ASSERT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_NE(ok.out.find("values:padding"), std::string::npos);
+  const std::string t = "model.layers.0.mlp.experts.down_proj";
+  rewrite(d / "good.iris", d / "nan.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
+    if (name == t && role == Role::kScales) bytes[3] = 0xFF;
+    return true;
+  });
+  auto r = run("verify " + (d / "nan.iris"));
+  EXPECT_EQ(r.rc, 4) << r.out;
+  EXPECT_NE(r.out.find("values:scales: 1 E8M0 scales are 0xFF"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("values:finite"), std::string::npos) << r.out;
+  // llama-bf16 to nf4 with 48-column tiles (K = 256 is not a multiple): every row has padding.
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "pad.iris") + " --quant nf4 --tile-k 192 -q").rc, 0);
+  ASSERT_EQ(run("verify " + (d / "pad.iris")).rc, 0);
+  const std::string p = "model.layers.0.mlp.gate_proj.weight";
+  rewrite(d / "pad.iris", d / "dirty.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
+    if (name == p && role == Role::kCodes) bytes[bytes.size() - 1] = 0x12;  // the last byte of the last tile: padding
+    return true;
+  });
+  auto dirty = run("verify " + (d / "dirty.iris"));
+  EXPECT_EQ(dirty.rc, 4) << dirty.out;
+  EXPECT_NE(dirty.out.find("values:padding: 1 padding bytes are not the zero code 0x77"), std::string::npos) << dirty.out;
+}
+
 TEST(Diff, ReportsStatisticsPerTensor) {
   TempDir d;
   ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "q.iris") + " --quant nf4 -q").rc, 0);
