@@ -9,7 +9,7 @@ namespace {
 
 // Maximum bracket nesting of a JSON text, ignoring brackets inside strings. Checked before
 // parsing so that a hostile "[[[[..." never reaches a recursive routine.
-int json_max_depth(std::string_view s) {
+int max_depth_of(std::string_view s) {
   int depth = 0, max_depth = 0;
   bool in_string = false, escaped = false;
   for (char c : s) {
@@ -72,7 +72,7 @@ std::string parse_error_text(const nlohmann::json::exception& e) {
 
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys) {
-  if (json_max_depth(text) > kMaxJsonDepth)
+  if (max_depth_of(text) > kMaxJsonDepth)
     return invalid_input(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   try {
     nlohmann::json j = nlohmann::json::parse(text.begin(), text.end());
@@ -86,5 +86,7 @@ Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::st
     return invalid_input(what + ": invalid JSON: " + parse_error_text(e));
   }
 }
+
+int json_nesting_depth(std::string_view text) { return max_depth_of(text); }
 
 }  // namespace iris

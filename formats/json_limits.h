@@ -11,6 +11,10 @@ namespace iris {
 
 constexpr int kMaxJsonDepth = 64;
 
+// The deepest bracket nesting of a JSON text (brackets inside strings ignored), in one pass:
+// checked before any parser sees a hostile "[[[[...".
+int json_nesting_depth(std::string_view text);
+
 // Parses `text` as JSON in time linear in its size, refusing nesting deeper than
 // kMaxJsonDepth and, when `reject_duplicate_keys`, a key repeated inside any one object. `what` names the source
 // in error messages ("model.safetensors: header").

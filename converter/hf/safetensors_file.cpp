@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <unordered_set>
 
 #include "common/checked_math.h"
 #include "formats/json_limits.h"
@@ -76,32 +78,126 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
 
 }  // namespace
 
-constexpr size_t kMaxTensorName = 4096;
+// The header in one streaming pass, no document tree: each tensor entry (three keys) is built
+// as a small JSON value and handed to parse_entry, so 10^6 tensors cost 10^6 small objects
+// instead of one map of 10^6 nodes plus a second pass for duplicate keys. Duplicate keys (of
+// tensors, or inside an entry) and nesting deeper than kMaxJsonDepth are refused here.
+class HeaderReader : public nlohmann::json_sax<json> {
+ public:
+  HeaderReader(const std::string& path, std::vector<SafetensorsTensor>* tensors, std::map<std::string, std::string>* metadata)
+      : path_(path), tensors_(tensors), metadata_(metadata) {}
+  Status status = Status::ok();
+
+  bool null() override { return value(json(nullptr)); }
+  bool boolean(bool v) override { return value(json(v)); }
+  bool number_integer(number_integer_t v) override { return value(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return value(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool string(string_t& v) override { return value(json(std::move(v))); }
+  bool binary(binary_t&) override { return fail(invalid_input(path_ + ": header: binary values are not JSON")); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (stack_.size() == 1) {  // a tensor name or __metadata__
+      if (k.size() > kMaxTensorNameBytes)
+        return fail(invalid_input(path_ + ": a tensor name of " + std::to_string(k.size()) + " bytes exceeds the " +
+                                  std::to_string(kMaxTensorNameBytes) + "-byte limit"));
+      if (!names_.insert(k).second) return fail(invalid_input(path_ + ": header: duplicate key '" + k + "'"));
+      top_key_ = k;
+      return true;
+    }
+    json& o = *stack_.back();
+    if (o.contains(k)) return fail(invalid_input(path_ + ": header: duplicate key '" + k + "'"));
+    pending_key_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    std::string msg = e.what();
+    auto pos = msg.find("] ");
+    return fail(invalid_input(path_ + ": header: invalid JSON: " + (pos != std::string::npos ? msg.substr(pos + 2) : msg)));
+  }
+  bool saw_object() const { return saw_root_object_; }
+
+ private:
+  bool fail(Status s) {
+    if (status.is_ok()) status = std::move(s);
+    return false;
+  }
+  // A finished value: the root, a tensor entry / metadata object, or part of one.
+  bool value(json v) {
+    if (stack_.empty()) return fail(invalid_input(path_ + ": header is not a JSON object"));
+    json& parent = *stack_.back();
+    if (stack_.size() == 1) return finish_entry(std::move(v));
+    if (parent.is_array()) parent.push_back(std::move(v));
+    else parent[pending_key_] = std::move(v);
+    return true;
+  }
+  bool open(json fresh) {
+    if (stack_.size() >= size_t(kMaxJsonDepth)) return fail(invalid_input(path_ + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels"));
+    if (stack_.empty()) {
+      if (!fresh.is_object()) return fail(invalid_input(path_ + ": header is not a JSON object"));
+      saw_root_object_ = true;
+      root_ = std::move(fresh);
+      stack_.push_back(&root_);
+      return true;
+    }
+    if (stack_.size() == 1) {
+      entry_ = std::move(fresh);
+      stack_.push_back(&entry_);
+      return true;
+    }
+    json& parent = *stack_.back();
+    json* child = parent.is_array() ? &(parent.emplace_back(std::move(fresh))) : &(parent[pending_key_] = std::move(fresh));
+    stack_.push_back(child);
+    return true;
+  }
+  bool close() {
+    if (stack_.empty()) return false;
+    stack_.pop_back();
+    if (stack_.size() == 1) return finish_entry(std::move(entry_));
+    return true;
+  }
+  bool finish_entry(json e) {
+    if (top_key_ == "__metadata__") {
+      if (!e.is_object()) return fail(invalid_input(path_ + ": __metadata__ is not an object"));
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        if (!m->is_string()) return fail(invalid_input(path_ + ": __metadata__ value of '" + m.key() + "' is not a string"));
+        (*metadata_)[m.key()] = m->get<std::string>();
+      }
+      return true;
+    }
+    SafetensorsTensor t;
+    Status st = parse_entry(path_, top_key_, e, &t);
+    if (!st.is_ok()) return fail(std::move(st));
+    tensors_->push_back(std::move(t));
+    return true;
+  }
+
+  static constexpr size_t kMaxTensorNameBytes = 4096;
+  const std::string& path_;
+  std::vector<SafetensorsTensor>* tensors_;
+  std::map<std::string, std::string>* metadata_;
+  json root_, entry_;
+  std::vector<json*> stack_;
+  std::unordered_set<std::string> names_;
+  std::string top_key_, pending_key_;
+  bool saw_root_object_ = false;
+};
+
 
 Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
                                 std::vector<SafetensorsTensor>* tensors,
                                 std::map<std::string, std::string>* metadata) {
-  IRIS_ASSIGN_OR_RETURN(json j, parse_untrusted_json(header, path + ": header"));
-  if (!j.is_object()) return invalid_input(path + ": header is not a JSON object");
   tensors->clear();
   metadata->clear();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it->is_object()) return invalid_input(path + ": __metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) return invalid_input(path + ": __metadata__ value of '" + m.key() + "' is not a string");
-        (*metadata)[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    // Real names are under 200 bytes; a huge one only feeds pattern matchers and messages.
-    if (it.key().size() > kMaxTensorName)
-      return invalid_input(path + ": a tensor name of " + std::to_string(it.key().size()) + " bytes exceeds the " +
-                           std::to_string(kMaxTensorName) + "-byte limit");
-    SafetensorsTensor t;
-    IRIS_TRY(parse_entry(path, it.key(), *it, &t));
-    tensors->push_back(std::move(t));
-  }
+  if (json_nesting_depth(header) > kMaxJsonDepth)
+    return invalid_input(path + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  HeaderReader reader(path, tensors, metadata);
+  const bool ok = json::sax_parse(header.begin(), header.end(), &reader);
+  if (!reader.status.is_ok()) return reader.status;
+  if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
   // Contiguous, gap-free, non-overlapping, and covering the buffer exactly (FORMATS.md 1.3 rules 6, 8).
   std::stable_sort(tensors->begin(), tensors->end(), [](const auto& a, const auto& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.size < b.size;
