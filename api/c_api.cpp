@@ -176,6 +176,7 @@ const char* iris_status_name(iris_status s) {
     case IRIS_ERR_DEVICE: return "IRIS_ERR_DEVICE";
     case IRIS_ERR_OUT_OF_MEMORY: return "IRIS_ERR_OUT_OF_MEMORY";
     case IRIS_ERR_INTERNAL: return "IRIS_ERR_INTERNAL";
+    default: break;  // any other int (the enum spans them all)
   }
   return "IRIS_ERR_UNKNOWN";
 }

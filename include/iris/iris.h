@@ -44,6 +44,10 @@ IRIS_API const char* iris_version_string(void);
 /* 1 when the library was built with the CUDA kernels (iris_cuda.h), 0 otherwise. */
 IRIS_API int iris_has_cuda(void);
 
+/* Every enum below holds the full int range (the _INT_MIN_/_INT_MAX_ sentinels, as Vulkan's
+ * _MAX_ENUM): a caller may pass any int, and the library answers "unknown"/an error for values
+ * it does not know, without undefined behaviour in its C++ implementation. */
+
 typedef enum iris_status {
   IRIS_OK = 0,
   IRIS_ERR_INVALID_ARGUMENT = 1, /* the caller's arguments are wrong (NULL handle, bad index, ...) */
@@ -56,7 +60,9 @@ typedef enum iris_status {
   IRIS_ERR_NO_DEVICE = 8,        /* no usable GPU, or a build without CUDA */
   IRIS_ERR_DEVICE = 9,           /* the CUDA runtime reported an error (out of memory, ...) */
   IRIS_ERR_OUT_OF_MEMORY = 10,   /* host memory ran out */
-  IRIS_ERR_INTERNAL = 11         /* a bug in iris: please report it */
+  IRIS_ERR_INTERNAL = 11,         /* a bug in iris: please report it */
+  IRIS_STATUS_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_STATUS_INT_MAX_ = 0x7fffffff
 } iris_status;
 
 /* A short constant name for a status, e.g. "IRIS_ERR_CORRUPT". */
@@ -83,7 +89,9 @@ typedef enum iris_dtype {
   IRIS_DTYPE_F64 = 12,
   IRIS_DTYPE_F8_E4M3 = 13,
   IRIS_DTYPE_F8_E5M2 = 14,
-  IRIS_DTYPE_OTHER = 255 /* a safetensors type without an enumerator here (C64, F4, F6, ...) */
+  IRIS_DTYPE_OTHER = 255, /* a safetensors type without an enumerator here (C64, F4, F6, ...) */
+  IRIS_DTYPE_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_DTYPE_INT_MAX_ = 0x7fffffff
 } iris_dtype;
 
 /* The archive name of a dtype ("bf16"), and its width in bits (0 for IRIS_DTYPE_OTHER). */
@@ -95,7 +103,9 @@ typedef enum iris_format {
   IRIS_FORMAT_MXFP4 = 1,    /* OCP MXFP4: E2M1 codes + E8M0 scales per 32 */
   IRIS_FORMAT_NF4 = 2,      /* bitsandbytes NF4, optionally double-quantized absmax */
   IRIS_FORMAT_BNB_FP4 = 3,  /* bitsandbytes FP4 */
-  IRIS_FORMAT_FP8_E4M3 = 4  /* FP8 E4M3 with tensor / channel / block / group scales */
+  IRIS_FORMAT_FP8_E4M3 = 4,  /* FP8 E4M3 with tensor / channel / block / group scales */
+  IRIS_FORMAT_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_FORMAT_INT_MAX_ = 0x7fffffff
 } iris_format;
 
 IRIS_API const char* iris_format_name(iris_format format);
@@ -103,14 +113,18 @@ IRIS_API const char* iris_format_name(iris_format format);
 typedef enum iris_layout_kind {
   IRIS_LAYOUT_ROW_MAJOR = 0, /* raw tensors */
   IRIS_LAYOUT_TILED = 1,     /* codes in tile_n x tile_k tiles (FORMAT.md section 5) */
-  IRIS_LAYOUT_FLAT = 2       /* codes as one flat sequence (bitsandbytes blocks across rows) */
+  IRIS_LAYOUT_FLAT = 2,       /* codes as one flat sequence (bitsandbytes blocks across rows) */
+  IRIS_LAYOUT_KIND_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_LAYOUT_KIND_INT_MAX_ = 0x7fffffff
 } iris_layout_kind;
 
 typedef enum iris_scale_granularity {
   IRIS_SCALE_TENSOR = 0,  /* one scale per [N, K] matrix */
   IRIS_SCALE_CHANNEL = 1, /* one per row */
   IRIS_SCALE_BLOCK = 2,   /* one per block_n x block_k tile */
-  IRIS_SCALE_GROUP = 3    /* one per group_size elements of a row */
+  IRIS_SCALE_GROUP = 3,    /* one per group_size elements of a row */
+  IRIS_SCALE_GRANULARITY_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_SCALE_GRANULARITY_INT_MAX_ = 0x7fffffff
 } iris_scale_granularity;
 
 /* The components a tensor's bytes are split into (FORMAT.md "Components"). */
@@ -122,7 +136,9 @@ typedef enum iris_role {
   IRIS_ROLE_NESTED_ABSMAX = 4,     /* bitsandbytes double quantization: F32 */
   IRIS_ROLE_CODE_TABLE = 5,        /* bitsandbytes 16-entry code book (F32) */
   IRIS_ROLE_NESTED_CODE_TABLE = 6, /* bitsandbytes 256-entry absmax code book (F32) */
-  IRIS_ROLE_QUANT_STATE = 7        /* bitsandbytes quant_state JSON bytes, kept for export */
+  IRIS_ROLE_QUANT_STATE = 7,        /* bitsandbytes quant_state JSON bytes, kept for export */
+  IRIS_ROLE_INT_MIN_ = -0x7fffffff - 1,
+  IRIS_ROLE_INT_MAX_ = 0x7fffffff
 } iris_role;
 
 IRIS_API const char* iris_role_name(iris_role role);
