@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The project's one entry point, used by the README quick start and by CI.
 #   bash scripts/run.sh demo   install what is missing, build, convert + verify the bundled snapshot
-#   bash scripts/run.sh test   install what is missing, build, run the whole test suite
+#   bash scripts/run.sh test   install what is missing, build, run the whole test suite; then build
+#                              it again with clang + AddressSanitizer + UBSan (build-check) and run
+#                              it there with the libFuzzer targets (a minute each)
 #   bash scripts/run.sh python install what is missing, build, and pip-install the Python package
 #                              (with libiris beside it) into the virtual environment build/venv
-# Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS.
+# Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS,
+#              CHECK_DIR (default build-check), FUZZ_SECONDS (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +21,8 @@ JOBS=${JOBS:-$(nproc)}
 packages=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev
           libgtest-dev libgmock-dev libomp-dev python3 python3-pip python3-setuptools
           python3-numpy python3-pytest python3-xxhash python3-zstandard)
+# The sanitizer and fuzz build of `test`: clang with its sanitizer and libFuzzer runtimes.
+[ "$mode" = test ] && packages+=(clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -57,13 +62,37 @@ case "$mode" in
     "$iris" verify "$out/gptoss-mxfp4.iris" --device "$device"
     ;;
   test)
-    # 4. Every test. ctest lists the tests that skipped (the GPU ones, without a GPU) after
-    #    its summary, so its summary line is repeated last: that is what a reader looks for.
+    # 4. Every test, then the same suite built with clang + ASan + UBSan (_GLIBCXX_ASSERTIONS
+    #    too) plus the libFuzzer targets, each fuzzed for FUZZ_SECONDS from its corpus. ctest
+    #    lists the tests that skipped (the GPU ones, without a GPU) after its summary, so the
+    #    summary lines are repeated last, the failing one (if any) at the very end.
     set +e
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 2>&1 | tee "$BUILD_DIR/ctest.log"
     status=${PIPESTATUS[0]}
+    CHECK_DIR=${CHECK_DIR:-build-check}
+    # -O1: sanitizer builds at -O3 took twice as long to compile for little more coverage.
+    cmake -S . -B "$CHECK_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DIRIS_CUDA=OFF -DIRIS_SANITIZE=ON -DIRIS_FUZZ=ON -DIRIS_BUILD_BENCH=OFF -DIRIS_FUZZ_SECONDS="${FUZZ_SECONDS:-60}" >/dev/null &&
+      cmake --build "$CHECK_DIR" -j "$JOBS"
+    build_status=$?
+    check_status=$build_status
+    if [ $build_status -eq 0 ]; then
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --test-dir "$CHECK_DIR" --output-on-failure -j "$JOBS" --timeout 900 2>&1 | tee "$CHECK_DIR/ctest.log"
+      check_status=${PIPESTATUS[0]}
+    else
+      echo "the sanitizer build failed" > "$CHECK_DIR/ctest.log"
+    fi
     set -e
-    grep -E '^[0-9]+% tests passed' "$BUILD_DIR/ctest.log" | tail -n 1
-    exit "$status"
+    main_line=$(grep -E '^[0-9]+% tests passed' "$BUILD_DIR/ctest.log" | tail -n 1)
+    check_line=$(grep -E '^[0-9]+% tests passed|sanitizer build failed' "$CHECK_DIR/ctest.log" | tail -n 1)
+    if [ $check_status -ne 0 ] || [ $status -eq 0 ]; then
+      echo "main build: $main_line"; echo "sanitizer + fuzz build:"; echo "$check_line"
+    else
+      echo "sanitizer + fuzz build: $check_line"; echo "main build:"; echo "$main_line"
+    fi
+    [ $status -eq 0 ] && [ $check_status -eq 0 ]
+    exit $?
     ;;
 esac

@@ -106,7 +106,7 @@ TEST(DecodeFixtures, BitsandbytesNf4DoubleQuantMatchesBnbBitForBit) {
     const uint64_t n = rt.numel(), k = rt.shape[1];
     const uint8_t* codes = src.at(w).data;
     const auto want = rt.as<uint16_t>();
-    auto where = [&](size_t i) { return w + " element " + std::to_string(i) + " (row " + std::to_string(i / k) + ", col " + std::to_string(i % k) + ")"; };
+    auto where = [&, wn = w](size_t i) { return wn + " element " + std::to_string(i) + " (row " + std::to_string(i / k) + ", col " + std::to_string(i % k) + ")"; };
     std::vector<float> out(n);
     std::vector<uint16_t> out16(n);
     bnb4_decode_ref(codes, 0, n, p, out.data());
@@ -135,7 +135,7 @@ TEST(DecodeFixtures, Fp8BlockMatchesTorchBitForBit) {
     s.granularity = Fp8Granularity::kBlock;
     s.data = scales.data();
     const auto want = bits(rt.as_f32());
-    auto where = [&](size_t i) { return w + " row " + std::to_string(i / k) + " col " + std::to_string(i % k); };
+    auto where = [&, wn = w](size_t i) { return wn + " row " + std::to_string(i / k) + " col " + std::to_string(i % k); };
     std::vector<float> out(n * k);
     fp8_decode_ref(q.data, 1, n, k, s, out.data());
     EXPECT_EQ(compare(bits(out), want, where), "") << "fp8_decode_ref";
