@@ -219,8 +219,18 @@ Status parse_safetensors_header(const std::string& path, std::string_view header
 }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
+  return from_map(std::move(map));
+}
+
+Result<SafetensorsFile> SafetensorsFile::open_memory(std::span<const uint8_t> bytes, const std::string& name) {
+  return from_map(MappedFile::borrow(bytes, name));
+}
+
+Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
   SafetensorsFile f;
-  IRIS_ASSIGN_OR_RETURN(f.map_, MappedFile::open(path));
+  f.map_ = std::move(map);
+  const std::string path = f.map_.path();
   const uint64_t size = f.map_.size();
   if (size < 8) return invalid_input(path + ": file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   uint64_t n;

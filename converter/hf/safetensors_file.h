@@ -33,6 +33,8 @@ class SafetensorsFile {
   static constexpr size_t kMaxRank = 16;
 
   static Result<SafetensorsFile> open(const std::string& path);
+  // The same reader over bytes the caller keeps alive; `name` stands in for the path.
+  static Result<SafetensorsFile> open_memory(std::span<const uint8_t> bytes, const std::string& name);
 
   const std::string& path() const { return map_.path(); }
   uint64_t file_size() const { return map_.size(); }
@@ -43,6 +45,7 @@ class SafetensorsFile {
   const MappedFile& mapping() const { return map_; }
 
  private:
+  static Result<SafetensorsFile> from_map(MappedFile map);
   MappedFile map_;
   std::vector<SafetensorsTensor> tensors_;
   std::unordered_map<std::string, size_t> index_;

@@ -1,7 +1,8 @@
 // libFuzzer target: a safetensors file as a snapshot, through header parsing, the snapshot
 // and the grouping of companion tensors (MXFP4, bitsandbytes, FP8), under one of several
-// quantization configs chosen by the first byte. The snapshot reader works on folders, so
-// the input is written to a private temporary folder (tmpfs where there is one).
+// quantization configs chosen by the first byte. The safetensors reader runs over memory; the
+// snapshot reader works on folders, so an input the reader accepts is then written to a
+// private temporary folder (tmpfs where there is one).
 #include <unistd.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "converter/hf/safetensors_file.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
 #include "formats/format_traits.h"
@@ -38,6 +40,11 @@ std::string folder() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace iris;
   if (size < 1) return 0;
+  // The reader itself over memory; only inputs it accepts go on through the snapshot path,
+  // which reads folders.
+  auto file = SafetensorsFile::open_memory({data + 1, size - 1}, "fuzz.safetensors");
+  if (!file.is_ok()) return 0;
+  for (const auto& t : file->tensors()) (void)file->data(t);
   const std::string dir = folder();
   const char* config = kConfigs[data[0] % (sizeof kConfigs / sizeof kConfigs[0])];
   std::filesystem::remove(dir + "/config.json");
