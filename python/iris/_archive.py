@@ -238,6 +238,7 @@ class Archive:
         self.version = (major, minor)
         self._data_offset, self._data_size = d_off, d_size
         text = b[m_off:m_off + m_size].tobytes()
+        self._manifest_bytes = text
         if _xxh3(text) != m_hash:
             raise CorruptError(f"{self.path}: manifest checksum mismatch (corrupt manifest)")
         try:
@@ -318,6 +319,7 @@ class Archive:
             ranges.append(self._check_range(fj["offset"], fj["bytes"], fctx, "file " + fj["name"]))
         self.files = Files(self, files)
         ranges.sort()
+        self._ranges = [(b, e) for b, e, _ in ranges]  # for verify(): every other byte must be zero
         furthest = None
         for begin, end, what in ranges:
             if end == begin:
@@ -428,11 +430,24 @@ class Archive:
         return self._manifest_text
 
     def verify(self) -> None:
-        """Hashes every tensor component and embedded file; raises CorruptError on a mismatch."""
+        """Hashes every tensor component and embedded file, and checks that every other byte
+        (the padding, FORMAT.md section 1) is zero, as `iris verify` does: raises CorruptError
+        on a mismatch, so a flipped bit anywhere in the file is caught."""
         for t in self.tensors.values():
             t.verify()
         for name in self.files:
             self.files[name]
+        m_end = PREAMBLE + len(self._manifest_bytes)
+        gaps = [(m_end, self._data_offset)]
+        pos = 0
+        for begin, end in self._ranges:
+            gaps.append((self._data_offset + pos, self._data_offset + begin))
+            pos = max(pos, end)
+        gaps.append((self._data_offset + pos, self._data_offset + self._data_size))
+        for begin, end in gaps:
+            if end > begin and np.any(self._buf[begin:end]):
+                at = begin + int(np.flatnonzero(self._buf[begin:end])[0])
+                raise CorruptError(f"{self.path}: byte at file offset {at} is not zero (padding must be zero; data corrupted)")
 
     def close(self) -> None:
         self.tensors = {}

@@ -157,6 +157,22 @@ def test_damaged_tensor_data_is_caught_by_verify(converted, tmp_path):
     damaged.tensors["model.layers.1.mlp.up_proj.weight"].dequantize("float32", backend="numpy")  # still a status, not a crash
 
 
+def test_flipped_padding_is_caught_by_verify(converted, tmp_path):
+    """A bit flipped in the padding between two components (inside no component, so no
+    checksum covers it) fails Archive.verify(), as it fails `iris verify`."""
+    path = converted("llama-bf16")
+    a = iris.open(path)
+    spans = sorted((c[3], c[3] + c[4]) for t in a.tensors.values() for c in t._components)
+    gap = next(end for (b0, end), (b1, _) in zip(spans, spans[1:]) if b1 > end)
+    b = bytearray(path.read_bytes())
+    b[a._data_offset + gap] ^= 0x01
+    bad = tmp_path / "padding.iris"
+    bad.write_bytes(bytes(b))
+    a.verify()  # the original is clean
+    with pytest.raises(iris.CorruptError, match="padding must be zero"):
+        iris.open(bad).verify()
+
+
 @pytest.mark.parametrize("fixture", ["gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block"])
 def test_random_damage_raises_only_iris_errors(converted, tmp_path, fixture):
     good = converted(fixture).read_bytes()
