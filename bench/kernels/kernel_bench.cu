@@ -10,6 +10,7 @@
 #include "common/checked_math.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_info.h"
+#include "kernels/expert_set.h"
 #include "kernels/kernels.h"
 
 namespace iris {
@@ -227,6 +228,36 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
                          {"path", cuda_gemv_uses_tensor_cores(views[0], batch, launch.variants) ? "tensor-cores" : "cuda-cores"},
                          {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
+    }
+    // An expert stack ([E, N, K]): the grouped expert GEMV of one decoding token routed to
+    // 4 distinct experts (gpt-oss's top-4), bytes counted on the selected experts alone.
+    if (c.desc.shape.size() == 3 && c.desc.layout.kind == LayoutKind::kTiled && c.desc.shape[0] >= 4) {
+      const uint64_t e = c.desc.shape[0], n = c.desc.shape[1];
+      const int pairs = 4;
+      std::vector<int32_t> ids = {0, int32_t(e / 4), int32_t(e / 2), int32_t(3 * e / 4)};
+      DeviceBuffer d_ids, x, y;
+      IRIS_CUDA_TRY(cudaMalloc(&d_ids.p, pairs * 4));
+      IRIS_CUDA_TRY(cudaMemcpy(d_ids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice));
+      IRIS_CUDA_TRY(cudaMalloc(&x.p, k * 2));
+      IRIS_TRY(fill(x.p, k * 2, 91, 2));
+      IRIS_CUDA_TRY(cudaMalloc(&y.p, pairs * n * 2));
+      std::vector<ExpertSet> sets_e;
+      for (int r = 0; r < rot; ++r) {
+        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device));
+        sets_e.push_back(std::move(es));
+      }
+      std::vector<int32_t> rows_zero(pairs, 0);
+      DeviceBuffer d_rows;
+      IRIS_CUDA_TRY(cudaMalloc(&d_rows.p, pairs * 4));
+      IRIS_CUDA_TRY(cudaMemcpy(d_rows.p, rows_zero.data(), pairs * 4, cudaMemcpyHostToDevice));
+      IRIS_ASSIGN_OR_RETURN(double e_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+        return sets_e[i].gemv(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
+                              static_cast<const uint16_t*>(x.p), 1, y.p, DType::kBF16, s);
+      }));
+      IRIS_CUDA_TRY(cudaDeviceSynchronize());
+      const double eb = double(in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
+      results.push_back({{"kernel", "gemv_experts"}, {"case", c.name + " top-4"}, {"batch", pairs}, {"us", e_us}, {"bytes", eb},
+                         {"path", "cuda-cores"}, {"gbps", eb / (e_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * eb / (e_us * 1e-6) / 1e9 / copy_gbps}});
     }
   }
   return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
