@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -40,7 +39,7 @@ void remove_stale_partials(const std::string& final_path) {
   namespace fs = std::filesystem;
   const fs::path target(final_path);
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const std::string prefix = target.filename().string() + ".partial-";
+  const std::string prefix = partial_prefix(target.filename().string());
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();

@@ -4,13 +4,14 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "common/checked_math.h"
+#include "formats/tensor_decode.h"
 #include "common/float_bits.h"
 
 namespace iris {
 
 Limits default_limits(const std::string& storage) {
-  // Measured on every fixture conversion (docs/VERIFY.md): iris's encoders reach rel L2 at
+  // Measured on every fixture conversion (docs/VERIFY.md, docs/cpu-runs/2026-11-23-verify-limits.txt;
+  // bnb_fp4 shares nf4's limits unmeasured: iris has no FP4 encoder): iris's encoders reach rel L2 at
   // most 0.166 (mxfp4), 0.145 (nf4), 0.036 (fp8) and 0.0019 (bf16), SNR at least 15.6, 16.8,
   // 28.9 and 54.6 dB. The limits leave 1.5x or more of margin and stay well below the 0.5 that
   // a scale one exponent off gives (1.41 for swapped tensors).
@@ -84,9 +85,8 @@ Result<std::vector<TensorComparison>> compare_weights(const WeightSet& a, const 
       r.format_b = storage_name(db);
       r.shape_b = db.shape;
       if (da.shape == db.shape && a.decodable(i) && b.decodable(j)) {
-        const uint64_t k = da.shape.empty() ? 1 : da.shape.back();
-        const uint64_t numel = checked_numel(da.shape).value_or(0);
-        const uint64_t rows_total = k ? numel / k : 0;
+        const RowView rv = row_view(da);  // rows x K, as both decoders count them
+        const uint64_t k = rv.k, rows_total = rv.rows;
         const uint64_t step = std::max<uint64_t>(1, o.chunk_values / std::max<uint64_t>(k, 1));
         std::vector<float> va, vb;
         r.bit_identical = true;
@@ -122,14 +122,12 @@ Result<std::vector<TensorComparison>> compare_weights(const WeightSet& a, const 
 
 void add_against_checks(const std::vector<TensorComparison>& rows, const CompareOptions& o, VerifyReport* report) {
   auto shape = [](const std::vector<uint64_t>& s) { return nlohmann::json(s).dump(); };
+  std::unordered_map<std::string, size_t> row_of;
+  for (size_t i = 0; i < report->tensors.size(); ++i) row_of.emplace(report->tensors[i].name, i);
   for (const auto& r : rows) {
-    TensorReport* tr = nullptr;
-    for (auto& t : report->tensors)
-      if (t.name == r.name) tr = &t;
-    if (!tr) {
-      report->tensors.push_back({r.name, r.in_a ? r.format_a : r.format_b, {}});
-      tr = &report->tensors.back();
-    }
+    auto [it, fresh] = row_of.emplace(r.name, report->tensors.size());
+    if (fresh) report->tensors.push_back({r.name, r.in_a ? r.format_a : r.format_b, {}});
+    TensorReport* tr = &report->tensors[it->second];
     CheckResult c{"against", true, ""};
     if (!r.in_a) {
       c = {"against:present", false, "in the source (" + r.format_b + " " + shape(r.shape_b) + ") but missing from the archive"};

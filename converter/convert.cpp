@@ -1,7 +1,6 @@
 #include "converter/convert.h"
 
 #include <chrono>
-#include <fstream>
 #include <filesystem>
 #include <optional>
 
@@ -104,14 +103,11 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
                          {"source_files", files},
                          {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
                                       {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
-  auto source_name = [](const TensorDesc& d) {
-    return is_quantized(d.format) ? std::string(format_name(d.format)) : std::string(dtype_archive_name(d.dtype));
-  };
   for (auto& st : sources) {
     auto decision = policy.decide(st.desc);
     TensorOutcome out;
     out.name = st.desc.name;
-    out.from = source_name(st.desc);
+    out.from = storage_name(st.desc);
     out.why = decision.why;
     TensorDesc desc;
     json source_record;
@@ -132,7 +128,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);
       out.quality = plan->quality;
     }
-    out.to = source_name(desc);
+    out.to = storage_name(desc);
     IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
     for (const auto& c : specs) out.bytes += c.bytes;
     out.layout = tensor_desc_to_json(desc)["layout"];

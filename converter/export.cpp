@@ -17,28 +17,19 @@ namespace iris {
 
 namespace {
 
-// Export hashes what it reads: each component is checked against its manifest checksum just
-// before it is decoded or copied (from the page cache, so the file is read once), and a
-// mismatch fails the export with the verify error; the output is then never committed.
-ComponentProducer checked(const IrisArchive& a, const ArchiveTensor& t, std::vector<const StoredComponent*> comps, ComponentProducer inner) {
-  return [&a, &t, comps = std::move(comps), inner = std::move(inner)](ByteSink& sink) -> Status {
-    for (const StoredComponent* c : comps)
-      if (a.hash_component(*c) != c->xxh3)
-        return verify_failed(a.path() + ": tensor '" + t.desc.name + "': component '" + role_name(c->spec.role) +
-                             "' does not match its checksum (data corrupted); nothing written");
+// Export hashes what it reads: a tensor's components are checked against the manifest
+// (verify_tensor) just before its first bytes are decoded or copied -- from the page cache, so
+// the file is read once -- and a mismatch fails the export with the verify error; the output
+// is then never committed.
+ComponentProducer checked(const IrisArchive& a, const ArchiveTensor& t, ComponentProducer inner) {
+  return [&a, &t, inner = std::move(inner)](ByteSink& sink) -> Status {
+    if (Status s = a.verify_tensor(t); !s.is_ok()) return verify_failed(s.message() + "; nothing written");
     return inner(sink);
   };
 }
 
-std::vector<const StoredComponent*> all_components(const ArchiveTensor& t) {
-  std::vector<const StoredComponent*> v;
-  for (const auto& c : t.components) v.push_back(&c);
-  return v;
-}
-
 constexpr uint64_t kChunk = 16ull << 20;
 
-bool is_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
 ComponentProducer copy_component(const IrisArchive& a, const StoredComponent& c) {
   return [&a, &c](ByteSink& sink) -> Status {
@@ -106,11 +97,12 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
     if (*parsed_role == Role::kCodes && t.desc.layout.kind == LayoutKind::kTiled) {
       IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(t.desc));
       if (!need || *need != g.batch * g.n * g.row_bytes()) return invalid_input(ctx + "source shape of '" + name + "' disagrees with the codes");
-      prod = checked(a, t, {c}, untile_component(a, *c, g, t.desc.layout));
+      prod = untile_component(a, *c, g, t.desc.layout);
     } else {
       if (!need || *need != c->spec.bytes) return invalid_input(ctx + "source shape of '" + name + "' disagrees with component '" + role + "'");
-      prod = checked(a, t, {c}, copy_component(a, *c));
+      prod = copy_component(a, *c);
     }
+    if (&p == &parts->front()) prod = checked(a, t, std::move(prod));  // once per tensor
     out->push_back({name, *dtype, shape, std::move(prod)});
   }
   return Status::ok();
@@ -129,17 +121,17 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
       if (target) {
-        entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, all_components(t), dequantize_component(a, t, *target))});
+        entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, dequantize_component(a, t, *target))});
         continue;
       }
       IRIS_TRY(source_entries(a, t, &entries));
       continue;
     }
     const StoredComponent& c = t.components[0];
-    if (target && is_float(t.desc.dtype) && t.desc.dtype != *target)
-      entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, {&c}, dequantize_component(a, t, *target))});
+    if (target && is_float_dtype(t.desc.dtype) && t.desc.dtype != *target)
+      entries.push_back({t.desc.name, *target, t.desc.shape, checked(a, t, dequantize_component(a, t, *target))});
     else
-      entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, checked(a, t, {&c}, copy_component(a, c))});
+      entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, checked(a, t, copy_component(a, c))});
   }
   ExportReport r;
   r.tensors = entries.size();

@@ -1,7 +1,6 @@
 #include "converter/inspect.h"
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "formats/iris_archive.h"
@@ -13,13 +12,6 @@ namespace iris {
 using nlohmann::json;
 
 namespace {
-
-bool is_archive(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[7] = {};
-  in.read(magic, 7);
-  return in.gcount() == 7 && std::string(magic, 7) == "IRISMDL";
-}
 
 Result<json> inspect_archive(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(path));
@@ -91,7 +83,7 @@ Result<json> inspect_snapshot(const std::string& path) {
 }  // namespace
 
 Result<json> inspect_path(const std::string& path) {
-  if (is_archive(path)) return inspect_archive(path);
+  if (is_iris_archive(path)) return inspect_archive(path);
   return inspect_snapshot(path);
 }
 

@@ -13,7 +13,6 @@ constexpr Named kTargets[] = {{Target::kKeep, "keep"},         {Target::kBf16, "
                               {Target::kFp8Tensor, "fp8"},     {Target::kFp8Channel, "fp8-channel"},
                               {Target::kFp8Block, "fp8-block"}};
 
-bool is_float_dtype(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
 // `seg` (no dots) against a glob segment where '*' matches any run of characters: the
 // two-pointer walk, O(|pattern| x |seg|) at worst, so no input backtracks exponentially.
@@ -75,10 +74,6 @@ bool module_pattern_matches(const std::string& pattern, const std::string& name)
   }
   return false;
 }
-
-namespace {
-
-}  // namespace
 
 const char* target_name(Target t) {
   for (const auto& n : kTargets)

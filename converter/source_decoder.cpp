@@ -13,7 +13,6 @@
 
 namespace iris {
 
-bool is_decodable_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
 namespace {
 
@@ -137,7 +136,7 @@ class QuantizedDecoder final : public SourceDecoder {
 
 Result<std::unique_ptr<SourceDecoder>> SourceDecoder::create(const SourceTensor& s) {
   if (s.desc.format == Format::kRaw) {
-    if (!is_decodable_float(s.desc.dtype))
+    if (!is_float_dtype(s.desc.dtype))
       return unsupported("tensor '" + s.desc.name + "': " + std::string(dtype_archive_name(s.desc.dtype)) + " values cannot be quantized");
     auto d = std::make_unique<RawDecoder>(s);
     IRIS_TRY(d->init(s.desc));

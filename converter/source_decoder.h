@@ -24,7 +24,5 @@ class SourceDecoder {
   uint64_t rows_ = 0, k_ = 0;
 };
 
-// A float dtype of raw tensors this decoder widens exactly (bf16, f16, f32; f64 rounds).
-bool is_decodable_float(DType d);
 
 }  // namespace iris

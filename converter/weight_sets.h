@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "formats/iris_archive.h"
 #include "formats/tensor_desc.h"
 
 namespace iris {
@@ -18,6 +19,8 @@ class WeightSet {
   virtual ~WeightSet() = default;
   // Opens SRC: an .iris archive if it is one, else a snapshot.
   static Result<std::unique_ptr<WeightSet>> open(const std::string& src);
+  // An archive already open (verify reuses the one it checked).
+  static std::unique_ptr<WeightSet> from_archive(IrisArchive archive);
 
   virtual const std::string& path() const = 0;
   virtual const std::vector<TensorDesc>& tensors() const = 0;  // logical descriptors, source order
@@ -28,7 +31,5 @@ class WeightSet {
   virtual bool decodable(size_t i) const = 0;
 };
 
-// "mxfp4", "nf4", "bnb_fp4", "fp8_e4m3", or the dtype name of an unquantized tensor.
-std::string storage_name(const TensorDesc& d);
 
 }  // namespace iris

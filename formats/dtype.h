@@ -29,5 +29,7 @@ inline std::string_view dtype_archive_name(DType d) { return dtype_info(d).archi
 
 // Bytes for `numel` elements; nullopt on overflow or when the bits do not fill whole bytes.
 std::optional<uint64_t> dtype_bytes(DType d, uint64_t numel);
+// The float types whose values decode to FP32 (bf16, f16, f32 exactly; f64 rounds).
+inline bool is_float_dtype(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 
 }  // namespace iris

@@ -3,11 +3,22 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 
 #include "common/hashing.h"
 #include "formats/json_limits.h"
 
 namespace iris {
+
+bool is_iris_archive(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[7] = {};
+  const bool ok = std::fread(magic, 1, 7, f) == 7 && std::memcmp(magic, kIrisMagic.data(), 7) == 0;
+  std::fclose(f);
+  return ok;
+}
 
 Result<IrisArchive> IrisArchive::open(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
@@ -83,8 +94,8 @@ Status IrisArchive::verify_file(const StoredFile& f) const {
 Result<std::string> IrisArchive::read_file(const std::string& name) const {
   for (const auto& f : manifest_.files) {
     if (f.name != name) continue;
+    IRIS_TRY(verify_file(f));
     auto b = bytes(f);
-    if (xxh3_64(b.data(), b.size()) != f.xxh3) return corrupt_data(path() + ": embedded file '" + name + "': checksum mismatch");
     if (f.encoding == "raw") return std::string(reinterpret_cast<const char*>(b.data()), b.size());
     std::string out(f.raw_size, '\0');
     size_t n = ZSTD_decompress(out.data(), out.size(), b.data(), b.size());

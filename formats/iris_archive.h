@@ -18,6 +18,10 @@
 
 namespace iris {
 
+// Whether `path` starts with an .iris magic of any generation ("IRISMDL"): how callers that
+// take archives or snapshots tell them apart before opening.
+bool is_iris_archive(const std::string& path);
+
 class IrisArchive {
  public:
   static Result<IrisArchive> open(const std::string& path);

@@ -61,14 +61,14 @@ class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
   std::vector<std::unordered_set<std::string>> open_;
 };
 
-std::string parse_error_text(const nlohmann::json::exception& e) {
+}  // namespace
+
+std::string json_error_text(const nlohmann::json::exception& e) {
   std::string msg = e.what();
   // nlohmann prefixes "[json.exception.parse_error.101] "; keep the human part.
   auto pos = msg.find("] ");
   return pos != std::string::npos ? msg.substr(pos + 2) : msg;
 }
-
-}  // namespace
 
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys) {
@@ -83,7 +83,7 @@ Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::st
     }
     return j;
   } catch (const nlohmann::json::exception& e) {
-    return invalid_input(what + ": invalid JSON: " + parse_error_text(e));
+    return invalid_input(what + ": invalid JSON: " + json_error_text(e));
   }
 }
 

@@ -15,6 +15,9 @@ constexpr int kMaxJsonDepth = 64;
 // checked before any parser sees a hostile "[[[[...".
 int json_nesting_depth(std::string_view text);
 
+// The human part of a nlohmann exception's text (without "[json.exception.parse_error.101] ").
+std::string json_error_text(const nlohmann::json::exception& e);
+
 // Parses `text` as JSON in time linear in its size, refusing nesting deeper than
 // kMaxJsonDepth and, when `reject_duplicate_keys`, a key repeated inside any one object. `what` names the source
 // in error messages ("model.safetensors: header").

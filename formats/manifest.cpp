@@ -22,7 +22,7 @@ json tensor_desc_to_json(const TensorDesc& d) {
   t["name"] = d.name;
   t["shape"] = d.shape;
   t["dtype"] = std::string(dtype_archive_name(d.dtype));
-  t["format"] = is_quantized(d.format) ? std::string(format_name(d.format)) : std::string(dtype_archive_name(d.dtype));
+  t["format"] = storage_name(d);
   if (is_quantized(d.format)) t["params"] = d.params;
   json l;
   l["kind"] = layout_kind_name(d.layout.kind);

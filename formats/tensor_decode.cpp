@@ -19,7 +19,6 @@ const T* as(const ComponentBytes& c, Role role) {
 
 std::string ctx(const TensorDesc& d) { return "tensor '" + d.name + "': "; }
 
-bool is_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
 uint64_t out_size(DType d) { return dtype_bits(d) / 8; }
 
 float load_float(DType d, const uint8_t* p) {
@@ -45,7 +44,7 @@ void store_floats(const float* in, uint64_t n, DType to, uint8_t* out) {
 }
 
 Status decode_raw_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t row0, uint64_t row1, uint64_t k, DType to, uint8_t* out) {
-  if (!is_float(d.dtype)) return unsupported(ctx(d) + std::string(dtype_archive_name(d.dtype)) + " is not a float type to convert");
+  if (!is_float_dtype(d.dtype)) return unsupported(ctx(d) + std::string(dtype_archive_name(d.dtype)) + " is not a float type to convert");
   const auto data = c[static_cast<int>(Role::kData)];
   const uint64_t in_size = dtype_bits(d.dtype) / 8, n = (row1 - row0) * k;
   const uint8_t* src = data.data() + row0 * k * in_size;

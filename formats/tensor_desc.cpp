@@ -186,6 +186,10 @@ Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d) {
 
 Result<MatrixGeometry> matrix_geometry(const TensorDesc& d) { return geometry_of(d); }
 
+std::string storage_name(const TensorDesc& d) {
+  return is_quantized(d.format) ? std::string(format_name(d.format)) : std::string(dtype_archive_name(d.dtype));
+}
+
 Layout choose_layout(const TensorDesc& d, uint64_t tile_n, uint64_t tile_k) {
   if (!is_quantized(d.format)) return {LayoutKind::kRowMajor, 0, 0};
   const bool bnb = d.format == Format::kNf4 || d.format == Format::kBnbFp4;

@@ -58,6 +58,10 @@ struct MatrixGeometry {
   uint64_t padded_row_bytes() const { return padded_k * code_bits / 8; }
 };
 
+// How a tensor is stored, as reports name it: the quantized format ("mxfp4", "nf4", "bnb_fp4",
+// "fp8_e4m3") or, unquantized, its dtype ("bf16").
+std::string storage_name(const TensorDesc& d);
+
 // Validates `d` (shape, params, layout) and returns its components in archive order.
 Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d);
 // For quantized tensors with a tiled layout: the matrix view. Errors for flat/raw.

@@ -28,8 +28,7 @@ __device__ __forceinline__ bool pair_operands(const ExpertGemvArgs& a, uint32_t 
 
 template <bool OutF32>
 __device__ __forceinline__ void store_nan(const ExpertGemvArgs& a, uint64_t index) {
-  if constexpr (OutF32) static_cast<float*>(a.y)[index] = __uint_as_float(0x7fc00000u);
-  else static_cast<uint16_t*>(a.y)[index] = 0x7fc0u;
+  dev::store_output<OutF32>(a.y, index, __uint_as_float(0x7fc00000u));  // canonical NaN, 0x7FC0 in BF16
 }
 
 template <typename F, bool OutF32>

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "common/status.h"
 #include "formats/dtype.h"

@@ -17,7 +17,7 @@ void verify_checksums(const IrisArchive& a, VerifyReport* report, const std::fun
   for (const auto& t : a.manifest().tensors) {
     TensorReport tr;
     tr.name = t.desc.name;
-    tr.format = is_quantized(t.desc.format) ? format_name(t.desc.format) : std::string(dtype_archive_name(t.desc.dtype));
+    tr.format = storage_name(t.desc);
     for (const auto& c : t.components) {
       const uint64_t h = a.hash_component(c);
       done += c.spec.bytes;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "formats/format_traits.h"
 #include "formats/tensor_decode.h"
 #include "formats/tile_layout.h"
@@ -69,25 +70,15 @@ CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
       auto p = fp8_params(t.desc);
       if (!p.is_ok()) return fail(p.status().message());
       std::span<const uint8_t> s = role(Role::kScales);
-      std::vector<float> v;
-      if (p->scale_dtype == DType::kF32) {
-        v.resize(s.size() / 4);
-        std::memcpy(v.data(), s.data(), v.size() * 4);
-      } else {
-        for (size_t i = 0; i + 2 <= s.size(); i += 2) {
-          uint16_t h;
-          std::memcpy(&h, s.data() + i, 2);
-          uint32_t bits = 0;
-          if (p->scale_dtype == DType::kBF16) {
-            bits = uint32_t(h) << 16;
-          } else {  // f16: enough to tell sign, zero, inf and NaN
-            const uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-            bits = (uint32_t(h & 0x8000) << 16) | (e == 0x1f ? (0xffu << 23) | (m << 13) : e == 0 && m == 0 ? 0u : (uint32_t(e + 112) << 23));
-          }
-          float f;
-          std::memcpy(&f, &bits, 4);
-          v.push_back(f);
+      std::vector<float> v(s.size() / (p->scale_dtype == DType::kF32 ? 4 : 2));
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (p->scale_dtype == DType::kF32) {
+          std::memcpy(&v[i], s.data() + i * 4, 4);
+          continue;
         }
+        uint16_t h;
+        std::memcpy(&h, s.data() + i * 2, 2);
+        v[i] = p->scale_dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
       uint64_t bad = 0;
       for (float f : v) bad += !std::isfinite(f) || f <= 0;
@@ -129,12 +120,13 @@ CheckResult padding_check(const ArchiveTensor& t, const ComponentBytes& c) {
 }  // namespace
 
 void verify_values(const IrisArchive& a, VerifyReport* report) {
-  for (const auto& t : a.manifest().tensors) {
+  const auto& tensors = a.manifest().tensors;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ArchiveTensor& t = tensors[i];
     if (!is_quantized(t.desc.format)) continue;
-    TensorReport* row = nullptr;
-    for (auto& r : report->tensors)
-      if (r.name == t.desc.name) row = &r;
-    if (!row) continue;
+    // verify_checksums made one row per tensor, in manifest order.
+    if (i >= report->tensors.size() || report->tensors[i].name != t.desc.name) continue;
+    TensorReport* row = &report->tensors[i];
     // Values decoded from bytes that fail their checksum would only repeat that failure.
     if (!row->ok()) continue;
     const ComponentBytes comps = a.component_bytes(t);

@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "converter/cli/exit_codes.h"
+#include "converter/cli/json_errors.h"
 
 #ifdef IRIS_HAVE_CUDA
 #include "formats/iris_archive.h"
@@ -27,10 +28,7 @@ namespace {
 const char* const kDefaultCases[] = {"mxfp4:14336x4096", "nf4:14336x4096",  "fp8:14336x4096", "mxfp4:4096x1024",
                                      "nf4:4096x1024",    "fp8:4096x1024",   "mxfp4:32x5760x2880"};
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
-  return exit_code(s.kind());
-}
+int fail(const Status& s) { return cli_fail(s); }
 
 }  // namespace
 

@@ -2,7 +2,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <sstream>
 
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
@@ -27,13 +26,7 @@ constexpr const char* kExitCodes = R"(Exit codes:
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
 
-// The one-line error on stderr, and with --json the error object on stdout too.
-int fail(const iris::Status& s, const char* json_command = nullptr) {
-  if (json_command) iris::print_json_error(json_command, s);
-  std::istringstream lines(iris::cli_message(s));
-  for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "iris: error: %s\n", line.c_str());
-  return iris::exit_code(s.kind());
-}
+int fail(const iris::Status& s, const char* json_command = nullptr) { return iris::cli_fail(s, json_command); }
 
 }  // namespace
 

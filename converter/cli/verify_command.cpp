@@ -1,7 +1,8 @@
 #include "converter/cli/verify_command.h"
 
 #include <cstdio>
-#include <filesystem>
+#include <optional>
+#include <tuple>
 
 #include "converter/cli/exit_codes.h"
 #include "converter/cli/json_errors.h"
@@ -12,60 +13,43 @@
 #include "verify/value_checks.h"
 #include "converter/compare.h"
 #include "common/atomic_output.h"
+#include "converter/output_guard.h"
 #include "verify/device_checks.h"
 
 namespace iris {
 
-namespace {
-
-Status write_text_atomically(const std::string& path, const std::string& text, bool overwrite) {
-  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile f, AtomicOutputFile::create(path, overwrite));
-  IRIS_TRY(f.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
-  return f.commit();
-}
-
-}  // namespace
-
 int run_verify_command(const VerifyOptions& o) {
-  // The --junit file is checked first: a report that cannot be written fails before any work.
+  const char* json = o.json ? "verify" : nullptr;
+  const nlohmann::json where = {{"path", o.archive}};
+  // Options and the --junit file are checked before any work: a typo or an unwritable report
+  // fails at once, not after the hashing.
+  CompareOptions co;
+  for (const auto& [values, option, out] : {std::tuple{&o.max_rel_l2, "--max-rel-l2", &co.max_rel_l2},
+                                            std::tuple{&o.min_snr_db, "--min-snr-db", &co.min_snr_db}})
+    for (const auto& v : *values) {
+      auto l = parse_limit_override(v, option);
+      if (!l.is_ok()) return cli_fail(l.status(), json, where);
+      out->push_back(*l);
+    }
+  std::optional<AtomicOutputFile> junit_file;
   if (!o.junit_path.empty()) {
-    std::error_code ec;
-    if (!o.overwrite && std::filesystem::exists(std::filesystem::symlink_status(o.junit_path, ec))) {
-      Status s = already_exists(o.junit_path + ": already exists");
-      std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
-      if (o.json) print_json_error("verify", s);
-      return exit_code(s.kind());
-    }
-    if (std::filesystem::exists(o.junit_path, ec) && std::filesystem::equivalent(o.junit_path, o.archive, ec)) {
-      Status s = invalid_argument("--junit '" + o.junit_path + "' is the archive; refusing to replace it");
-      std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
-      if (o.json) print_json_error("verify", s);
-      return exit_code(s.kind());
-    }
+    Status s = refuse_input_as_output(o.junit_path, {o.archive}, "--junit");
+    if (!s.is_ok()) return cli_fail(s, json, where);
+    auto f = AtomicOutputFile::create(o.junit_path, o.overwrite);
+    if (!f.is_ok()) return cli_fail(f.status(), json, where);
+    junit_file = std::move(*f);
   }
   auto junit = [&](const std::string& xml) -> int {
-    if (o.junit_path.empty()) return 0;
-    Status s = write_text_atomically(o.junit_path, xml, o.overwrite);
-    if (s.is_ok()) return 0;
-    std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
-    return exit_code(s.kind());
-  };
-  auto fail_with = [&](const Status& s) -> int {
-    std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
-    if (o.json) print_json_error("verify", s);
-    return exit_code(s.kind());
+    if (!junit_file) return 0;
+    Status s = junit_file->append({reinterpret_cast<const uint8_t*>(xml.data()), xml.size()});
+    if (s.is_ok()) s = junit_file->commit();
+    return s.is_ok() ? 0 : cli_fail(s, json, where);
   };
   auto archive = IrisArchive::open(o.archive);
   if (!archive.is_ok()) {
-    if (int rc = junit(junit_xml_open_failure(o.archive, archive.status()))) return rc;
     // A header or manifest that does not validate: the archive is corrupt or not one.
-    std::fprintf(stderr, "iris: error: %s\n", archive.status().message().c_str());
-    if (o.json) {
-      nlohmann::json j = json_error("verify", archive.status());
-      j["path"] = o.archive;
-      std::printf("%s\n", j.dump(2).c_str());
-    }
-    return exit_code(archive.status().kind());
+    if (int rc = junit(junit_xml_open_failure(o.archive, archive.status()))) return rc;
+    return cli_fail(archive.status(), json, where);
   }
   VerifyReport report;
   report.path = o.archive;
@@ -77,30 +61,15 @@ int run_verify_command(const VerifyOptions& o) {
   verify_values(*archive, &report);  // on every runner, GPU or not
   if (o.device == "cuda") {
     Status s = run_device_checks(*archive, &report);
-    if (!s.is_ok()) {
-      std::fprintf(stderr, "iris: error: --device cuda: %s\n", s.message().c_str());
-      if (o.json) print_json_error("verify", s.with_context("--device cuda: "));
-      return exit_code(s.kind());
-    }
+    if (!s.is_ok()) return cli_fail(s.with_context("--device cuda: "), json, where);
   }
   if (!o.against.empty()) {
-    CompareOptions co;
-    for (const auto& v : o.max_rel_l2) {
-      auto l = parse_limit_override(v, "--max-rel-l2");
-      if (!l.is_ok()) return fail_with(l.status());
-      co.max_rel_l2.push_back(*l);
-    }
-    for (const auto& v : o.min_snr_db) {
-      auto l = parse_limit_override(v, "--min-snr-db");
-      if (!l.is_ok()) return fail_with(l.status());
-      co.min_snr_db.push_back(*l);
-    }
-    auto mine = WeightSet::open(o.archive);
-    if (!mine.is_ok()) return fail_with(mine.status());
     auto source = WeightSet::open(o.against);
-    if (!source.is_ok()) return fail_with(source.status().with_context("--against: "));
-    auto rows = compare_weights(**mine, **source, co);
-    if (!rows.is_ok()) return fail_with(rows.status());
+    if (!source.is_ok()) return cli_fail(source.status().with_context("--against: "), json, where);
+    // The archive already open and checked is the one compared.
+    auto mine = WeightSet::from_archive(std::move(*archive));
+    auto rows = compare_weights(*mine, **source, co);
+    if (!rows.is_ok()) return cli_fail(rows.status(), json, where);
     add_against_checks(*rows, co, &report);
   }
   if (int rc = junit(junit_xml(report))) return rc;
@@ -110,11 +79,7 @@ int run_verify_command(const VerifyOptions& o) {
 }
 
 int run_diff_command(const DiffOptions& o) {
-  auto fail_with = [&](const Status& s) -> int {
-    std::fprintf(stderr, "iris: error: %s\n", cli_message(s).c_str());
-    if (o.json) print_json_error("diff", s);
-    return exit_code(s.kind());
-  };
+  auto fail_with = [&](const Status& s) { return cli_fail(s, o.json ? "diff" : nullptr); };
   auto a = WeightSet::open(o.a);
   if (!a.is_ok()) return fail_with(a.status());
   auto b = WeightSet::open(o.b);

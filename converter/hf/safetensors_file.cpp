@@ -81,7 +81,7 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
 // The header in one streaming pass, no document tree: each tensor entry (three keys) is built
 // as a small JSON value and handed to parse_entry, so 10^6 tensors cost 10^6 small objects
 // instead of one map of 10^6 nodes plus a second pass for duplicate keys. Duplicate keys (of
-// tensors, or inside an entry) and nesting deeper than kMaxJsonDepth are refused here.
+// tensors, or inside an entry) are refused here; nesting is bounded before parsing.
 class HeaderReader : public nlohmann::json_sax<json> {
  public:
   HeaderReader(const std::string& path, std::vector<SafetensorsTensor>* tensors, std::map<std::string, std::string>* metadata)
@@ -114,9 +114,7 @@ class HeaderReader : public nlohmann::json_sax<json> {
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    std::string msg = e.what();
-    auto pos = msg.find("] ");
-    return fail(invalid_input(path_ + ": header: invalid JSON: " + (pos != std::string::npos ? msg.substr(pos + 2) : msg)));
+    return fail(invalid_input(path_ + ": header: invalid JSON: " + json_error_text(e)));
   }
   bool saw_object() const { return saw_root_object_; }
 
@@ -134,8 +132,7 @@ class HeaderReader : public nlohmann::json_sax<json> {
     else parent[pending_key_] = std::move(v);
     return true;
   }
-  bool open(json fresh) {
-    if (stack_.size() >= size_t(kMaxJsonDepth)) return fail(invalid_input(path_ + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels"));
+  bool open(json fresh) {  // depth: bounded by the json_nesting_depth check before parsing
     if (stack_.empty()) {
       if (!fresh.is_object()) return fail(invalid_input(path_ + ": header is not a JSON object"));
       saw_root_object_ = true;

@@ -19,20 +19,20 @@ import threading
 import numpy as np
 import torch
 
-from . import _native
+from . import _format, _native
 from ._archive import Archive
 from ._archive import open as _open
 from ._errors import IrisError
 
-_C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}
+_C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dtype values
+_BF16 = _C_DTYPE[torch.bfloat16]
 _TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
                 "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
                 "bool": torch.bool, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
                 "f8_e4m3": torch.float8_e4m3fn, "f8_e5m2": torch.float8_e5m2}
 # __cuda_array_interface__ type strings of same-width stand-ins; the tensor is viewed back.
 _TYPESTR = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}
-_ROLES = {"data": 0, "codes": 1, "scales": 2, "absmax": 3, "nested_absmax": 4, "code_table": 5, "nested_code_table": 6,
-          "quant_state": 7}
+_ROLES = {role: i for i, role in enumerate(_format.ROLES)}  # iris_role values
 
 
 class _UploadOptions(ctypes.Structure):
@@ -100,7 +100,7 @@ def _gemv_rows(x: torch.Tensor, n: int, k: int, launch) -> torch.Tensor:
     if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
         xb = xb.to(torch.bfloat16).contiguous()
     y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
-    stream = torch.cuda.current_stream().cuda_stream
+    stream = torch.cuda.current_stream(x.device).cuda_stream
     for r0 in range(0, rows, 16):
         launch(xb[r0:].data_ptr(), min(16, rows - r0), y[r0:].data_ptr(), stream)
     y = y.reshape(*lead, n)
@@ -205,7 +205,7 @@ class QuantTensor:
             raise IrisError(f"tensor '{self.name}': x has {x.shape[-1]} features, the weight {k}")
         if 1 <= math.prod(x.shape[:-1]) <= 16 and self.tiled and x.is_cuda:
             msg = _msg()
-            y = _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(self._gemv(self._t, xp, b, yp, 10, stream, msg, 1024), msg))
+            y = _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(self._gemv(self._t, xp, b, yp, _BF16, stream, msg, len(msg)), msg))
         else:
             y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
         return y + bias if bias is not None else y
@@ -245,7 +245,7 @@ class ExpertWeight:
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         n, k = self.shape
         fn, t, m, msg = self.stack._owner._lib.iris_cuda_gemv_matrix, self.stack._t, self.m, _msg()
-        return _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(fn(t, m, xp, b, yp, 10, stream, msg, 1024), msg))
+        return _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(fn(t, m, xp, b, yp, _BF16, stream, msg, len(msg)), msg))
 
 
 class Experts:
@@ -286,7 +286,7 @@ class Experts:
         msg = _msg()
         stream = torch.cuda.current_stream(x.device).cuda_stream
         _check(self._lib.iris_cuda_gemv_experts(self._h, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
-                                                xb.data_ptr(), xb.shape[0], y.data_ptr(), 10, stream, msg, 1024), msg)
+                                                xb.data_ptr(), xb.shape[0], y.data_ptr(), _BF16, stream, msg, len(msg)), msg)
         return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
 
     def __del__(self):
@@ -351,6 +351,16 @@ class IrisLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, format={self.weight.format}"
 
 
+def _pair_rows(cache: dict, tokens: int, top_k: int, device) -> torch.Tensor:
+    """The token of each (token, expert) pair, [tokens * top_k] int32, made once per shape: the
+    decode loop asks for the same one at every layer and step."""
+    key = (tokens, top_k, device)
+    rows = cache.get(key)
+    if rows is None:
+        rows = cache[key] = torch.arange(tokens, device=device, dtype=torch.int32).repeat_interleave(top_k)
+    return rows
+
+
 class IrisGptOssExperts(torch.nn.Module):
     """transformers' GptOssExperts on quantized stacks: gate_up_proj [E, 2I, H] and down_proj
     [E, H, I] as the checkpoint stores them. Each projection is one grouped expert GEMV over
@@ -363,13 +373,14 @@ class IrisGptOssExperts(torch.nn.Module):
         self._apply_gate = original._apply_gate
         self.gate_up, self.down = Experts(gate_up), Experts(down)
         self.gate_up_proj_bias, self.down_proj_bias = gate_up_bias, down_bias
+        self._rows = {}
 
     def forward(self, hidden_states: torch.Tensor, router_indices=None, routing_weights=None) -> torch.Tensor:
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         tokens, top_k = router_indices.shape
         ids = router_indices.reshape(-1).to(torch.int32)
-        rows = torch.arange(tokens, device=x.device, dtype=torch.int32).repeat_interleave(top_k)
+        rows = _pair_rows(self._rows, tokens, top_k, x.device)
         picked = ids.long()
         gate_up = self.gate_up.gemv(x, ids, rows) + self.gate_up_proj_bias[picked]
         out = self.down.gemv(self._apply_gate(gate_up), ids) + self.down_proj_bias[picked]
@@ -387,11 +398,12 @@ class IrisMixtralExperts(torch.nn.Module):
         self.num_experts = original.num_experts
         self.act_fn = original.act_fn
         self.w1, self.w2, self.w3 = Experts(w1), Experts(w2), Experts(w3)
+        self._rows = {}
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
         tokens, top_k = top_k_index.shape
         ids = top_k_index.reshape(-1).to(torch.int32)
-        rows = torch.arange(tokens, device=hidden_states.device, dtype=torch.int32).repeat_interleave(top_k)
+        rows = _pair_rows(self._rows, tokens, top_k, hidden_states.device)
         h = self.act_fn(self.w1.gemv(hidden_states, ids, rows)) * self.w3.gemv(hidden_states, ids, rows)
         out = self.w2.gemv(h, ids) * top_k_weights.reshape(-1, 1)
         return out.view(tokens, top_k, -1).sum(dim=1).to(hidden_states.dtype)
