@@ -232,7 +232,9 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
 // per-expert weights are), each output within the FP32 bound of the CPU reference rows of
 // its expert. Bad arguments are refused with a message; bad indices give NaN rows.
 TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   char msg[512];
   struct SetCase {

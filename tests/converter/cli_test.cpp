@@ -33,6 +33,17 @@ size_t count_partials(const fs::path& dir) {
   return n;
 }
 
+// Whether process `pid` holds a descriptor of a file in `dir` (read from /proc/PID/fd).
+bool writes_into(pid_t pid, const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code rl;
+    const std::string target = fs::read_symlink(it->path(), rl).string();
+    if (!rl && target.rfind(dir.string() + "/", 0) == 0 && target.find("/big/") == std::string::npos) return true;
+  }
+  return false;
+}
+
 class FixtureRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 // convert + export --dtype keep gives back every source tensor: names, dtypes, shapes, bytes.
@@ -184,7 +195,9 @@ TEST(Cli, InterruptedConvertLeavesNoPartialFile) {
         execl(binary.c_str(), binary.c_str(), "convert", (d / "big").c_str(), "-o", (d / "out.iris").c_str(), "-q", (char*)nullptr);
         _exit(127);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(120 >> attempt));
+      // Interrupt once the child has its output open (a descriptor into this folder: the
+      // unnamed O_TMPFILE or the named partial), so the signal lands mid-write.
+      for (int i = 0; i < 2000 && !writes_into(pid, d.path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       kill(pid, sig);
       int status = 0;
       waitpid(pid, &status, 0);
@@ -220,7 +233,7 @@ TEST(Cli, ExportOfACorruptedArchiveFailsAndWritesNothing) {
   for (const char* dtype : {"bf16", "keep"}) {
     auto r = run("export " + (d / "bad.iris") + " -o " + (d / "out.safetensors") + " --dtype " + dtype + " -q");
     EXPECT_EQ(r.rc, 4) << dtype << ": " << r.out;
-    EXPECT_NE(r.out.find("does not match its checksum"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("checksum mismatch"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(d / "out.safetensors"));
   }
   EXPECT_EQ(run("export " + (d / "a.iris") + " -o " + (d / "out.safetensors") + " -q").rc, 0);

@@ -83,23 +83,23 @@ TEST(VerifyAgainst, FailsOnEachKindOfWrongArchive) {
   };
   // A swapped pair: two same-shape projections exchange their weights.
   const std::string a = "model.layers.0.mlp.gate_proj.weight", b = "model.layers.0.mlp.up_proj.weight";
-  rewrite(d / "good.iris", d / "swapped.iris", [&](std::string& name, Role role, std::vector<uint8_t>&) {
+  ASSERT_NO_FATAL_FAILURE(rewrite(d / "good.iris", d / "swapped.iris", [&](std::string& name, Role role, std::vector<uint8_t>&) {
     if (role != Role::kCodes) return true;  // once per tensor
     if (name == a) name = b;
     else if (name == b) name = a;
     return true;
-  });
+  }));
   fails_on("swapped tensors", d / "swapped.iris", a, "against:error");
   // Scales one exponent off (every E8M0 scale of one tensor + 1: all values doubled).
   const std::string q = "model.layers.1.self_attn.o_proj.weight";
-  rewrite(d / "good.iris", d / "scale.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
+  ASSERT_NO_FATAL_FAILURE(rewrite(d / "good.iris", d / "scale.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
     if (name == q && role == Role::kScales)
       for (auto& x : bytes) x = uint8_t(x + 1);
     return true;
-  });
+  }));
   fails_on("scale one exponent off", d / "scale.iris", q, "against:error");
   // A missing tensor.
-  rewrite(d / "good.iris", d / "missing.iris", [&](std::string& name, Role, std::vector<uint8_t>&) { return name != q; });
+  ASSERT_NO_FATAL_FAILURE(rewrite(d / "good.iris", d / "missing.iris", [&](std::string& name, Role, std::vector<uint8_t>&) { return name != q; }));
   fails_on("missing tensor", d / "missing.iris", q, "against:present");
   // A corrupted tile (a byte flipped after writing: its checksum no longer matches).
   {
@@ -127,10 +127,10 @@ TEST(VerifyValues, NaNScaleAndDirtyPaddingFailWithoutAReference) {
   ASSERT_EQ(ok.rc, 0) << ok.out;
   EXPECT_NE(ok.out.find("values:padding"), std::string::npos);
   const std::string t = "model.layers.0.mlp.experts.down_proj";
-  rewrite(d / "good.iris", d / "nan.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
+  ASSERT_NO_FATAL_FAILURE(rewrite(d / "good.iris", d / "nan.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
     if (name == t && role == Role::kScales) bytes[3] = 0xFF;
     return true;
-  });
+  }));
   auto r = run("verify " + (d / "nan.iris"));
   EXPECT_EQ(r.rc, 4) << r.out;
   EXPECT_NE(r.out.find("values:scales: 1 E8M0 scales are 0xFF"), std::string::npos) << r.out;
@@ -139,10 +139,10 @@ TEST(VerifyValues, NaNScaleAndDirtyPaddingFailWithoutAReference) {
   ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "pad.iris") + " --quant nf4 --tile-k 192 -q").rc, 0);
   ASSERT_EQ(run("verify " + (d / "pad.iris")).rc, 0);
   const std::string p = "model.layers.0.mlp.gate_proj.weight";
-  rewrite(d / "pad.iris", d / "dirty.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
+  ASSERT_NO_FATAL_FAILURE(rewrite(d / "pad.iris", d / "dirty.iris", [&](std::string& name, Role role, std::vector<uint8_t>& bytes) {
     if (name == p && role == Role::kCodes) bytes[bytes.size() - 1] = 0x12;  // the last byte of the last tile: padding
     return true;
-  });
+  }));
   auto dirty = run("verify " + (d / "dirty.iris"));
   EXPECT_EQ(dirty.rc, 4) << dirty.out;
   EXPECT_NE(dirty.out.find("values:padding: 1 padding bytes are not the zero code 0x77"), std::string::npos) << dirty.out;

@@ -76,7 +76,9 @@ void expect_component_caught(const std::string& fixture, const std::string& tens
 // flips take seconds.
 TEST(Verify, EveryFlippedBitIsDetected) {
   Converted c("gptoss-mxfp4");
-  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));  // printed with any failure, to replay it
+  std::mt19937_64 rng(seed);
   std::vector<uint64_t> bits;
   for (uint64_t b = 0; b < 64 * 8; ++b) bits.push_back(b);
   for (int i = 0; i < 300; ++i) bits.push_back(64 * 8 + rng() % ((c.bytes.size() - 64) * 8));
