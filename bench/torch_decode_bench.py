@@ -56,7 +56,7 @@ def main():
         return transformers.LlamaForCausalLM.from_pretrained(snap, dtype=torch.bfloat16).to("cuda").eval()
 
     baseline = load()
-    step_ms(baseline)  # warm-up: cuBLAS heuristics, lazy kernel loading (the first run is ~10x slower)
+    step_ms(baseline)  # warm-up: cuBLAS heuristics, lazy kernel loading (the first run is much slower)
     result = {"layers": layers, "hidden": 4096, "intermediate": 14336, "bf16_cublas_ms_before": step_ms(baseline)}
     for q in ("mxfp4", "nf4", "fp8-block", "fp8-channel"):
         archive = work / f"{q}.iris"

@@ -55,7 +55,7 @@ IRIS_API iris_status iris_cuda_upload(const iris_archive* archive, const iris_up
 IRIS_API void iris_cuda_archive_free(iris_cuda_archive* archive);
 
 /* Reusable upload resources (pinned staging buffers, a copy stream, the device's properties).
- * Setting them up took 26 ms on an H100 machine (docs/BENCHMARKS.md), the time of copying
+ * Setting them up took 26-29 ms on an H100 machine (docs/BENCHMARKS.md), the time of copying
  * about 1.3 GB, so an engine that loads several archives or shards creates one uploader and
  * pays it once. The options' device, staging and threads fields are taken at creation; names
  * and verify per upload. One thread at a time may use an uploader. */
