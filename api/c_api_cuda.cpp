@@ -226,7 +226,7 @@ iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uin
       ordinal = device;
       views.push_back(*t->tensor->view);
     }
-    auto set = ExpertSet::create(views, ordinal);
+    auto set = ExpertSet::create(views, ordinal, tensors[0]->owner->launch_config());
     if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
     *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
     return report(Status::ok(), msg, msg_size);
@@ -237,6 +237,7 @@ void iris_cuda_experts_free(iris_cuda_experts* experts) { delete experts; }
 uint64_t iris_cuda_experts_count(const iris_cuda_experts* e) { return e ? e->set.count() : 0; }
 uint64_t iris_cuda_experts_n(const iris_cuda_experts* e) { return e ? e->set.geometry().n : 0; }
 uint64_t iris_cuda_experts_k(const iris_cuda_experts* e) { return e ? e->set.geometry().k : 0; }
+int iris_cuda_experts_use_tensor_cores(const iris_cuda_experts* e) { return e && e->set.uses_tensor_cores() ? 1 : 0; }
 
 iris_status iris_cuda_gemv_experts(const iris_cuda_experts* e, const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs,
                                    const uint16_t* x, uint64_t x_count, void* y, iris_dtype y_dtype, iris_cuda_stream stream, char* msg,
@@ -252,7 +253,7 @@ iris_status iris_cuda_gemv_experts(const iris_cuda_experts* e, const int32_t* ex
 
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* t, int batch) {
   if (!t || !t->tensor->view.is_ok()) return 0;
-  return cuda_gemv_uses_tensor_cores(*t->tensor->view, batch, KernelVariants{}) ? 1 : 0;
+  return cuda_gemv_uses_tensor_cores(*t->tensor->view, batch, t->owner->launch_config()) ? 1 : 0;
 }
 
 }  // extern "C"

@@ -69,6 +69,7 @@ void iris_cuda_experts_free(iris_cuda_experts*) {}
 uint64_t iris_cuda_experts_count(const iris_cuda_experts*) { return 0; }
 uint64_t iris_cuda_experts_n(const iris_cuda_experts*) { return 0; }
 uint64_t iris_cuda_experts_k(const iris_cuda_experts*) { return 0; }
+int iris_cuda_experts_use_tensor_cores(const iris_cuda_experts*) { return 0; }
 iris_status iris_cuda_gemv_experts(const iris_cuda_experts*, const int32_t*, const int32_t*, uint64_t, const uint16_t*, uint64_t, void*,
                                    iris_dtype, iris_cuda_stream, char* msg, size_t msg_size) {
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);

@@ -9,10 +9,12 @@
 #   bash bench/pack_device_bin.sh      # gzipped binaries + libiris.so.1 + the cuda_gemv example into .device-bin
 #   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|ncu]
 #
+# SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps
+# (each device command has 10 minutes).
 # Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
 # variants; sanitize / ncu add compute-sanitizer / Nsight Compute.
-# Files back (8 at most): env.txt, tests.log, verify.log, api.log, python.log, upload.json,
+# Files back: env.txt, tests.log, tests-ptx.log, tests-ptx75.log, verify.log, api.log, python.log, upload.json,
 # peers.json, bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
@@ -35,6 +37,17 @@ if [ "$mode" = upload ]; then tests_rc=0; else
 echo "== kernel cases (dequant bit-exact, GEMV within bound) =="
 "$B/kernels_tests" --gtest_brief=1 > "$OUT/tests.log" 2>&1; tests_rc=$?
 tail -n 4 "$OUT/tests.log"
+# The same cases from the PTX-only builds (bench/pack_device_bin.sh): compute_75 + compute_80
+# (the driver compiles compute_80 for this card: the Ampere paths) and compute_75 alone (the
+# Turing paths: CUDA-core GEMV, no BF16 instructions). The first line of each log names the
+# architecture the driver loaded.
+for p in ptx ptx75; do
+  [ -x "$B/kernels_tests_$p" ] || continue
+  echo "== kernel cases, $p build =="
+  "$B/kernels_tests_$p" --gtest_brief=1 > "$OUT/tests-$p.log" 2>&1; rc=$?
+  [ $rc -ne 0 ] && tests_rc=$rc
+  grep -m1 "kernel code" "$OUT/tests-$p.log"; tail -n 3 "$OUT/tests-$p.log"
+done
 
 echo "== iris verify --device cuda on converted fixtures =="
 {
@@ -88,6 +101,7 @@ echo "== the Python package on the GPU: iris.torch (load, QuantTensor, IrisLinea
 } > "$OUT/python.log" 2>&1
 grep -E "passed|failed|error|IrisLinear|SKIPPED" "$OUT/python.log" | tail -n 15
 
+if [ "${SKIP_UPLOAD:-0}" != 1 ]; then
 echo "== upload of a 4 GB archive from the page cache: iris_cuda_upload vs pinned cudaMemcpy =="
 {
   "$B/iris_make_snapshot" "$T/snap4" 4 1 && "$B/iris" convert "$T/snap4" -o "$T/4g.iris" -q --force && rm -rf "$T/snap4"
@@ -96,6 +110,7 @@ echo "== upload of a 4 GB archive from the page cache: iris_cuda_upload vs pinne
 "$B/iris_upload_bench" "$T/4g.iris" 5 $upload_configs > "$OUT/upload.json" 2>> "$OUT/upload.log"
 cat "$OUT/upload.json"
 rm -f "$T/4g.iris"
+fi
 case "$mode" in api|upload) exit "$tests_rc";; esac
 
 echo "== peers (cuBLAS via torch, bitsandbytes) =="
@@ -105,11 +120,14 @@ echo "== iris bench (defaults) =="
 "$B/iris" bench --peers "$OUT/peers.json" --json > "$OUT/bench.json"
 "$B/iris" bench --peers "$OUT/peers.json"
 
+if [ "${VARIANTS:-1}" != 0 ]; then
 echo "== variants and tile shapes =="
 {
-  for v in dequant-unroll=2 dequant-unroll=4 dequant-unroll=8 gemv-unroll=1 gemv-unroll=2 gemv=cuda-cores; do
+  for v in dequant-unroll=2 dequant-unroll=4 dequant-unroll=8 gemv-unroll=1 gemv-unroll=2 gemv=cuda-cores \
+           gemv-warps=2 gemv-warps=4 gemv-warps=8 fp8-decode=cvt fp8-decode=bits nf4-table=split nf4-table=pairs; do
     echo "--- --variant $v"
-    "$B/iris" bench --variant "$v" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
+    "$B/iris" bench --variant "$v" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096 \
+      --synthetic mxfp4:32x5760x2880 --synthetic nf4:32x5760x2880 --synthetic fp8:32x5760x2880
   done
   for t in 16x128 16x512 32x256; do
     echo "--- --tile $t"
@@ -118,6 +136,7 @@ echo "== variants and tile shapes =="
 } > "$OUT/variants.txt" 2>&1
 cat "$OUT/variants.txt"
 
+fi
 if [ "$mode" = ncu ] && command -v ncu >/dev/null; then
   echo "== Nsight Compute: tensor-core GEMV, batch 1 =="
   for f in mxfp4 nf4 fp8; do

@@ -16,15 +16,23 @@ struct DeviceInfo {
   std::string name;
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
+  // The architecture the loaded kernel code was compiled for, as major * 10 + minor (the
+  // driver's ptxVersion): 90 for the sm_90a machine code on an H100, 80 when an H100 runs a
+  // build that carries only compute_75 and compute_80 PTX. It, not the device's compute
+  // capability, says which instructions the kernels have (kernels/arch.cuh).
+  int kernel_arch = 0;
   uint64_t l2_bytes = 0;
   uint64_t total_memory = 0;
 
-  LaunchConfig launch_config(const KernelVariants& variants = {}) const { return {sm_count, variants}; }
+  LaunchConfig launch_config(const KernelVariants& variants = {}) const { return {sm_count, kernel_arch, variants}; }
 };
 
+// The oldest GPUs the kernels support: Turing (compute capability 7.5).
+constexpr int kMinComputeCapability = 75;
+
 // kNoDevice, with the reason, when `ordinal` is not a usable device: no driver, no such
-// ordinal, or a compute capability below 9.0 (the kernels are built for sm_90a and
-// compute_90 PTX).
+// ordinal, a compute capability below 7.5, or a build whose targets (IRIS_CUDA_GENCODE) the
+// device cannot load.
 Result<DeviceInfo> query_device(int ordinal);
 
 }  // namespace iris

@@ -20,7 +20,7 @@ bool same_geometry(const QuantView& a, const QuantView& b) {
 
 }  // namespace
 
-Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int device) {
+Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int device, const LaunchConfig& launch) {
   if (views.empty()) return invalid_argument("expert set: no tensors");
   std::vector<ExpertMatrix> experts;
   if (views.size() == 1) {
@@ -44,6 +44,15 @@ Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int dev
   set.count_ = experts.size();
   set.geometry_ = views[0];
   set.geometry_.rows = set.geometry_.n;
+  set.launch_ = launch;
+  // Every expert must take the tensor-core kernel (separate tensors may differ in NF4 block
+  // size or FP8 scale granularity, which the kernel reads per expert).
+  set.tensor_cores_ = !experts.empty();
+  for (const QuantView& v : views) {
+    QuantView one = v;
+    one.rows = one.n;
+    set.tensor_cores_ = set.tensor_cores_ && cuda_gemv_uses_tensor_cores(one, 1, launch);
+  }
   if (experts.empty()) return set;
   DeviceGuard g(device);
   if (!g.ok()) return Status::error(ErrorKind::kDevice, "expert set: cannot select device " + std::to_string(device));
@@ -53,7 +62,12 @@ Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int dev
 }
 
 ExpertSet::ExpertSet(ExpertSet&& o) noexcept
-    : device_(std::exchange(o.device_, nullptr)), ordinal_(o.ordinal_), count_(o.count_), geometry_(o.geometry_) {}
+    : device_(std::exchange(o.device_, nullptr)),
+      ordinal_(o.ordinal_),
+      count_(o.count_),
+      geometry_(o.geometry_),
+      launch_(o.launch_),
+      tensor_cores_(o.tensor_cores_) {}
 
 ExpertSet& ExpertSet::operator=(ExpertSet&& o) noexcept {
   if (this != &o) {
@@ -62,6 +76,8 @@ ExpertSet& ExpertSet::operator=(ExpertSet&& o) noexcept {
     ordinal_ = o.ordinal_;
     count_ = o.count_;
     geometry_ = o.geometry_;
+    launch_ = o.launch_;
+    tensor_cores_ = o.tensor_cores_;
   }
   return *this;
 }
@@ -97,7 +113,7 @@ Status ExpertSet::gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_
   a.x = x;
   a.y = y;
   DeviceGuard g(ordinal_);
-  return cuda_gemv_experts(geometry_, a, y_dtype, stream);
+  return cuda_gemv_experts(geometry_, a, y_dtype, tensor_cores_, stream, launch_);
 }
 
 }  // namespace iris

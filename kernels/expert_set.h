@@ -15,13 +15,17 @@ namespace iris {
 class ExpertSet {
  public:
   // `views`: one stack (its matrices are the experts) or several single-matrix tensors.
-  static Result<ExpertSet> create(const std::vector<QuantView>& views, int device);
+  // `launch`: the configuration of `device` (DeviceInfo::launch_config), kept for every gemv.
+  static Result<ExpertSet> create(const std::vector<QuantView>& views, int device, const LaunchConfig& launch);
   ExpertSet(ExpertSet&&) noexcept;
   ExpertSet& operator=(ExpertSet&&) noexcept;
   ~ExpertSet();
 
   uint64_t count() const { return count_; }
   const QuantView& geometry() const { return geometry_; }
+  // Whether gemv runs on the tensor cores (then each output equals cuda_gemv of that expert
+  // alone at batch 1 on the tensor cores; otherwise its CUDA-core kernel), for error bounds.
+  bool uses_tensor_cores() const { return tensor_cores_; }
 
   // y[p, :] = expert[expert_ids[p]] x[x_rows[p], :], see cuda_gemv_experts.
   Status gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
@@ -35,6 +39,8 @@ class ExpertSet {
   int ordinal_ = 0;
   uint64_t count_ = 0;
   QuantView geometry_{};
+  LaunchConfig launch_{};
+  bool tensor_cores_ = false;
 };
 
 }  // namespace iris

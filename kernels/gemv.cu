@@ -3,6 +3,7 @@
 // Layouts of 16-row stripes (the default tiles) go to the tensor-core kernel (gemv_mma.cu);
 // the CUDA-core kernels below take every other layout and batch, one block per kRowWarps
 // rows (row_dot) or per stripe (stripe_dot); the bodies are in gemv_rows.cuh.
+#include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8.cuh"
 #include "kernels/gemv_mma.h"
@@ -103,7 +104,7 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
     IRIS_CUDA_TRY(cudaMemsetAsync(y, 0, uint64_t(batch) * v.rows * (f32 ? 4 : 2), s));
     return Status::ok();
   }
-  if (cuda_gemv_uses_tensor_cores(v, batch, c.variants)) return cuda_gemv_mma(v, x, batch, y, f32, stream, c);
+  if (cuda_gemv_uses_tensor_cores(v, batch, c)) return cuda_gemv_mma(v, x, batch, y, f32, stream, c);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, x, batch, y, f32, s);
@@ -112,8 +113,8 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
   return unsupported("gemv: unknown format");
 }
 
-bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const KernelVariants& variants) {
-  return variants.gemv_tensor_cores && gemv_mma_supports(v, batch);
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const LaunchConfig& c) {
+  return c.variants.gemv_tensor_cores && c.kernel_arch >= kTensorCoreGemvMinArch && gemv_mma_supports(v, batch);
 }
 
 }  // namespace iris

@@ -1,11 +1,13 @@
 // The grouped expert GEMV: y[p, :] = W[expert_ids[p]] x[x_rows[p], :] for every (token,
 // expert) pair p of an MoE layer, in one launch that reads only the selected experts' tiles.
-// The router's indices stay on the device (no host sync per layer). Each block takes one
-// pair and one stripe (or kRowWarps rows) of its expert and runs the same body as cuda_gemv's
-// CUDA-core kernel at batch 1 (gemv_rows.cuh), so every output equals that kernel's on the
-// expert's matrix bit for bit.
+// The router's indices stay on the device (no host sync per layer). Where the tensor-core
+// GEMV takes the experts, the launch is gemv_mma.cu's (cuda_gemv_experts_mma); otherwise
+// each block takes one pair and one stripe (or kRowWarps rows) of its expert and runs the
+// same body as cuda_gemv's CUDA-core kernel at batch 1 (gemv_rows.cuh), so every output
+// equals that kernel's on the expert's matrix bit for bit.
 #include "kernels/cuda_check.h"
 #include "kernels/fp8.cuh"
+#include "kernels/gemv_mma.h"
 #include "kernels/gemv_rows.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
@@ -95,12 +97,14 @@ Status launch(const ExpertGemvArgs& a, bool stripes_path, uint64_t per_pair, boo
 
 }  // namespace
 
-Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, void* stream) {
+Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, bool tensor_cores, void* stream,
+                         const LaunchConfig& config) {
   if (y_dtype != DType::kBF16 && y_dtype != DType::kF32) return unsupported("expert gemv: output must be bf16 or f32");
   if (!geometry.tiled) return unsupported("expert gemv: the experts' codes are not tiled");
   if (args.pairs == 0 || args.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const bool f32 = y_dtype == DType::kF32;
+  if (tensor_cores) return cuda_gemv_experts_mma(geometry, args, f32, stream, config);
   // K = 0 needs no special case: the bodies sum nothing (+0) and never read x.
   const bool stripes_path = dev::gemv_takes_stripes(geometry, 1);
   const uint64_t per_pair = stripes_path ? geometry.padded_n / geometry.tile_n : (args.n + kRowWarps - 1) / kRowWarps;

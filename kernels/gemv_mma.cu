@@ -25,10 +25,13 @@
 
 #include <algorithm>
 
+#include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
 #include "kernels/gemv_mma.h"
+#include "kernels/gemv_rows.cuh"
+#include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
 #include "kernels/nf4.cuh"
 #include "kernels/tuning.h"
@@ -49,11 +52,18 @@ struct MmaGeometry {
   bool vector_x;            // K % 8 == 0 and x 16-byte aligned: activations load 16 bytes at a time
 };
 
+// BF16 mma exists from sm_80. The host never launches these kernels on code built for less
+// (cuda_gemv_uses_tensor_cores reads the loaded code's architecture); should one run there
+// anyway, it traps rather than return wrong sums.
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+#if IRIS_ARCH_BF16_MMA
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
 }
 
 // --- Per-format chunk decoders: a lane's chunk / 4 columns of one row -> bf16x2 pairs. ---
@@ -64,6 +74,7 @@ struct MmaMxfp4 {
   static constexpr int kPairs = kChunk / 8;  // bf16x2 pairs per lane and row
   static constexpr bool kFactored = false;  // scale applied before the mma
   static constexpr int kSplits = 1;
+  static constexpr int kSplitEntries = 1;  // shared table entries (none used)
   using Word = uint4;
   using Aux = uint32_t;  // E8M0 byte
   using Raw = uint32_t;
@@ -74,7 +85,7 @@ struct MmaMxfp4 {
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
     return !row_ok || kc >= v.k ? 127u : dev::Mxfp4::load_aux(v, nullptr, row, kc);
   }
-  static __device__ __forceinline__ void decode(Word w, Aux e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
+  static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     if (e == 0xffu) {
 #pragma unroll
       for (int i = 0; i < kPairs; ++i) a[0][i] = dev::kBf16x2CanonicalNan;
@@ -88,22 +99,36 @@ struct MmaMxfp4 {
   }
 };
 
+// kPairTable: the issue-11 variant with one lookup per code byte, a 256-entry table of the
+// byte's two columns as (hi pair, lo pair) -- 2 KB of shared memory hit at random bytes --
+// against two lookups in the 16-entry table (one bank per entry: conflict-free).
+template <bool kPairTable>
 struct MmaNf4 {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 64;   // one absmax block at most: 16 columns (8 bytes) per lane
   static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;  // absmax multiplies the chunk's partial sums
   static constexpr int kSplits = 2;        // table value = hi + lo, two BF16s
+  static constexpr int kSplitEntries = kPairTable ? 512 : 16;
   using Word = uint2;
   using Aux = float;
 
   // split[c] = bf16(t) | bf16(t - bf16(t)) << 16; nested[256] = the double-quant table.
+  static __device__ __forceinline__ uint32_t split_of(const QuantView& v, uint32_t code) {
+    const float t = v.code_table[code];
+    const __nv_bfloat16 hi = __float2bfloat16_rn(t);
+    const __nv_bfloat16 lo = __float2bfloat16_rn(t - __bfloat162float(hi));
+    return uint32_t(__bfloat16_as_ushort(hi)) | (uint32_t(__bfloat16_as_ushort(lo)) << 16);
+  }
   static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested) {
-    for (int i = threadIdx.x; i < 16; i += blockDim.x) {
-      const float t = v.code_table[i];
-      const __nv_bfloat16 hi = __float2bfloat16_rn(t);
-      const __nv_bfloat16 lo = __float2bfloat16_rn(t - __bfloat162float(hi));
-      split[i] = uint32_t(__bfloat16_as_ushort(hi)) | (uint32_t(__bfloat16_as_ushort(lo)) << 16);
+    if constexpr (kPairTable) {
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        const uint32_t e = split_of(v, uint32_t(i) >> 4), o = split_of(v, uint32_t(i) & 15u);  // high nibble = even column
+        split[2 * i] = dev::prmt(e, o, 0x5410u);
+        split[2 * i + 1] = dev::prmt(e, o, 0x7632u);
+      }
+    } else {
+      for (int i = threadIdx.x; i < 16; i += blockDim.x) split[i] = split_of(v, uint32_t(i));
     }
     if (v.double_quant)
       for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
@@ -121,11 +146,17 @@ struct MmaNf4 {
   static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
     return r.ok ? dev::Nf4::absmax_of(v, nested, r.in) : 0.f;
   }
-  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
+  static __device__ __forceinline__ void decode(Word w, Aux&, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint32_t word = j < 4 ? w.x : w.y;
       const uint32_t byte = (word >> (8 * (j % 4))) & 0xffu;
+      if constexpr (kPairTable) {
+        const uint2 pr = reinterpret_cast<const uint2*>(split)[byte];
+        a[0][j] = pr.x;
+        a[1][j] = pr.y;
+        continue;
+      }
       const uint32_t e = split[byte >> 4], o = split[byte & 15u];  // high nibble = even column
       a[0][j] = dev::prmt(e, o, 0x5410u);  // the two hi halves
       a[1][j] = dev::prmt(e, o, 0x7632u);  // the two lo halves
@@ -133,12 +164,18 @@ struct MmaNf4 {
   }
 };
 
+// kBitDecode: E4M3 placed on BF16 bits by integer operations (PRMT, shift, LOP3) and one
+// exact BF16 multiply by 2^120, NaN codes caught per lane and row of a chunk; otherwise the
+// hardware E4M3 -> F16 conversion and two conversions on to BF16 (sm_89 and newer; before
+// sm_89 that path falls back to bit arithmetic in FP32).
+template <bool kBitDecode>
 struct MmaFp8 {
   static constexpr uint32_t kBits = 8;
   static constexpr uint32_t kChunk = 64;   // 16 columns (16 bytes) per lane
   static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;
   static constexpr int kSplits = 1;
+  static constexpr int kSplitEntries = 1;
   using Word = uint4;
   using Aux = float;
   using Raw = float;
@@ -149,9 +186,26 @@ struct MmaFp8 {
     if (!row_ok || kc >= v.k) return 0.f;
     return dev::Fp8::scale_at(v, dev::Fp8::scale_index(v, row, kc));
   }
-  // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
-  static __device__ __forceinline__ void decode(Word w, Aux, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
+  static __device__ __forceinline__ void decode(Word w, Aux& scale, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+    if constexpr (kBitDecode) {
+      // Bytes i0, i0 + 1 of a word -> [0, b0, 0, b1]: sign on bit 15 / 31, and exponent and
+      // mantissa shifted right by 4 land on BF16's low exponent bits and top mantissa bits:
+      // e4m3 * 2^-120 exactly (E4M3 subnormals become BF16 subnormals), then * 2^120, exact.
+      // The NaN codes (0x7F, 0xFF) would decode as 480: any of them makes the lane's row
+      // scale NaN, so the chunk's partial sum -- and the output, as in the reference -- is NaN.
+      uint32_t nan = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t p = dev::prmt(ws[j / 2], 0u, j % 2 ? 0x3424u : 0x1404u);
+        a[0][j] = dev::mul_bf16x2(((p >> 4) & 0x07F007F0u) | (p & 0x80008000u), 0x7B807B80u);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) nan |= (ws[q] & 0x7F7F7F7Fu) + 0x01010101u;
+      if (nan & 0x80808080u) scale = __uint_as_float(0x7fc00000u);
+      return;
+    }
+    // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       float lo, hi;
@@ -195,22 +249,17 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
 }
 
-// v3.2: all loads of U chunks (codes, scales, activations) are issued before any is used;
-// the block's warps (chosen at launch) share the stripe.
-template <typename P, int NT, bool OutF32, int U>
-__global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
-                                                                  int batch, void* y) {
+// Stripe `stripe` of v (matrix stripe / g.stripes, its stripe s = stripe % g.stripes) times
+// `batch` activation rows, accumulated in this warp's C fragments. v3.2: all loads of U
+// chunks (codes, scales, activations) are issued before any is used; the block's warps
+// (chosen at launch) share the stripe, warp w taking chunks w, w + warps, ...
+template <typename P, int NT, int U>
+__device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
+                                           int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
   constexpr uint32_t kLaneCols = P::kChunk / 4;
-  __shared__ uint32_t split[16];
-  __shared__ float nested[256];
-  __shared__ float partial[kMaxWarps][NT][32][4];
-  P::load_smem(v, split, nested);
-  __syncthreads();
-
   const int warps = blockDim.x >> 5;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
-  const uint32_t stripe = blockIdx.x;
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   const uint64_t n_g = uint64_t(s) * 16 + gi, n_h = n_g + 8;
   const bool ok_g = n_g < v.n, ok_h = n_h < v.n;
@@ -218,11 +267,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
   const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
   const uint32_t h_off = 8 * g.tile_row_bytes;
 
-  float acc[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-  // Warp w takes chunks w, w + warps, ...: the block's warps read each tile together.
   for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
     typename P::Word wg[U], wh[U];
     typename P::Raw rg[U], rh[U];
@@ -245,7 +292,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
     for (int u = 0; u < U; ++u) {
       const uint32_t c = c0 + u * warps;
       if (c >= g.chunks) break;
-      const typename P::Aux ag = P::finish(v, nested, rg[u]), ah = P::finish(v, nested, rh[u]);
+      typename P::Aux ag = P::finish(v, nested, rg[u]), ah = P::finish(v, nested, rh[u]);
       uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
       P::decode(wg[u], ag, split, a_g);
       P::decode(wh[u], ah, split, a_h);
@@ -277,9 +324,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
       }
     }
   }
+}
 
-  // Sum the warps' partial sums; warp 0 writes. C fragment: c0, c1 = (row g, batch 2t, 2t+1),
-  // c2, c3 = (row g + 8, same batch rows), plus 8 per n-tile.
+// Sums the block's warps' C fragments (in warp order) and has warp 0 store them: output
+// (batch row nb, stripe row r) goes to y[nb * batch_stride + out_row0 + r] for the stripe's
+// rows r < rows_left. C fragment: c0, c1 = (row g, batch 2t, 2t+1), c2, c3 = (row g + 8,
+// same batch rows), plus 8 batch rows per n-tile.
+template <int NT, bool OutF32>
+__device__ __forceinline__ void reduce_store(float (*partial)[NT][32][4], const float (&acc)[NT][4], int batch, uint64_t rows_left,
+                                             void* y, uint64_t out_row0, uint64_t batch_stride) {
+  const int warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -293,18 +348,58 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
       float sum = partial[0][j][lane][q];
       for (int w = 1; w < warps; ++w) sum += partial[w][j][lane][q];
       const int nb = 8 * j + 2 * ti + (q & 1);
-      const bool hrow = q >= 2;
-      if (nb >= batch || !(hrow ? ok_h : ok_g)) continue;
-      const uint64_t o = uint64_t(nb) * v.rows + (hrow ? row_h : row_g);
-      if constexpr (OutF32) static_cast<float*>(y)[o] = sum;
-      else static_cast<uint16_t*>(y)[o] = iris::f32_to_bf16(sum);
+      const uint32_t r = gi + (q >= 2 ? 8 : 0);
+      if (nb >= batch || r >= rows_left) continue;
+      dev::store_output<OutF32>(y, uint64_t(nb) * batch_stride + out_row0 + r, sum);
     }
+}
+
+template <typename P, int NT, bool OutF32, int U>
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
+                                                                  int batch, void* y) {
+  __shared__ uint32_t split[P::kSplitEntries];
+  __shared__ float nested[256];
+  __shared__ float partial[kMaxWarps][NT][32][4];
+  P::load_smem(v, split, nested);
+  __syncthreads();
+  const uint32_t stripe = blockIdx.x;
+  float acc[NT][4];
+  stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
+  const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
+  reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
+}
+
+// The grouped expert GEMV on the tensor cores (batch 1 per pair): block = (pair, stripe of
+// its expert), the same body and warp count as cuda_gemv_mma on that expert's matrix alone,
+// so each output equals iris_cuda_gemv_matrix's bit for bit.
+template <typename P, bool OutF32, int U>
+__global__ void __launch_bounds__(kMaxWarps * 32) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
+  __shared__ uint32_t split[P::kSplitEntries];
+  __shared__ float nested[256];
+  __shared__ float partial[kMaxWarps][1][32][4];
+  const uint32_t pair = blockIdx.x / g.stripes, s = blockIdx.x - pair * g.stripes;
+  const uint64_t rows_left = a.n - uint64_t(s) * 16;
+  const int32_t e = a.expert_ids[pair];
+  const int64_t xr = a.x_rows ? a.x_rows[pair] : int64_t(pair);
+  if (e < 0 || uint32_t(e) >= a.n_experts || xr < 0 || uint64_t(xr) >= a.x_count) {  // uniform over the block
+    // A bad router index must show, never read another tensor's memory: NaN outputs.
+    if (threadIdx.x < 16 && threadIdx.x < rows_left) dev::store_output<OutF32>(a.y, pair * a.n + uint64_t(s) * 16 + threadIdx.x, __uint_as_float(0x7fc00000u));
+    return;
+  }
+  const ExpertMatrix& m = a.experts[e];
+  const QuantView v = m.view;
+  P::load_smem(v, split, nested);
+  __syncthreads();
+  float acc[1][4];
+  stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
+  reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
 }
 
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
 // second, partial wave costs a whole block time, run v7), at most 8, at least 1.
 template <typename K>
-Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms) {
+Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
+  if (forced) return forced;
   for (int w = kMaxWarps; w > 1; --w) {
     int per_sm = 0;
     IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
@@ -313,12 +408,20 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms) {
   return 1;
 }
 
+// The warp count of every launch over stripes of this geometry: decided by the F32-output
+// dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
+// the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
+// that matrix alone (the warp count sets the order of the sums).
+template <typename P, int NT, int U>
+Result<int> stripe_warps(uint64_t stripes, const LaunchConfig& c) {
+  return warps_per_stripe(gemv_mma_kernel<P, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps);
+}
+
 template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
-  auto kernel = gemv_mma_kernel<P, NT, OutF32, U>;
-  IRIS_ASSIGN_OR_RETURN(int warps, warps_per_stripe(kernel, stripes, c.sm_count));
-  kernel<<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
+  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, c)));
+  gemv_mma_kernel<P, NT, OutF32, U><<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
   IRIS_CUDA_LAUNCHED("gemv (tensor cores)");
   return Status::ok();
 }
@@ -332,7 +435,7 @@ Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int
 }
 
 template <typename P>
-Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool f32, cudaStream_t s, const LaunchConfig& c) {
+MmaGeometry geometry_of(const QuantView& v, bool vector_x) {
   MmaGeometry g;
   g.chunks_per_tile = FastDiv(uint32_t(v.tile_k / P::kChunk));
   g.chunks = uint32_t(v.padded_k / P::kChunk);
@@ -340,26 +443,52 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
   g.tile_row_bytes = uint32_t(v.tile_k * P::kBits / 8);
   g.tile_bytes = 16 * g.tile_row_bytes;
   g.stripe_bytes = 16 * v.padded_k * P::kBits / 8;
-  g.vector_x = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
+  g.vector_x = vector_x;
+  return g;
+}
+
+template <typename P>
+Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool f32, cudaStream_t s, const LaunchConfig& c) {
+  const MmaGeometry g = geometry_of<P>(v, v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0);
   if (batch <= 8) return f32 ? launch_u<P, 1, true>(v, g, x, batch, y, s, c) : launch_u<P, 1, false>(v, g, x, batch, y, s, c);
   return f32 ? launch_u<P, 2, true>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
+}
+
+template <typename P, int U>
+Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
+  // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
+  const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
+  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, 1, U>(g.stripes, c)));
+  const unsigned blocks = unsigned(a.pairs * g.stripes);
+  if (f32) experts_mma_kernel<P, true, U><<<blocks, warps * 32, 0, s>>>(a, g);
+  else experts_mma_kernel<P, false, U><<<blocks, warps * 32, 0, s>>>(a, g);
+  IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
+  return Status::ok();
+}
+
+template <typename P>
+Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
+  switch (gemv_unroll(c.variants, int(geometry.format), 8)) {
+    case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
+    default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
+  }
 }
 
 }  // namespace
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
-  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4::kChunk : MmaFp8::kChunk;
+  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4<false>::kChunk : MmaFp8<false>::kChunk;
   if (!v.tiled || v.tile_n != 16 || v.tile_k % chunk != 0 || batch < 1 || batch > 16) return false;
   if (v.padded_k / chunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {
     case ViewFormat::kMxfp4: return true;
-    case ViewFormat::kNf4: return v.block_size % MmaNf4::kChunk == 0;
+    case ViewFormat::kNf4: return v.block_size % MmaNf4<false>::kChunk == 0;
     case ViewFormat::kFp8:
       switch (v.granularity) {
         case 0: case 1: return true;                                     // tensor, channel
-        case 2: return v.block_k % MmaFp8::kChunk == 0;    // block
-        default: return v.group_size % MmaFp8::kChunk == 0;  // group
+        case 2: return v.block_k % MmaFp8<false>::kChunk == 0;    // block
+        default: return v.group_size % MmaFp8<false>::kChunk == 0;  // group
       }
   }
   return false;
@@ -370,10 +499,26 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   auto s = static_cast<cudaStream_t>(stream);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
-    case ViewFormat::kNf4: return launch_p<MmaNf4>(v, x, batch, y, y_f32, s, c);
-    case ViewFormat::kFp8: return launch_p<MmaFp8>(v, x, batch, y, y_f32, s, c);
+    case ViewFormat::kNf4:
+      return nf4_pair_table(c) ? launch_p<MmaNf4<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaNf4<false>>(v, x, batch, y, y_f32, s, c);
+    case ViewFormat::kFp8:
+      return fp8_bit_decode(c) ? launch_p<MmaFp8<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaFp8<false>>(v, x, batch, y, y_f32, s, c);
   }
   return unsupported("gemv: unknown format");
+}
+
+Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a, bool y_f32, void* stream, const LaunchConfig& c) {
+  if (!gemv_mma_supports(geometry, 1)) return unsupported("expert gemv: the tensor-core kernel does not take this layout");
+  if (a.pairs * (geometry.padded_n / 16) >= (uint64_t(1) << 31)) return invalid_argument("expert gemv: too many pairs for one launch");
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (geometry.format) {
+    case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
+    case ViewFormat::kNf4:
+      return nf4_pair_table(c) ? launch_experts<MmaNf4<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaNf4<false>>(geometry, a, y_f32, s, c);
+    case ViewFormat::kFp8:
+      return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
+  }
+  return unsupported("expert gemv: unknown format");
 }
 
 }  // namespace iris

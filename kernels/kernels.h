@@ -22,8 +22,9 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
 
 // Whether cuda_gemv runs this tensor and batch on the tensor cores (BF16 operands, FP32
 // accumulation) rather than the FP32 CUDA-core kernels: the two have different error bounds
-// (verify/gemv_bound.h), so checks ask which one ran.
-bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const KernelVariants& variants);
+// (verify/gemv_bound.h), so checks ask which one ran. Never on code built for an architecture
+// without BF16 mma (config.kernel_arch < 80: Turing, or a compute_75-only build).
+bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const LaunchConfig& config);
 
 // One matrix of an expert set: matrix `matrix` of the (stack) tensor `view` describes.
 struct ExpertMatrix {
@@ -45,10 +46,13 @@ struct ExpertGemvArgs {
 };
 
 // y[p, :] = experts[expert_ids[p]] x[x_rows[p], :] for p < pairs, one launch, FP32
-// accumulation in cuda_gemv's CUDA-core order (bit for bit that kernel at batch 1). A pair
-// whose expert or row index is out of range gets NaN outputs. `geometry` is the view of any
-// one expert (host copy): it picks the kernel.
-Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, void* stream);
+// accumulation. With `tensor_cores` (every expert gemv_mma_supports at batch 1 and
+// config.kernel_arch >= 80) each output equals cuda_gemv on that expert's matrix alone at
+// batch 1 on the tensor cores, bit for bit; otherwise cuda_gemv's CUDA-core kernel, bit for
+// bit. A pair whose expert or row index is out of range gets NaN outputs. `geometry` is the
+// view of any one expert (host copy): it picks the kernel.
+Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, bool tensor_cores, void* stream,
+                         const LaunchConfig& config);
 
 
 }  // namespace iris

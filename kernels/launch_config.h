@@ -1,5 +1,6 @@
-// What a kernel launch needs besides its operands: the device's SM count (queried once per
-// device by whoever owns the launches, see device_info.h) and the kernel variants to run.
+// What a kernel launch needs besides its operands: the device's SM count and the architecture
+// of its loaded kernel code (queried once per device by whoever owns the launches, see
+// device_info.h) and the kernel variants to run.
 // Passed by the caller, never read from globals, so two engines in one process can differ.
 #pragma once
 
@@ -12,10 +13,14 @@ struct KernelVariants {
   int dequant_unroll = 0;         // items per thread per step of the tiled dequant: 0 (per-format best), 2, 4, 8
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
   int gemv_unroll = 0;            // chunks per warp of the tensor-core GEMV: 0 (per-format best), 1, 2
+  int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
+  int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
+  int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table
 };
 
 struct LaunchConfig {
-  int sm_count = 0;  // streaming multiprocessors of the device the stream belongs to (> 0)
+  int sm_count = 0;     // streaming multiprocessors of the device the stream belongs to (> 0)
+  int kernel_arch = 0;  // the architecture of the loaded kernel code (DeviceInfo::kernel_arch)
   KernelVariants variants;
 };
 

@@ -9,6 +9,9 @@
 
 #include <cstdint>
 
+#include "common/float_bits.h"
+#include "kernels/arch.cuh"
+
 namespace iris::dev {
 
 // PRMT (generic mode): output byte i = byte (selector nibble i & 7) of {a, b}; a selector
@@ -19,18 +22,38 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return d;
 }
 
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // Two FP32 values rounded to nearest even into one bf16x2 (lo in the low half). NaN inputs
 // are not canonicalised here: callers route NaN-producing inputs to the scalar path.
+// Before sm_80 (no cvt.bf16x2): the same rounding in integer arithmetic.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+#if IRIS_ARCH_BF16_CVT
   uint32_t d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
+#else
+  return uint32_t(iris::f32_to_bf16(lo)) | (uint32_t(iris::f32_to_bf16(hi)) << 16);
+#endif
+}
+
+// a * b per BF16 half, rounded once (RNE). sm_90: mul.rn.bf16x2; sm_80..89: fma.rn.bf16x2
+// with a -0 addend, which rounds the same product once (x + -0 = x for every x, +0 and -0
+// included); sm_75 (no BF16 arithmetic): the FP32 product rounded to BF16, which is the same
+// whenever the product is exact in FP32 -- true for every caller here (an E2M1 value, two
+// significant bits, times a power of two).
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+#if IRIS_ARCH_BF16_MUL
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#elif IRIS_ARCH_BF16_FMA
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+#else
+  const float lo = __fmul_rn(__uint_as_float(a << 16), __uint_as_float(b << 16));
+  const float hi = __fmul_rn(__uint_as_float(a & 0xffff0000u), __uint_as_float(b & 0xffff0000u));
+  return pack_bf16x2(lo, hi);
+#endif
 }
 
 // E2M1 codes -> bf16x2 holding e2m1(code) * 2^-126, exactly: the code's three magnitude
@@ -90,10 +113,26 @@ __device__ __forceinline__ void e2m1_word_to_bf16x4(uint32_t w, const E8m0Factor
 // The canonical NaN (0x7FC0) as a bf16x2: every element of a block whose E8M0 scale is 0xFF.
 constexpr uint32_t kBf16x2CanonicalNan = 0x7FC07FC0u;
 
-// Two E4M3 codes (bits 0..7 and 8..15 of `pair`) as two exact FP32 values, through the
-// hardware E4M3 -> F16 conversion (exact: every E4M3 value is a normal F16 or zero) and
-// F16 -> F32. NaN codes come out NaN (not canonical): callers check e4m3_nan_bytes first.
+// One E4M3 code (bits 0..7) as its exact FP32 value by bit arithmetic: normals move their
+// exponent and mantissa into place and rebias (+120); subnormals (exponent 0) are m * 2^-9,
+// exact in FP32. NaN codes (0x7F, 0xFF) come out NaN.
+__device__ __forceinline__ float e4m3_to_f32_bits(uint32_t b) {
+  const uint32_t s = (b & 0x80u) << 24, em = b & 0x7fu;
+  const float normal = __uint_as_float(s | ((em << 20) + (120u << 23)));
+  const float sub = __uint_as_float(s | __float_as_uint(float(em) * 0.001953125f));
+  const float v = em < 8u ? sub : normal;
+  return em == 0x7fu ? __uint_as_float(0x7fc00000u) : v;
+}
+
+// Two E4M3 codes (bits 0..7 and 8..15 of `pair`) as two exact FP32 values. sm_89 and newer:
+// the hardware E4M3 -> F16 conversion (exact: every E4M3 value is a normal F16 or zero) and
+// F16 -> F32; before sm_89 (no E4M3 conversion): bit arithmetic. NaN codes come out NaN (not
+// canonical): callers check e4m3_nan_bytes first.
 __device__ __forceinline__ void e4m3x2_to_f32(uint32_t pair, float& lo, float& hi) {
+#if !IRIS_ARCH_E4M3_CVT
+  lo = e4m3_to_f32_bits(pair & 0xffu);
+  hi = e4m3_to_f32_bits((pair >> 8) & 0xffu);
+#else
   asm("{\n\t.reg .b16 p, l, h;\n\t.reg .b32 f;\n\t"
       "cvt.u16.u32 p, %2;\n\t"
       "cvt.rn.f16x2.e4m3x2 f, p;\n\t"
@@ -102,6 +141,7 @@ __device__ __forceinline__ void e4m3x2_to_f32(uint32_t pair, float& lo, float& h
       "cvt.f32.f16 %1, h;\n\t}"
       : "=f"(lo), "=f"(hi)
       : "r"(pair));
+#endif
 }
 
 // Per byte of w: 0x80 where the byte is an E4M3 NaN (0x7F or 0xFF), else 0.

@@ -17,4 +17,13 @@ int gemv_unroll(const KernelVariants& variants, int view_format, int batch) {
   return view_format == 3 && batch <= 8 ? 2 : 1;
 }
 
+bool fp8_bit_decode(const LaunchConfig& c) {
+  if (c.variants.fp8_decode) return c.variants.fp8_decode == 2;
+  // Before sm_89 there is no E4M3 conversion instruction (kernels/arch.cuh). On sm_90:
+  // to be measured (issue 11, kernels/NOTES.md).
+  return c.kernel_arch < 89;
+}
+
+bool nf4_pair_table(const LaunchConfig& c) { return c.variants.nf4_table == 2; }
+
 }  // namespace iris

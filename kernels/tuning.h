@@ -12,4 +12,10 @@ int dequant_unroll(const KernelVariants& variants, int view_format);
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
 int gemv_unroll(const KernelVariants& variants, int view_format, int batch);
 
+// The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
+bool fp8_bit_decode(const LaunchConfig& config);
+
+// The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
+bool nf4_pair_table(const LaunchConfig& config);
+
 }  // namespace iris

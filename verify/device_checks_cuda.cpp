@@ -107,7 +107,7 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, const DeviceArch
       if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:gemv", s.message());
-    const auto acc = cuda_gemv_uses_tensor_cores(view, 1, launch.variants) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = cuda_gemv_uses_tensor_cores(view, 1, launch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv", acc));
   }
 }

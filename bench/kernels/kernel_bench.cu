@@ -226,7 +226,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
       results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
-                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch, launch.variants) ? "tensor-cores" : "cuda-cores"},
+                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores"},
                          {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
     }
     // An expert stack ([E, N, K]): the grouped expert GEMV of one decoding token routed to
@@ -243,7 +243,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaMalloc(&y.p, pairs * n * 2));
       std::vector<ExpertSet> sets_e;
       for (int r = 0; r < rot; ++r) {
-        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device));
+        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device, launch));
         sets_e.push_back(std::move(es));
       }
       std::vector<int32_t> rows_zero(pairs, 0);
@@ -257,7 +257,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double eb = double(in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
       results.push_back({{"kernel", "gemv_experts"}, {"case", c.name + " top-4"}, {"batch", pairs}, {"us", e_us}, {"bytes", eb},
-                         {"path", "cuda-cores"}, {"gbps", eb / (e_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * eb / (e_us * 1e-6) / 1e9 / copy_gbps}});
+                         {"path", sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores"}, {"gbps", eb / (e_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * eb / (e_us * 1e-6) / 1e9 / copy_gbps}});
     }
   }
   return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
@@ -276,6 +276,15 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
   } else if (name == "gemv-unroll") {
     if (value != "auto" && value != "1" && value != "2") return bad();
     v->gemv_unroll = value == "auto" ? 0 : std::stoi(value);
+  } else if (name == "gemv-warps") {
+    if (value != "auto" && (value.size() != 1 || value[0] < '1' || value[0] > '8')) return bad();
+    v->gemv_warps = value == "auto" ? 0 : std::stoi(value);
+  } else if (name == "fp8-decode") {
+    if (value != "auto" && value != "cvt" && value != "bits") return bad();
+    v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
+  } else if (name == "nf4-table") {
+    if (value != "auto" && value != "split" && value != "pairs") return bad();
+    v->nf4_table = value == "auto" ? 0 : value == "split" ? 1 : 2;
   } else {
     return bad();
   }

@@ -30,8 +30,9 @@ struct BenchOptions {
   KernelVariants variants;  // what to time (default: the measured best)
 };
 
-// Sets "dequant-unroll" (auto|2|4|8), "gemv" (auto|cuda-cores) or "gemv-unroll" (auto|1|2) in
-// `variants`; an unknown name or value is kInvalidArgument.
+// Sets "dequant-unroll" (auto|2|4|8), "gemv" (auto|cuda-cores), "gemv-unroll" (auto|1|2),
+// "gemv-warps" (auto|1..8), "fp8-decode" (auto|cvt|bits) or "nf4-table" (auto|split|pairs)
+// in `variants`; an unknown name or value is kInvalidArgument.
 Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* variants);
 
 // Returns {"device", "copy_gbps" (the better of cudaMemcpy and a 16-byte copy kernel, both

@@ -23,10 +23,12 @@ int run_bench_command(const BenchCommandOptions&) {
 
 namespace {
 
-// The shapes of the kernel goals (issue 4): a 14336x4096 MLP weight, a small 4096x1024 one,
-// and one gpt-oss-20b expert layer.
-const char* const kDefaultCases[] = {"mxfp4:14336x4096", "nf4:14336x4096",  "fp8:14336x4096", "mxfp4:4096x1024",
-                                     "nf4:4096x1024",    "fp8:4096x1024",   "mxfp4:32x5760x2880"};
+// The shapes of the kernel goals (issues 4 and 11): a 14336x4096 MLP weight, a small
+// 4096x1024 one, and gpt-oss-20b's two expert layers (32 experts of 5760x2880 gate_up and
+// 2880x2880 down; stacks also time the grouped expert GEMV of one token's top 4).
+const char* const kDefaultCases[] = {"mxfp4:14336x4096",   "nf4:14336x4096",     "fp8:14336x4096",     "mxfp4:4096x1024",
+                                     "nf4:4096x1024",      "fp8:4096x1024",      "mxfp4:32x5760x2880", "nf4:32x5760x2880",
+                                     "fp8:32x5760x2880",   "mxfp4:32x2880x2880", "nf4:32x2880x2880",   "fp8:32x2880x2880"};
 
 int fail(const Status& s) { return cli_fail(s); }
 

@@ -25,7 +25,8 @@ extern "C" {
 typedef struct CUstream_st* iris_cuda_stream;
 
 /* IRIS_OK when `device` (a CUDA ordinal) can run the kernels; IRIS_ERR_NO_DEVICE with the
- * reason otherwise (no driver, no GPU, compute capability below 9.0, CPU-only build). */
+ * reason otherwise (no driver, no GPU, compute capability below 7.5, a build without code the
+ * device can load, CPU-only build). */
 IRIS_API iris_status iris_cuda_device_check(int device, char* msg, size_t msg_size);
 
 typedef struct iris_upload_options {
@@ -112,6 +113,9 @@ IRIS_API void iris_cuda_experts_free(iris_cuda_experts* experts);
 IRIS_API uint64_t iris_cuda_experts_count(const iris_cuda_experts* experts);
 IRIS_API uint64_t iris_cuda_experts_n(const iris_cuda_experts* experts);
 IRIS_API uint64_t iris_cuda_experts_k(const iris_cuda_experts* experts);
+/* 1 when iris_cuda_gemv_experts runs this set on the tensor cores, 0 on FP32 CUDA cores (the
+ * error bound differs, as for iris_cuda_gemv_uses_tensor_cores). */
+IRIS_API int iris_cuda_experts_use_tensor_cores(const iris_cuda_experts* experts);
 
 /* The grouped expert GEMV of an MoE layer, one launch, reading only the selected experts'
  * tiles: for each of `pairs` (token, expert) pairs p,
@@ -119,8 +123,10 @@ IRIS_API uint64_t iris_cuda_experts_k(const iris_cuda_experts* experts);
  * with expert_ids and x_rows int32 arrays of `pairs` entries in device memory (the router's
  * top-k indices flattened, and the token of each; x_rows NULL means row p), x BF16
  * [x_count, K] row-major on the device (16-byte aligned), y [pairs, N] of y_dtype (F32 or
- * BF16). FP32 accumulation in the order of iris_cuda_gemv's CUDA-core kernel at batch 1: each
- * row equals that kernel's on the expert's matrix bit for bit. An expert index outside
+ * BF16). FP32 accumulation in the order of the dense GEMV at batch 1 on that expert alone:
+ * each row equals iris_cuda_gemv_matrix (or iris_cuda_gemv of tensors[e]) at batch 1 bit for
+ * bit, on the tensor cores where iris_cuda_experts_use_tensor_cores says so, else on the
+ * CUDA-core kernel. An expert index outside
  * [0, count) or a row outside [0, x_count) cannot be seen on the host without a sync: that
  * pair's outputs are NaN, and nothing outside the set and x is read. */
 IRIS_API iris_status iris_cuda_gemv_experts(const iris_cuda_experts* experts, const int32_t* expert_ids, const int32_t* x_rows,

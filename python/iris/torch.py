@@ -70,6 +70,7 @@ def _lib():
     for f in ("count", "n", "k"):
         getattr(lib, f"iris_cuda_experts_{f}").argtypes = [vp]
         getattr(lib, f"iris_cuda_experts_{f}").restype = ctypes.c_uint64
+    lib.iris_cuda_experts_use_tensor_cores.argtypes = [vp]
     lib.iris_cuda_gemv_experts.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, ctypes.c_int, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
@@ -268,6 +269,8 @@ class Experts:
         self._h = out
         self.count = int(self._lib.iris_cuda_experts_count(out))
         self.n, self.k = int(self._lib.iris_cuda_experts_n(out)), int(self._lib.iris_cuda_experts_k(out))
+        # True: gemv runs on the tensor cores (BF16 operands), else FP32 CUDA cores (error bounds).
+        self.tensor_cores = bool(self._lib.iris_cuda_experts_use_tensor_cores(out))
 
     def gemv(self, x: torch.Tensor, expert_ids: torch.Tensor, x_rows: torch.Tensor | None = None) -> torch.Tensor:
         """y[p] = W[expert_ids[p]] @ x[x_rows[p]] (x_rows None: x[p]) for every pair p; x is

@@ -286,11 +286,12 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
     auto ids_p = static_cast<const int32_t*>(dids.p), rows_p = static_cast<const int32_t*>(drows.p);
     auto x_p = static_cast<const uint16_t*>(dx.p);
     ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    const auto acc = iris_cuda_experts_use_tensor_cores(set) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     std::vector<float> y(pairs * n);
     ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     for (uint64_t p = 0; p < pairs; ++p) {
       const float* w = tensors.size() == 1 ? refs[0].data() + ids[p] * n * k : refs[ids[p]].data();
-      CheckResult r = check_gemv_row_sums(w, x.data() + rows[p] * k, n, k, y.data() + p * n, "gemv_experts", GemvAccumulation::kFp32);
+      CheckResult r = check_gemv_row_sums(w, x.data() + rows[p] * k, n, k, y.data() + p * n, "gemv_experts", acc);
       EXPECT_TRUE(r.ok) << "pair " << p << " (expert " << ids[p] << ", token " << rows[p] << "): " << r.detail;
     }
     // x_rows NULL: pair p multiplies row p of x. The same pairs with their rows gathered give

@@ -7,7 +7,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <random>
 
 #include "common/checked_math.h"
@@ -188,6 +191,35 @@ class KernelCases : public ::testing::TestWithParam<Case> {
   DeviceInfo device_;
 };
 
+// The driver loads the build's best code for the device: the machine code of the device's
+// own architecture if the build has it (sm_90a counts as 90), else the newest PTX not newer
+// than the device. DeviceInfo::kernel_arch must say which, since it picks the kernels' paths.
+TEST(KernelArch, TheLoadedCodeIsTheBuildsBestForTheDevice) {
+  auto d = query_device(0);
+  if (!d.is_ok()) GTEST_SKIP() << "no CUDA GPU device here (" << d.status().message() << "); this runs on the GPU machine";
+  const int cc = d->cc_major * 10 + d->cc_minor;
+  int want = 0;
+  std::string list = IRIS_TEST_GENCODE, item;
+  std::stringstream ss(list);
+  while (std::getline(ss, item, ',')) {
+    const bool sass = item.rfind("sm_", 0) == 0;
+    const int arch = std::stoi(item.substr(item.find('_') + 1));
+    const bool loadable = sass ? arch / 10 == cc / 10 && arch <= cc : arch <= cc;  // SASS runs within its major version
+    if (loadable) want = std::max(want, arch);
+  }
+  std::printf("kernel code: compute_%d loaded on %s (compute capability %d.%d), build targets %s\n", d->kernel_arch, d->name.c_str(),
+              d->cc_major, d->cc_minor, IRIS_TEST_GENCODE);
+  EXPECT_EQ(d->kernel_arch, want);
+  // The tensor-core GEMV is chosen exactly where the loaded code has BF16 mma.
+  QuantView v{};
+  v.format = ViewFormat::kMxfp4;
+  v.rows = v.n = v.padded_n = 16;
+  v.k = v.padded_k = v.tile_k = 256;
+  v.tile_n = 16;
+  v.tiled = true;
+  EXPECT_EQ(cuda_gemv_uses_tensor_cores(v, 1, d->launch_config()), d->kernel_arch >= 80);
+}
+
 TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()))));
   Built b = build(GetParam(), rng);
@@ -229,15 +261,21 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   }
   if (b.desc.layout.kind != LayoutKind::kTiled) return;  // GEMV needs rows
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
-  // The tensor-core kernel runs with each unroll (chunks loaded ahead) at batches 1 and 9.
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2"})
+  // The tensor-core kernel runs with each unroll (chunks loaded ahead), a fixed warp count
+  // (1 and 5), both FP8 decoders and both NF4 tables at batches 1 and 9.
+  const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
-    if (variant.rfind("unroll-", 0) == 0 && batch != 1 && batch != 9) continue;
+    if (variant != "auto" && variant != "cuda-cores" && batch != 1 && batch != 9) continue;
+    if ((variant.rfind("fp8-", 0) == 0 && !is_fp8) || (variant.rfind("nf4-", 0) == 0 && !is_nf4)) continue;
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = variant != "cuda-cores";
     launch.variants.gemv_unroll = variant.rfind("unroll-", 0) == 0 ? std::stoi(variant.substr(7)) : 0;
+    launch.variants.gemv_warps = variant.rfind("warps-", 0) == 0 ? std::stoi(variant.substr(6)) : 0;
+    launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
+    launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     std::vector<uint16_t> x(batch * view->k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -253,7 +291,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     cudaFree(dx);
     cudaFree(dy);
     // The bound of the kernel that ran (verify/gemv_bound.h states both).
-    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch, launch.variants) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch, launch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
       EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
@@ -263,15 +301,19 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   }
 }
 
-// The grouped expert GEMV (cuda_gemv_experts) against cuda_gemv's CUDA-core kernel at batch 1
-// on the whole stack, bit for bit: random (expert, row) pairs with repeats, one pair with an
-// expert index out of range and one with a row out of range (their outputs must be NaN).
-// Experts as the matrices of one stack, and, where each matrix has a view of its own, as
-// separate tensors (Mixtral's per-expert weights).
+// The grouped expert GEMV (cuda_gemv_experts) against the dense GEMV, bit for bit, on both
+// of its paths: with the CUDA-core kernel forced, against cuda_gemv's CUDA-core kernel at
+// batch 1 on the whole stack; by default (tensor cores where they apply), against cuda_gemv
+// at batch 1 on each expert's matrix alone (matrix_view), or, for an NF4 double-quant matrix
+// that has no view of its own, against the CPU reference within the tensor-core bound.
+// Random (expert, row) pairs with repeats, one pair with an expert index out of range and
+// one with a row out of range (their outputs must be NaN). Experts as the matrices of one
+// stack and, where each matrix has a view of its own, as separate tensors (Mixtral's
+// per-expert weights). Each oracle is held to the CPU reference first.
 // Instantiated only for the cases that have matrices to pick (tiled, N > 0): expert_cases().
 class ExpertCases : public KernelCases {};
 
-TEST_P(ExpertCases, ExpertGemvEqualsTheCudaCoreGemvBitForBit) {
+TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " experts")));
   Built b = build(GetParam(), rng);
   ASSERT_EQ(b.desc.layout.kind, LayoutKind::kTiled);
@@ -294,9 +336,15 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheCudaCoreGemvBitForBit) {
   }
   ids[1] = int32_t(experts);  // out of range
   rows[2] = int32_t(x_count);  // out of range
-  // The oracle: the CUDA-core kernel on the whole stack, one activation row at a time.
-  LaunchConfig cores = device_.launch_config();
-  cores.variants.gemv_tensor_cores = false;
+  std::vector<float> ref(view->rows * k);
+  ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
+  std::vector<QuantView> matrices;  // each expert's own view, where it has one
+  for (uint64_t m = 0; m < experts; ++m) {
+    auto mv = matrix_view(*view, m);
+    if (!mv.is_ok()) break;  // NF4 double quant: a matrix may start inside a nested block
+    matrices.push_back(*mv);
+  }
+
   void *dx, *dfull, *dids, *drows, *dy;
   ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dfull, std::max<uint64_t>(x_count * view->rows * 4, 16)), cudaSuccess);
@@ -306,55 +354,84 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheCudaCoreGemvBitForBit) {
   ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dids, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(drows, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  for (uint64_t r = 0; r < x_count; ++r) {
-    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx) + r * k, 1, static_cast<float*>(dfull) + r * view->rows, DType::kF32,
-                         nullptr, cores);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-  }
-  std::vector<float> full(x_count * view->rows);
-  ASSERT_EQ(cudaMemcpy(full.data(), dfull, full.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  // The oracle shares its body with the kernel under test, so it is itself held to the CPU
-  // reference (the FP32 bound of verify/gemv_bound.h) first.
-  std::vector<float> ref(view->rows * k);
-  ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
-  for (uint64_t r = 0; r < x_count; ++r) {
-    CheckResult c = check_gemv_row_sums(ref.data(), x.data() + r * k, view->rows, k, full.data() + r * view->rows, "gemv", GemvAccumulation::kFp32);
-    ASSERT_TRUE(c.ok) << name_of(GetParam()) << " oracle row " << r << ": " << c.detail;
-  }
 
-  std::vector<std::pair<std::string, std::vector<QuantView>>> sets = {{"stack", {*view}}};
-  std::vector<QuantView> separate;
-  for (uint64_t m = 0; m < experts; ++m) {
-    auto mv = matrix_view(*view, m);
-    if (!mv.is_ok()) break;  // NF4 double quant: a matrix may start inside a nested block
-    separate.push_back(*mv);
-  }
-  if (separate.size() == experts && experts > 1) sets.push_back({"separate tensors", separate});
-  for (auto& [how, views] : sets) {
-    auto set = ExpertSet::create(views, device_.ordinal);
-    ASSERT_TRUE(set.is_ok()) << set.status().message();
-    ASSERT_EQ(set->count(), experts);
-    for (DType out : {DType::kF32, DType::kBF16}) {
-      const size_t es = out == DType::kF32 ? 4 : 2;
-      ASSERT_EQ(cudaMemset(dy, 0xa5, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);  // poison
-      Status s = set->gemv(static_cast<const int32_t*>(dids), static_cast<const int32_t*>(drows), pairs,
-                           static_cast<const uint16_t*>(dx), x_count, dy, out, nullptr);
-      ASSERT_TRUE(s.is_ok()) << s.message();
-      std::vector<uint8_t> y(pairs * n * es);
-      ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      int mismatches = 0;
-      for (uint64_t p = 0; p < pairs && mismatches < 3; ++p)
-        for (uint64_t r = 0; r < n; ++r) {
-          uint32_t got = 0;
-          std::memcpy(&got, &y[(p * n + r) * es], es);
+  for (bool forced_cores : {true, false}) {
+    LaunchConfig launch = device_.launch_config();
+    launch.variants.gemv_tensor_cores = !forced_cores;
+    auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
+    ASSERT_TRUE(probe.is_ok()) << probe.status().message();
+    const bool tc = probe->uses_tensor_cores();
+    const std::string path = tc ? "tensor cores" : "cuda cores";
+    // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
+    // expert's own matrix (tensor cores); full[r * rows + e * n + i].
+    std::vector<bool> have(experts, !tc);
+    for (uint64_t r = 0; r < x_count; ++r) {
+      const uint16_t* xr = static_cast<const uint16_t*>(dx) + r * k;
+      float* yr = static_cast<float*>(dfull) + r * view->rows;
+      if (!tc) {
+        Status s = cuda_gemv(*view, xr, 1, yr, DType::kF32, nullptr, launch);
+        ASSERT_TRUE(s.is_ok()) << s.message();
+        continue;
+      }
+      for (uint64_t m = 0; m < matrices.size(); ++m) {
+        ASSERT_TRUE(cuda_gemv_uses_tensor_cores(matrices[m], 1, launch)) << name_of(GetParam()) << " expert " << m;
+        Status s = cuda_gemv(matrices[m], xr, 1, yr + m * n, DType::kF32, nullptr, launch);
+        ASSERT_TRUE(s.is_ok()) << s.message();
+        have[m] = true;
+      }
+    }
+    std::vector<float> full(x_count * view->rows, 0.f);
+    ASSERT_EQ(cudaMemcpy(full.data(), dfull, full.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const auto acc = tc ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    for (uint64_t r = 0; r < x_count; ++r)
+      for (uint64_t m = 0; m < experts; ++m) {
+        if (!have[m]) continue;
+        CheckResult c = check_gemv_row_sums(ref.data() + m * n * k, x.data() + r * k, n, k, full.data() + r * view->rows + m * n, "gemv", acc);
+        ASSERT_TRUE(c.ok) << name_of(GetParam()) << " " << path << " oracle row " << r << " expert " << m << ": " << c.detail;
+      }
+
+    std::vector<std::pair<std::string, std::vector<QuantView>>> sets = {{"stack", {*view}}};
+    if (matrices.size() == experts && experts > 1) sets.push_back({"separate tensors", matrices});
+    for (auto& [how, views] : sets) {
+      auto set = ExpertSet::create(views, device_.ordinal, launch);
+      ASSERT_TRUE(set.is_ok()) << set.status().message();
+      ASSERT_EQ(set->count(), experts);
+      ASSERT_EQ(set->uses_tensor_cores(), tc) << how;
+      for (DType out : {DType::kF32, DType::kBF16}) {
+        const size_t es = out == DType::kF32 ? 4 : 2;
+        ASSERT_EQ(cudaMemset(dy, 0xa5, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);  // poison
+        Status s = set->gemv(static_cast<const int32_t*>(dids), static_cast<const int32_t*>(drows), pairs,
+                             static_cast<const uint16_t*>(dx), x_count, dy, out, nullptr);
+        ASSERT_TRUE(s.is_ok()) << s.message();
+        std::vector<uint8_t> y(pairs * n * es);
+        ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        int mismatches = 0;
+        for (uint64_t p = 0; p < pairs && mismatches < 3; ++p) {
           const bool bad = p == 1 || p == 2;
-          const float want_f = bad ? 0.f : full[rows[p] * view->rows + ids[p] * n + r];
-          const uint32_t want = out == DType::kF32 ? f32_bits(want_f) : f32_to_bf16(want_f);
-          const bool ok = bad ? (out == DType::kF32 ? std::isnan(f32_from_bits(got)) : std::isnan(bf16_to_f32(uint16_t(got)))) : got == want;
-          if (!ok && ++mismatches <= 3)
-            ADD_FAILURE() << name_of(GetParam()) << " " << how << (out == DType::kF32 ? " f32" : " bf16") << ": pair " << p << " (expert "
-                          << ids[p] << ", row " << rows[p] << ") output " << r << ": got " << std::hex << got << " want " << want;
+          if (!bad && !have[ids[p]]) {  // no oracle of its own: the bound against the CPU reference
+            if (out == DType::kBF16) continue;  // the bound is stated for FP32 outputs
+            std::vector<float> got(n);
+            for (uint64_t r = 0; r < n; ++r) {
+              uint32_t bits = 0;
+              std::memcpy(&bits, &y[(p * n + r) * es], es);
+              got[r] = f32_from_bits(bits);
+            }
+            CheckResult c = check_gemv_row_sums(ref.data() + ids[p] * n * k, x.data() + rows[p] * k, n, k, got.data(), "gemv", acc);
+            if (!c.ok && ++mismatches <= 3) ADD_FAILURE() << name_of(GetParam()) << " " << path << " " << how << ": pair " << p << ": " << c.detail;
+            continue;
+          }
+          for (uint64_t r = 0; r < n; ++r) {
+            uint32_t got = 0;
+            std::memcpy(&got, &y[(p * n + r) * es], es);
+            const float want_f = bad ? 0.f : full[rows[p] * view->rows + ids[p] * n + r];
+            const uint32_t want = out == DType::kF32 ? f32_bits(want_f) : f32_to_bf16(want_f);
+            const bool ok = bad ? (out == DType::kF32 ? std::isnan(f32_from_bits(got)) : std::isnan(bf16_to_f32(uint16_t(got)))) : got == want;
+            if (!ok && ++mismatches <= 3)
+              ADD_FAILURE() << name_of(GetParam()) << " " << path << " " << how << (out == DType::kF32 ? " f32" : " bf16") << ": pair " << p
+                            << " (expert " << ids[p] << ", row " << rows[p] << ") output " << r << ": got " << std::hex << got << " want " << want;
+          }
         }
+      }
     }
   }
   for (void* p : {dx, dfull, dids, drows, dy}) cudaFree(p);

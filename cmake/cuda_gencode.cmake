@@ -1,0 +1,27 @@
+# The GPUs the kernels are built for. Each entry of IRIS_CUDA_GENCODE is sm_XX (machine code
+# for that architecture, run as is) or compute_XX (PTX, which the driver compiles when it
+# loads the library on a GPU with no machine code of its own: newer chips). The default
+# covers Turing (T4, sm_75), Ampere (A100 sm_80, RTX 30xx sm_86), Ada (RTX 40xx, L4, sm_89)
+# and Hopper (sm_90a), plus compute_90 PTX for anything newer. Kernels choose their paths at
+# run time from the architecture the driver loaded (kernels/arch.cuh, DeviceInfo::kernel_arch).
+# A narrower list builds faster: "sm_90a" for one H100; "compute_75;compute_80" is the
+# PTX-only build the GPU runs use to prove the Turing and Ampere paths on a Hopper card.
+set(IRIS_CUDA_GENCODE "sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90" CACHE STRING
+    "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries")
+set(IRIS_CUDA_GENCODE_FLAGS "")
+foreach(target IN LISTS IRIS_CUDA_GENCODE)
+  if(target MATCHES "^sm_([0-9]+a?)$")
+    list(APPEND IRIS_CUDA_GENCODE_FLAGS "-gencode=arch=compute_${CMAKE_MATCH_1},code=sm_${CMAKE_MATCH_1}")
+  elseif(target MATCHES "^compute_([0-9]+a?)$")
+    list(APPEND IRIS_CUDA_GENCODE_FLAGS "-gencode=arch=compute_${CMAKE_MATCH_1},code=compute_${CMAKE_MATCH_1}")
+  else()
+    message(FATAL_ERROR "IRIS_CUDA_GENCODE: '${target}' is neither sm_XX nor compute_XX")
+  endif()
+  if(CMAKE_MATCH_1 MATCHES "^([0-9]+)" AND CMAKE_MATCH_1 LESS 75)
+    message(FATAL_ERROR "IRIS_CUDA_GENCODE: '${target}' is older than the oldest supported GPU (sm_75)")
+  endif()
+endforeach()
+if(NOT IRIS_CUDA_GENCODE_FLAGS)
+  message(FATAL_ERROR "IRIS_CUDA_GENCODE is empty")
+endif()
+message(STATUS "iris: CUDA targets ${IRIS_CUDA_GENCODE}")
