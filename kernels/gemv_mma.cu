@@ -27,6 +27,7 @@
 
 #include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/e4m3_bits.h"
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
 #include "kernels/gemv_mma.h"
@@ -189,16 +190,14 @@ struct MmaFp8 {
   static __device__ __forceinline__ void decode(Word w, Aux& scale, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
     if constexpr (kBitDecode) {
-      // Bytes i0, i0 + 1 of a word -> [0, b0, 0, b1]: sign on bit 15 / 31, and exponent and
-      // mantissa shifted right by 4 land on BF16's low exponent bits and top mantissa bits:
-      // e4m3 * 2^-120 exactly (E4M3 subnormals become BF16 subnormals), then * 2^120, exact.
-      // The NaN codes (0x7F, 0xFF) would decode as 480: any of them makes the lane's row
-      // scale NaN, so the chunk's partial sum -- and the output, as in the reference -- is NaN.
+      // e4m3 * 2^-120 on BF16 bits (kernels/e4m3_bits.h), then * 2^120, exact. The NaN codes
+      // (0x7F, 0xFF) would decode as 480: any of them makes the lane's row scale NaN, so the
+      // chunk's partial sum -- and the output, as in the reference -- is NaN.
       uint32_t nan = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const uint32_t p = dev::prmt(ws[j / 2], 0u, j % 2 ? 0x3424u : 0x1404u);
-        a[0][j] = dev::mul_bf16x2(((p >> 4) & 0x07F007F0u) | (p & 0x80008000u), 0x7B807B80u);
+        const uint32_t p = dev::prmt(ws[j / 2], 0u, j % 2 ? 0x3424u : 0x1404u);  // bytes 0, 1 or 2, 3 -> [0, b0, 0, b1]
+        a[0][j] = dev::mul_bf16x2(e4m3_pair_to_bf16x2_scaled(p), kE4m3Bf16Rescale);
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q) nan |= (ws[q] & 0x7F7F7F7Fu) + 0x01010101u;
