@@ -4,6 +4,7 @@
 #include <map>
 
 #include "formats/iris_archive.h"
+#include "formats/iris_v1.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
 
@@ -51,6 +52,32 @@ Result<json> inspect_archive(const std::string& path) {
               {"tensors", tensors}};
 }
 
+// A seed-engine v1 archive: its table as it is (v1 has no formats, only raw dtypes).
+Result<json> inspect_v1(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(V1Archive a, V1Archive::open(path));
+  json tensors = json::array();
+  uint64_t total = 0;
+  std::map<std::string, uint64_t> by_dtype;
+  for (const auto& e : a.entries()) {
+    tensors.push_back({{"name", e.name}, {"format", "raw"}, {"dtype", v1_dtype_name(e.dtype)}, {"shape", e.shape}, {"offset", e.offset},
+                       {"bytes", e.nbytes}});
+    total += e.nbytes;
+    by_dtype[v1_dtype_name(e.dtype)] += 1;
+  }
+  return json{{"kind", "archive"},
+              {"path", path},
+              {"format_version", "1"},
+              {"checksums", false},
+              {"note", "a .iris v1 archive (the seed engine's): raw blobs, no checksums, no quantization metadata"},
+              {"file_bytes", a.mapping().size()},
+              {"tensor_bytes", total},
+              {"tensor_count", a.entries().size()},
+              {"formats", json{{"raw", a.entries().size()}}},
+              {"dtypes", by_dtype},
+              {"files", json::array()},
+              {"tensors", tensors}};
+}
+
 Result<json> inspect_snapshot(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(Snapshot s, Snapshot::open(path));
   IRIS_ASSIGN_OR_RETURN(auto sources, group_source_tensors(s));
@@ -83,6 +110,7 @@ Result<json> inspect_snapshot(const std::string& path) {
 }  // namespace
 
 Result<json> inspect_path(const std::string& path) {
+  if (is_iris_v1_archive(path)) return inspect_v1(path);
   if (is_iris_archive(path)) return inspect_archive(path);
   return inspect_snapshot(path);
 }

@@ -42,6 +42,9 @@ Result<Preamble> decode_preamble(const uint8_t* b, uint64_t file_size, const std
   const bool checksum_ok = get<uint64_t>(&b[56]) == xxh3_64(b, 56);
   if (b[7] != '2' && b[7] != '1' && !(b[7] >= '3' && b[7] <= '9' && checksum_ok))
     return invalid_input(path + ": not an .iris archive (bad magic)");
+  if (b[7] == '1')  // the seed engine's format: formats/iris_v1.h reads it, for what takes it
+    return unsupported(path + ": a .iris v1 archive (the seed engine's, IRISMDL1), which this reader does not take (it "
+                              "reads v2); iris inspect and iris verify read v1");
   if (b[7] != '2')
     return unsupported(path + ": .iris format generation '" + std::string(1, char(b[7])) + "' is not supported (this reader reads v2)");
   if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return corrupt_data(path + ": preamble checksum mismatch (corrupt header)");

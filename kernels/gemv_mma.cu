@@ -202,14 +202,14 @@ struct MmaFp8 {
 #pragma unroll
       for (int q = 0; q < 4; ++q) nan |= (ws[q] & 0x7F7F7F7Fu) + 0x01010101u;
       if (nan & 0x80808080u) scale = __uint_as_float(0x7fc00000u);
-      return;
-    }
-    // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
+    } else {
+      // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      float lo, hi;
-      dev::e4m3x2_to_f32(j % 2 ? ws[j / 2] >> 16 : ws[j / 2], lo, hi);
-      a[0][j] = dev::pack_bf16x2(lo, hi);
+      for (int j = 0; j < 8; ++j) {
+        float lo, hi;
+        dev::e4m3x2_to_f32(j % 2 ? ws[j / 2] >> 16 : ws[j / 2], lo, hi);
+        a[0][j] = dev::pack_bf16x2(lo, hi);
+      }
     }
   }
 };

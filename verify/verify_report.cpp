@@ -30,7 +30,8 @@ nlohmann::json VerifyReport::to_json() const {
   for (const auto& f : files) fj.push_back({{"file", f.check}, {"ok", f.ok}, {"detail", f.detail}});
   nlohmann::json aj = nlohmann::json::array();
   for (const auto& c : archive) aj.push_back({{"check", c.check}, {"ok", c.ok}, {"detail", c.detail}});
-  return {{"path", path}, {"device", device}, {"ok", ok()}, {"failures", failures()}, {"tensors", tj}, {"files", fj}, {"archive", aj}};
+  return {{"path", path}, {"device", device}, {"ok", ok()},      {"failures", failures()},
+          {"tensors", tj}, {"files", fj},         {"archive", aj}, {"notes", notes}};
 }
 
 void VerifyReport::print_text(std::FILE* out, bool verbose) const {
@@ -49,6 +50,7 @@ void VerifyReport::print_text(std::FILE* out, bool verbose) const {
     ++checks;
     if (!c.ok) std::fprintf(out, "FAIL archive %s: %s\n", c.check.c_str(), c.detail.c_str());
   }
+  for (const auto& n : notes) std::fprintf(out, "note: %s\n", n.c_str());
   std::fprintf(out, "%s: %s, %zu tensors, %zu checks, %zu failed (device %s)\n", path.c_str(), ok() ? "OK" : "FAILED",
                tensors.size(), checks, failures(), device.c_str());
 }

@@ -29,6 +29,7 @@ struct VerifyReport {
   std::vector<TensorReport> tensors;
   std::vector<CheckResult> files;  // embedded files
   std::vector<CheckResult> archive;  // whole-file checks: padding, unaccounted bytes
+  std::vector<std::string> notes;    // what the checks could not cover (v1: no checksums)
   bool ok() const;
   size_t failures() const;
   nlohmann::json to_json() const;

@@ -60,6 +60,7 @@ void print_inspection(const json& j) {
   if (j.contains("format_version")) std::printf(" v%s", j["format_version"].get<std::string>().c_str());
   std::string mt = j.value("model_type", "");
   std::printf(", model_type %s\n", mt.empty() ? "(none)" : mt.c_str());
+  if (j.contains("note")) std::printf("%s\n", j["note"].get<std::string>().c_str());
   size_t w = 4;
   for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
   std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");

@@ -8,7 +8,9 @@
 #include "converter/cli/json_errors.h"
 #include "converter/cli/progress.h"
 #include "formats/iris_archive.h"
+#include "formats/iris_v1.h"
 #include "verify/checksums.h"
+#include "verify/v1_checks.h"
 #include "verify/junit_report.h"
 #include "verify/value_checks.h"
 #include "converter/compare.h"
@@ -45,6 +47,24 @@ int run_verify_command(const VerifyOptions& o) {
     if (s.is_ok()) s = junit_file->commit();
     return s.is_ok() ? 0 : cli_fail(s, json, where);
   };
+  if (is_iris_v1_archive(o.archive)) {
+    // The seed engine's v1: no checksums and no formats, so structural checks only (the
+    // reader's own validation, then the writer's conventions), said in the report.
+    if (o.device == "cuda" || !o.against.empty())
+      return cli_fail(unsupported(o.archive + ": a .iris v1 archive has no quantization metadata: --device cuda and --against need v2 "
+                                              "(iris convert it first)"),
+                      json, where);
+    auto v1 = V1Archive::open(o.archive);
+    if (!v1.is_ok()) {
+      if (int rc = junit(junit_xml_open_failure(o.archive, v1.status()))) return rc;
+      return cli_fail(v1.status(), json, where);
+    }
+    VerifyReport report = verify_v1_structure(*v1);
+    if (int rc = junit(junit_xml(report))) return rc;
+    if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
+    else report.print_text(stdout, o.verbose);
+    return report.ok() ? 0 : int(kExitVerifyFailed);
+  }
   auto archive = IrisArchive::open(o.archive);
   if (!archive.is_ok()) {
     // A header or manifest that does not validate: the archive is corrupt or not one.

@@ -1,15 +1,23 @@
-// libFuzzer target: the archive reader, verify and the export decode path, over a buffer.
-// Whatever the bytes, opening either fails with a Status or yields an archive whose checks
-// and decodes run without a crash, a hang or a sanitizer report.
+// libFuzzer target: the archive readers (v2, and the seed engine's v1), verify and the export
+// decode path, over a buffer. Whatever the bytes, opening either fails with a Status or
+// yields an archive whose checks and decodes run without a crash, a hang or a sanitizer
+// report.
 #include <cstdint>
 #include <vector>
 
 #include "formats/iris_archive.h"
+#include "formats/iris_v1.h"
 #include "formats/tensor_decode.h"
 #include "verify/checksums.h"
+#include "verify/v1_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace iris;
+  if (auto v1 = V1Archive::open_memory({data, size}, "fuzz.v1.iris"); v1.is_ok()) {
+    (void)verify_v1_structure(*v1).to_json();
+    for (const auto& e : v1->entries()) (void)v1->bytes(e);
+    return 0;
+  }
   auto a = IrisArchive::open_memory({data, size}, "fuzz.iris");
   if (!a.is_ok()) return 0;
   VerifyReport report;

@@ -54,7 +54,25 @@ def write(path, data):
         f.write(data)
 
 
+def v1_archive(tensors):
+    """A seed-engine .iris v1 file (FORMATS.md section 5): 216-byte entries, absolute offsets,
+    the header padded to 4096, blobs 256-aligned."""
+    codes = {"bf16": 0, "f32": 1, "u8": 2, "i32": 3}
+    table, blobs, pos = b"", b"", 4096
+    for name, dt, shape, data in tensors:
+        pos += -pos % 256
+        table += name.encode().ljust(128, b"\0") + struct.pack("<QQII", pos, len(data), codes[dt], len(shape))
+        table += struct.pack("<8Q", *(list(shape) + [0] * (8 - len(shape))))
+        blobs += b"\0" * (pos - 4096 - len(blobs)) + data
+        pos += len(data)
+    head = b"IRISMDL1" + struct.pack("<II", 1, len(tensors)) + table
+    return head + b"\0" * (4096 - len(head)) + blobs
+
+
 def main():
+    write(f"{HERE}/corpus/archive/v1", v1_archive([("embed", "bf16", [4, 8], bytes(range(64))),
+                                                   ("L0.gate_up_blocks", "u8", [2, 3, 1, 16], bytes(96)),
+                                                   ("L0.sinks", "f32", [2], struct.pack("<2f", 1.0, -2.0))]))
     iris = sys.argv[1] if len(sys.argv) > 1 else None
     for name, tensors in SNAPSHOTS.items():
         write(f"{HERE}/corpus/snapshot/{name}", bytes([CONFIG_BYTE[name]]) + st(tensors, {"format": "pt"}))
