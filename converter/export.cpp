@@ -7,6 +7,7 @@
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
+#include "converter/export_v1.h"
 #include "converter/output_guard.h"
 #include "formats/iris_archive.h"
 #include "converter/hf/safetensors_writer.h"
@@ -110,13 +111,7 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
 
 }  // namespace
 
-Result<ExportReport> run_export(const ExportOptions& o) {
-  std::optional<DType> target;
-  if (o.dtype == "bf16") target = DType::kBF16;
-  else if (o.dtype == "f16") target = DType::kF16;
-  else if (o.dtype == "f32") target = DType::kF32;
-  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
-  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
+Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target) {
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
@@ -133,6 +128,19 @@ Result<ExportReport> run_export(const ExportOptions& o) {
     else
       entries.push_back({t.desc.name, t.desc.dtype, t.desc.shape, checked(a, t, copy_component(a, c))});
   }
+  return entries;
+}
+
+Result<ExportReport> run_export(const ExportOptions& o) {
+  if (o.format == "iris-v1") return run_export_v1(o);
+  if (o.format != "safetensors") return usage_error("--format must be safetensors or iris-v1, not '" + o.format + "'");
+  std::optional<DType> target;
+  if (o.dtype == "bf16") target = DType::kBF16;
+  else if (o.dtype == "f16") target = DType::kF16;
+  else if (o.dtype == "f32") target = DType::kF32;
+  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
+  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
+  IRIS_ASSIGN_OR_RETURN(std::vector<SafetensorsEntry> entries, export_entries(a, target));
   ExportReport r;
   r.tensors = entries.size();
   IRIS_TRY(refuse_input_as_output(o.output, {o.archive}, "output"));

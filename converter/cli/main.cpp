@@ -76,15 +76,20 @@ int main(int argc, char** argv) {
 
   // export
   iris::ExportOptions eo;
-  auto* exp = app.add_subcommand("export", "Write an archive back out as a standard safetensors file");
+  auto* exp = app.add_subcommand("export", "Write an archive back out as a standard safetensors file or a seed-engine .iris v1 archive");
   exp->add_option("ARCHIVE", eo.archive, "The .iris archive")->required();
-  exp->add_option("-o,--output", eo.output, "safetensors file to write")->required();
+  exp->add_option("-o,--output", eo.output, "File to write")->required();
+  exp->add_option("--format", eo.format, "safetensors | iris-v1 (the seed engine's archive: gpt-oss with MXFP4 experts)")
+      ->check(CLI::IsMember({"safetensors", "iris-v1"}))
+      ->capture_default_str();
   exp->add_option("--dtype", eo.dtype, "keep | bf16 | f16 | f32")->check(CLI::IsMember({"keep", "bf16", "f16", "f32"}))->capture_default_str();
   exp->add_flag("--force", eo.overwrite, "Replace OUTPUT if it exists");
   exp->add_flag("-q,--quiet", quiet, "No progress bar");
   bool export_json = false;
   exp->add_flag("--json", export_json, "Print a JSON summary (or the error) on stdout");
-  exp->footer("Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32");
+  exp->footer(
+      "Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32\n"
+      "  iris export gpt-oss.iris --format iris-v1 -o gpt-oss.v1.iris");
 
   // verify
   iris::VerifyOptions vo;

@@ -5,7 +5,10 @@
 // / `iris verify` on v1 from the command line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -235,6 +238,42 @@ TEST(V1Cli, InspectAndVerifyReadV1AndSayThereAreNoChecksums) {
   r = run("inspect " + bad);
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("bad.v1.iris"), std::string::npos) << r.out;
+}
+
+// The seed engine's format written: converting the gpt-oss snapshot and exporting it as v1
+// gives the seed converter's own file (the fixture) byte for byte; what v1 cannot express is
+// refused naming the tensor, with no file left behind.
+TEST(V1Cli, ExportOfTheConvertedSnapshotIsTheSeedsFileByteForByte) {
+  using testing_cli::run;
+  const std::string dir = ::testing::TempDir() + "/v1_export";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto r = run("convert -q " + test_paths::fixtures() + "gptoss-mxfp4 -o " + dir + "/g.iris");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run("export -q " + dir + "/g.iris --format iris-v1 -o " + dir + "/g.v1.iris");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto got = slurp(dir + "/g.v1.iris"), want = slurp(v1_fixture());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "first difference at byte "
+                           << (std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin());
+  r = run("verify " + dir + "/g.v1.iris");
+  EXPECT_EQ(r.rc, 0) << r.out;
+
+  r = run("convert -q " + test_paths::fixtures() + "gptoss-mxfp4 --quant nf4 -o " + dir + "/n.iris");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run("export -q " + dir + "/n.iris --format iris-v1 -o " + dir + "/n.v1.iris");
+  EXPECT_EQ(r.rc, 7) << r.out;
+  EXPECT_NE(r.out.find("tensor 'model.layers.0.mlp.experts."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("v1 cannot express"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/n.v1.iris"));
+  r = run("convert -q " + test_paths::fixtures() + "llama-bf16 -o " + dir + "/l.iris");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run("export -q " + dir + "/l.iris --format iris-v1 -o " + dir + "/l.v1.iris");
+  EXPECT_EQ(r.rc, 7) << r.out;
+  EXPECT_NE(r.out.find("no place among the seed engine's gpt-oss names"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/l.v1.iris"));
+  r = run("export -q " + dir + "/g.iris --format iris-v1 --dtype bf16 -o " + dir + "/x.v1.iris");
+  EXPECT_EQ(r.rc, 2) << r.out;
 }
 
 }  // namespace
