@@ -8,6 +8,7 @@
 #include "converter/output_guard.h"
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
+#include "formats/iris_v1.h"
 #include "converter/requantize.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
@@ -67,7 +68,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.tile_n == 0 || o.tile_k == 0 || o.tile_k % 64 != 0)
     return usage_error("--tile-n must be > 0 and --tile-k a positive multiple of 64");
-  IRIS_ASSIGN_OR_RETURN(Snapshot snap, Snapshot::open(o.source));
+  const bool v1 = is_iris_v1_archive(o.source);
+  if (!v1 && !o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a snapshot carries its own config.json)");
+  IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config) : Snapshot::open(o.source));
   IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
 
   ConvertReport report;

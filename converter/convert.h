@@ -18,6 +18,7 @@ namespace iris {
 
 struct ConvertOptions {
   std::string source;
+  std::string config;  // --config: the config of a .iris v1 source (a config.json or a snapshot folder)
   std::string output;
   bool overwrite = false;
   uint64_t tile_n = kDefaultTileN;

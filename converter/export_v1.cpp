@@ -3,64 +3,19 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <regex>
 
 #include "common/atomic_output.h"
 #include "common/checked_math.h"
 #include "common/float_bits.h"
 #include "converter/hf/safetensors_writer.h"
 #include "converter/output_guard.h"
+#include "converter/hf/seed_names.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_v1.h"
 
 namespace iris {
 
 namespace {
-
-// Where a Hugging Face gpt-oss tensor goes in the seed's archive: its v1 name, v1 dtype and
-// rank in the seed's order (top-level tensors first, then each layer's in a fixed order).
-struct SeedSlot {
-  std::string name;
-  V1DType dtype;
-  uint64_t layer;  // 0 for the top-level tensors, l + 1 for layer l
-  int rank;
-};
-
-std::optional<SeedSlot> seed_slot(const std::string& hf) {
-  if (hf == "model.embed_tokens.weight") return SeedSlot{"embed", V1DType::kBF16, 0, 0};
-  if (hf == "model.norm.weight") return SeedSlot{"final_norm", V1DType::kF32, 0, 1};
-  if (hf == "lm_head.weight") return SeedSlot{"lm_head", V1DType::kBF16, 0, 2};
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (!std::regex_match(hf, m, layer)) return std::nullopt;
-  // The seed's per-layer order (convert_to_iris.py collect_tensors).
-  static const std::vector<std::tuple<std::string, std::string, V1DType>> per_layer = {
-      {"input_layernorm.weight", "norm_attn", V1DType::kF32},
-      {"post_attention_layernorm.weight", "norm_moe", V1DType::kF32},
-      {"self_attn.sinks", "sinks", V1DType::kF32},
-      {"self_attn.q_proj.weight", "w_q", V1DType::kBF16},
-      {"self_attn.q_proj.bias", "b_q", V1DType::kBF16},
-      {"self_attn.k_proj.weight", "w_k", V1DType::kBF16},
-      {"self_attn.k_proj.bias", "b_k", V1DType::kBF16},
-      {"self_attn.v_proj.weight", "w_v", V1DType::kBF16},
-      {"self_attn.v_proj.bias", "b_v", V1DType::kBF16},
-      {"self_attn.o_proj.weight", "w_o", V1DType::kBF16},
-      {"self_attn.o_proj.bias", "b_o", V1DType::kBF16},
-      {"mlp.router.weight", "router_w", V1DType::kBF16},
-      {"mlp.router.bias", "router_b", V1DType::kBF16},
-      {"mlp.experts.gate_up_proj_bias", "gate_up_b", V1DType::kBF16},
-      {"mlp.experts.down_proj_bias", "down_b", V1DType::kBF16},
-      {"mlp.experts.gate_up_proj_blocks", "gate_up_blocks", V1DType::kU8},
-      {"mlp.experts.gate_up_proj_scales", "gate_up_scales", V1DType::kU8},
-      {"mlp.experts.down_proj_blocks", "down_blocks", V1DType::kU8},
-      {"mlp.experts.down_proj_scales", "down_scales", V1DType::kU8}};
-  for (size_t i = 0; i < per_layer.size(); ++i)
-    if (m[2] == std::get<0>(per_layer[i])) {
-      const uint64_t l = std::stoull(m[1]);
-      return SeedSlot{"L" + std::to_string(l) + "." + std::get<1>(per_layer[i]), std::get<2>(per_layer[i]), l + 1, int(i)};
-    }
-  return std::nullopt;
-}
 
 // Passes bytes on to the file, converting element by element where the seed converts: BF16,
 // F16 -> F32 (exact), F32 / F16 -> BF16 (round to nearest even, as torch's .to(bfloat16)).

@@ -224,6 +224,14 @@ Result<SafetensorsFile> SafetensorsFile::open_memory(std::span<const uint8_t> by
   return from_map(MappedFile::borrow(bytes, name));
 }
 
+SafetensorsFile SafetensorsFile::from_table(MappedFile map, std::vector<SafetensorsTensor> tensors) {
+  SafetensorsFile f;
+  f.map_ = std::move(map);
+  f.tensors_ = std::move(tensors);
+  for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
+  return f;
+}
+
 Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
   SafetensorsFile f;
   f.map_ = std::move(map);

@@ -35,6 +35,9 @@ class SafetensorsFile {
   static Result<SafetensorsFile> open(const std::string& path);
   // The same reader over bytes the caller keeps alive; `name` stands in for the path.
   static Result<SafetensorsFile> open_memory(std::span<const uint8_t> bytes, const std::string& name);
+  // A table the caller built and validated over `map` (absolute offsets inside it, in offset
+  // order, unique names): how a non-safetensors source, the seed's v1 archive, is read in place.
+  static SafetensorsFile from_table(MappedFile map, std::vector<SafetensorsTensor> tensors);
 
   const std::string& path() const { return map_.path(); }
   uint64_t file_size() const { return map_.size(); }

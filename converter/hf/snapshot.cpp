@@ -227,6 +227,15 @@ Status Snapshot::load_config() {
   return Status::ok();
 }
 
+Status Snapshot::load_config_file(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(std::string text, read_small_file(path));
+  IRIS_ASSIGN_OR_RETURN(json j, parse_untrusted_json(text, path));
+  IRIS_ASSIGN_OR_RETURN(config_, parse_model_config(j, path));
+  config_json_ = std::move(j);
+  aux_files_.push_back({"config.json", std::move(text)});
+  return Status::ok();
+}
+
 Status Snapshot::load_aux_files() {
   for (const char* name : kAuxNames) {
     fs::path p = fs::path(folder_) / name;

@@ -38,6 +38,11 @@ struct AuxFile {
 class Snapshot {
  public:
   static Result<Snapshot> open(const std::string& src);
+  // A seed-engine .iris v1 archive as the snapshot it was converted from (hf/v1_snapshot.cpp):
+  // its tensors under their Hugging Face gpt-oss names, read in place; the config from
+  // `config_source` (a config.json, or a snapshot folder whose config and tokenizer files
+  // come along), which v1 does not hold.
+  static Result<Snapshot> open_v1(const std::string& v1_path, const std::string& config_source);
 
   const std::string& folder() const { return folder_; }
   const std::string& resolved_from() const { return resolved_from_; }  // how SRC was interpreted
@@ -55,6 +60,7 @@ class Snapshot {
   Status load_folder(const std::string& folder, const std::string& single_file);
   Status load_index(const std::string& index_path);
   Status load_config();
+  Status load_config_file(const std::string& path);  // a config.json of any name, embedded as config.json
   Status load_aux_files();
 
   std::string folder_;
@@ -66,6 +72,7 @@ class Snapshot {
   std::optional<nlohmann::json> config_json_;
   std::vector<AuxFile> aux_files_;
   std::vector<std::string> warnings_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;  // bytes of in-memory shards (v1 sources)
 };
 
 // Resolves `org/name[@revision]` in the Hugging Face cache to a snapshot folder.
