@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "common/checked_math.h"
+#include "converter/hf/foreign_formats.h"
 #include "formats/json_limits.h"
 
 namespace iris {
@@ -237,6 +238,7 @@ Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
   f.map_ = std::move(map);
   const std::string path = f.map_.path();
   const uint64_t size = f.map_.size();
+  if (auto hint = foreign_format_hint({f.map_.data(), size_t(std::min<uint64_t>(size, 16))})) return unsupported(path + ": " + *hint);
   if (size < 8) return invalid_input(path + ": file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   uint64_t n;
   std::memcpy(&n, f.map_.data(), 8);  // little-endian host assumed (x86-64, aarch64)

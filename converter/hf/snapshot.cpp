@@ -133,6 +133,14 @@ Status Snapshot::load_folder(const std::string& folder, const std::string& singl
       shards_.push_back(std::make_unique<SafetensorsFile>(std::move(f)));
       for (const auto& t : shards_.back()->tensors()) tensors_.push_back({shards_.back().get(), &t});
     } else if (files.empty()) {
+      // Say what the folder holds instead, when it is another format's checkpoint.
+      for (const auto& e : fs::directory_iterator(folder, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.ends_with(".bin") || n.ends_with(".pt") || n.ends_with(".pth") || n.ends_with(".gguf"))
+          return unsupported(folder + ": no .safetensors file, but '" + n +
+                             "' (a PyTorch pickle or GGUF checkpoint, which iris does not read): save the model with safetensors "
+                             "(save_pretrained(..., safe_serialization=True)) and convert that");
+      }
       return invalid_input(folder + ": no .safetensors file and no model.safetensors.index.json");
     } else {
       return invalid_input(folder + ": " + std::to_string(files.size()) +
