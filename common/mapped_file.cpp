@@ -20,7 +20,11 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO or a device must not wait for a writer (the S_ISREG check below
   // refuses it); it changes nothing for regular files.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) {
+    // A missing input reads the same wherever it is opened: an I/O error, "no such file or folder".
+    if (errno == ENOENT) return io_error(path + ": no such file or folder");
+    return io_error(path + ": cannot open: " + std::strerror(errno));
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;

@@ -144,6 +144,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (!o.allow_unmatched)
     for (const auto& r : policy.unmatched_rules())
       return usage_error("--rule '" + r + "' matches no tensor (--allow-unmatched to accept)");
+  if (!o.allow_unmatched)
+    for (const auto& s : policy.unmatched_skips())
+      return usage_error("--skip '" + s + "' matches no tensor (--allow-unmatched to accept)");
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
   if (o.dry_run) {

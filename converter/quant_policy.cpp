@@ -155,7 +155,7 @@ Result<QuantPolicy> QuantPolicy::create(Target default_target, const std::vector
   }
   for (const auto& s : skips) {
     try {
-      p.skips_.emplace_back(s);
+      p.skips_.push_back({s, std::regex(s), 0});
     } catch (const std::regex_error& e) {
       return usage_error("--skip '" + s + "': invalid regular expression: " + e.what());
     }
@@ -165,8 +165,13 @@ Result<QuantPolicy> QuantPolicy::create(Target default_target, const std::vector
 }
 
 QuantPolicy::Decision QuantPolicy::decide(const TensorDesc& d) {
-  for (const auto& s : skips_)
-    if (std::regex_search(d.name, s)) return {Target::kKeep, "--skip"};
+  bool skipped = false;  // every skip that matches counts, so none is reported unmatched wrongly
+  for (auto& s : skips_)
+    if (std::regex_search(d.name, s.re)) {
+      ++s.matches;
+      skipped = true;
+    }
+  if (skipped) return {Target::kKeep, "--skip"};
   for (auto& r : rules_)
     if (std::regex_search(d.name, r.re)) {
       ++r.matches;
@@ -179,6 +184,13 @@ QuantPolicy::Decision QuantPolicy::decide(const TensorDesc& d) {
     if (module_pattern_matches(s, d.name)) return {Target::kKeep, "source skip list"};
   if (!is_weight_matrix(d)) return {Target::kKeep, "not a weight matrix"};
   return {default_target_, "default"};
+}
+
+std::vector<std::string> QuantPolicy::unmatched_skips() const {
+  std::vector<std::string> out;
+  for (const auto& s : skips_)
+    if (s.matches == 0) out.push_back(s.pattern);
+  return out;
 }
 
 std::vector<std::string> QuantPolicy::unmatched_rules() const {

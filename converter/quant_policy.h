@@ -44,8 +44,9 @@ class QuantPolicy {
     std::string why;  // "rule 'REGEX'", "default", "--skip", "source skip list", "not a weight matrix"
   };
   Decision decide(const TensorDesc& d);
-  // Rules that matched nothing (an error unless --allow-unmatched).
+  // Rules and skips that matched nothing (an error unless --allow-unmatched).
   std::vector<std::string> unmatched_rules() const;
+  std::vector<std::string> unmatched_skips() const;
 
   // Default eligibility: a weight matrix of a linear layer or an expert stack.
   static bool is_weight_matrix(const TensorDesc& d);
@@ -53,7 +54,12 @@ class QuantPolicy {
  private:
   Target default_target_ = Target::kKeep;
   std::vector<QuantRule> rules_;
-  std::vector<std::regex> skips_;
+  struct Skip {
+    std::string pattern;
+    std::regex re;
+    uint64_t matches = 0;
+  };
+  std::vector<Skip> skips_;
   std::vector<std::string> source_skips_;  // module patterns, matched by module_pattern_matches
 };
 

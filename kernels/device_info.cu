@@ -19,9 +19,19 @@ Result<DeviceInfo> query_device(int ordinal) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    std::string why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    // Without an NVIDIA driver the runtime reports "driver version is insufficient", which
+    // misleads on a machine that simply has no NVIDIA GPU: say that instead.
+    int driver = 0;
+    cudaDriverGetVersion(&driver);  // 0: no driver installed at all
+    std::string why = e == cudaSuccess || e == cudaErrorNoDevice ? "this machine has no NVIDIA GPU"
+                      : e == cudaErrorInsufficientDriver && driver == 0
+                          ? "this machine has no NVIDIA GPU driver (so no usable NVIDIA GPU)"
+                      : e == cudaErrorInsufficientDriver
+                          ? "the NVIDIA driver (CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
+                                ") is older than this build of iris needs"
+                          : cudaGetErrorString(e);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return Status::error(ErrorKind::kNoDevice, "no usable GPU (" + why + ")");
+    return Status::error(ErrorKind::kNoDevice, "no usable GPU: " + why);
   }
   if (ordinal < 0 || ordinal >= count)
     return Status::error(ErrorKind::kNoDevice, "no CUDA device " + std::to_string(ordinal) + " (" + std::to_string(count) + " present)");

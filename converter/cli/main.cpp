@@ -7,6 +7,7 @@
 #include "converter/cli/bench_command.h"
 #include "converter/cli/exit_codes.h"
 #include "converter/cli/json_errors.h"
+#include "converter/cli/option_errors.h"
 #include "converter/convert.h"
 #include "converter/export.h"
 #include "converter/inspect.h"
@@ -134,11 +135,16 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    if (rc != 0)
-      for (int i = 1; i < argc; ++i)
-        if (std::string(argv[i]) == "--json") iris::print_json_error(argc > 1 ? argv[1] : "", iris::usage_error(e.what()));
-    return rc == 0 ? 0 : int(iris::kExitUsage);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, iris's prefix, the closest choice suggested; JSON on stdout with --json.
+    const iris::Status s = iris::usage_error(iris::option_error_text(e.what()) + " (see iris --help)");
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) == "--json") {
+        iris::print_json_error(argc > 1 ? argv[1] : "", s);
+        return int(iris::kExitUsage);
+      }
+    std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
+    return int(iris::kExitUsage);
   }
 
   if (convert->parsed()) {

@@ -95,7 +95,7 @@ Result<Snapshot> Snapshot::open(const std::string& src) {
     s.resolved_from_ = "repo " + src + " -> " + folder;
     IRIS_TRY(s.load_folder(folder, ""));
   } else {
-    return invalid_input(src + ": no such file or folder");
+    return io_error(src + ": no such file or folder");  // as MappedFile says it: one exit code (5) everywhere
   }
   return s;
 }

@@ -49,10 +49,11 @@ def test_junit_of_a_good_and_of_a_corrupted_archive(converted, tmp_path):
 
 
 def test_json_errors_on_stdout(tmp_path):
-    for args, code in [(("convert", tmp_path / "nowhere", "-o", tmp_path / "a.iris", "--json"), 3),
-                       (("inspect", tmp_path / "nowhere", "--json"), 3),
+    # A missing input is an I/O error (5) in every command.
+    for args, code in [(("convert", tmp_path / "nowhere", "-o", tmp_path / "a.iris", "--json"), 5),
+                       (("inspect", tmp_path / "nowhere", "--json"), 5),
                        (("verify", FIXTURES / "llama-bf16" / "config.json", "--json"), 3),
-                       (("export", tmp_path / "nowhere.iris", "-o", tmp_path / "x.safetensors", "--json"), 5),  # cannot open: I/O
+                       (("export", tmp_path / "nowhere.iris", "-o", tmp_path / "x.safetensors", "--json"), 5),
                        (("convert", "--no-such-flag", "--json"), 2)]:
         r = iris(*args)
         assert r.returncode == code, (args, r.stderr)

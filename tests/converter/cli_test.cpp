@@ -128,7 +128,7 @@ TEST(Cli, ExitCodes) {
   EXPECT_EQ(run("convert " + kFix + "llama-bf16").rc, 2);                       // missing -o
   EXPECT_EQ(run("frobnicate").rc, 2);                                            // unknown command
   EXPECT_EQ(run("export x.iris -o y --dtype f64").rc, 2);                        // bad option value
-  EXPECT_EQ(run("convert " + (d / "nowhere") + " -o " + (d / "a.iris")).rc, 3);  // missing source
+  EXPECT_EQ(run("convert " + (d / "nowhere") + " -o " + (d / "a.iris")).rc, 5);  // missing source: I/O, as in every command
   write_st(d / "bad/model.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "xxxxxxxx");
   auto r = run("convert " + (d / "bad") + " -o " + (d / "a.iris"));
   EXPECT_EQ(r.rc, 3);

@@ -167,6 +167,18 @@ TEST(QuantPolicyCli, UnmatchedRuleIsAUsageErrorUnlessAllowed) {
   EXPECT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "p.iris") + " --rule 'x=q2_k'").rc, 2);
 }
 
+// A --skip that matches nothing is as likely a typo as a --rule that matches nothing.
+TEST(QuantPolicyCli, UnmatchedSkipIsAUsageErrorUnlessAllowed) {
+  TempDir d;
+  auto r = run("convert " + kFix + "llama-bf16 -o " + (d / "o.iris") + " --quant nf4 --skip 'down_prj'");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--skip 'down_prj' matches no tensor"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "o.iris"));
+  // Two skips matching the same tensor both count as matched.
+  EXPECT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "o.iris") + " --quant nf4 --skip 'down_proj' --skip 'layers\\.0\\.mlp' -q").rc, 0);
+  EXPECT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "p.iris") + " --quant nf4 --skip 'down_prj' --allow-unmatched -q").rc, 0);
+}
+
 TEST(QuantPolicyCli, DryRunPrintsThePlanAndWritesNothing) {
   TempDir d;
   auto r = run("convert " + kFix + "llama-bf16 -o " + (d / "o.iris") + " --quant nf4 --dry-run");

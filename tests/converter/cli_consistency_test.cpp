@@ -1,0 +1,47 @@
+// The command line speaks one language: option errors are one line with iris's prefix and
+// the closest valid choice, and a missing input has the same message and exit code (5, an
+// I/O error, as the C API's IRIS_ERR_IO) in every command.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/cli_runner.h"
+
+namespace iris {
+namespace {
+
+using testing_cli::run;
+
+TEST(CliConsistency, OptionErrorsAreOneLineAndSuggestTheClosestChoice) {
+  const std::string fix = test_paths::fixtures() + "llama-bf16";
+  const struct {
+    std::string args, says;
+  } cases[] = {{"convert " + fix + " -o /tmp/never.iris --quant NF4", "did you mean 'nf4'?"},
+               {"convert " + fix + " -o /tmp/never.iris --quant mxpf4", "did you mean 'mxfp4'?"},
+               {"export x.iris -o y.safetensors --dtype F32", "did you mean 'f32'?"},
+               {"verify x.iris --device gpu", "'gpu' is not one of cpu, cuda"},
+               {"convert " + fix, "--output is required"}};
+  for (const auto& c : cases) {
+    auto r = run(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("iris: error: ", 0), 0u) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": " << r.out;
+  }
+  // No suggestion when nothing is close.
+  auto r = run("convert " + fix + " -o /tmp/never.iris --quant q4_k_m");
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+}
+
+TEST(CliConsistency, AMissingInputIsExit5EverywhereWithOneMessage) {
+  const std::string gone = ::testing::TempDir() + "/no_such_input";
+  for (const std::string& args : {"inspect " + gone, "verify " + gone, "export " + gone + " -o " + gone + ".st",
+                                  "convert " + gone + " -o " + gone + ".iris", "diff " + gone + " " + gone}) {
+    auto r = run(args);
+    EXPECT_EQ(r.rc, 5) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(gone + ": no such file or folder"), std::string::npos) << args << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace iris
