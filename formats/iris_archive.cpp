@@ -6,19 +6,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/file_magic.h"
 #include "common/hashing.h"
 #include "formats/json_limits.h"
 
 namespace iris {
 
-bool is_iris_archive(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[7] = {};
-  const bool ok = std::fread(magic, 1, 7, f) == 7 && std::memcmp(magic, kIrisMagic.data(), 7) == 0;
-  std::fclose(f);
-  return ok;
-}
+bool is_iris_archive(const std::string& path) { return file_starts_with(path, std::string_view(kIrisMagic.data(), 7)); }
 
 Result<IrisArchive> IrisArchive::open(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));

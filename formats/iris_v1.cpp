@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "common/checked_math.h"
+#include "common/file_magic.h"
 
 namespace iris {
 
@@ -24,14 +25,7 @@ uint64_t u64_at(const uint8_t* p) {
 
 }  // namespace
 
-bool is_iris_v1_archive(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[8] = {};
-  const bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kIrisV1Magic.data(), 8) == 0;
-  std::fclose(f);
-  return ok;
-}
+bool is_iris_v1_archive(const std::string& path) { return file_starts_with(path, kIrisV1Magic); }
 
 const char* v1_dtype_name(V1DType d) {
   switch (d) {
