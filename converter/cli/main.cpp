@@ -10,6 +10,7 @@
 #include "converter/cli/option_errors.h"
 #include "converter/convert.h"
 #include "converter/export.h"
+#include "converter/extract.h"
 #include "converter/inspect.h"
 #include "converter/cli/progress.h"
 #include "converter/cli/report_print.h"
@@ -92,6 +93,17 @@ int main(int argc, char** argv) {
   exp->footer(
       "Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32\n"
       "  iris export gpt-oss.iris --format iris-v1 -o gpt-oss.v1.iris");
+
+  // extract
+  iris::ExtractOptions xo;
+  bool extract_json = false;
+  auto* extract = app.add_subcommand("extract", "Write one embedded file (config.json, tokenizer files, ...) of an archive");
+  extract->add_option("ARCHIVE", xo.archive, "The .iris archive")->required();
+  extract->add_option("NAME", xo.name, "The embedded file, as iris inspect lists it")->required();
+  extract->add_option("-o,--output", xo.output, "File to write, or - for standard output")->required();
+  extract->add_flag("--force", xo.overwrite, "Replace OUTPUT if it exists");
+  extract->add_flag("--json", extract_json, "Print a JSON summary (or the error) on stdout");
+  extract->footer("Example:\n  iris extract model.iris config.json -o config.json\n  iris extract model.iris tokenizer.json -o - | head");
 
   // verify
   iris::VerifyOptions vo;
@@ -188,6 +200,14 @@ int main(int argc, char** argv) {
     bar.finish();
     if (!r.is_ok()) return fail(r.status(), export_json ? "export" : nullptr);
     if (export_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}).dump(2).c_str());
+    return 0;
+  }
+  if (extract->parsed()) {
+    xo.partial_files = partial_files;
+    if (extract_json && xo.output == "-") return fail(iris::usage_error("--json and -o - both want standard output"), "extract");
+    auto r = iris::run_extract(xo);
+    if (!r.is_ok()) return fail(r.status(), extract_json ? "extract" : nullptr);
+    if (extract_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}).dump(2).c_str());
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);

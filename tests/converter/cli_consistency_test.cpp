@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "tests/cli_runner.h"
 
@@ -41,6 +44,40 @@ TEST(CliConsistency, AMissingInputIsExit5EverywhereWithOneMessage) {
     EXPECT_EQ(r.rc, 5) << args << ": " << r.out;
     EXPECT_NE(r.out.find(gone + ": no such file or folder"), std::string::npos) << args << ": " << r.out;
   }
+}
+
+}  // namespace
+}  // namespace iris
+
+namespace iris {
+namespace {
+
+// `iris extract`: an embedded file comes out byte for byte as the snapshot had it, to a file
+// or standard output; an unknown name lists what the archive holds; nothing is overwritten
+// without --force.
+TEST(Extract, EmbeddedFilesComeOutAsTheSnapshotHadThem) {
+  const std::string dir = ::testing::TempDir() + "/extract";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string snap = test_paths::fixtures() + "llama-bf16";
+  auto r = run("convert -q " + snap + " -o " + dir + "/a.iris");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  r = run("extract " + dir + "/a.iris config.json -o " + dir + "/config.json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(slurp(dir + "/config.json"), slurp(snap + "/config.json"));
+  r = run("extract " + dir + "/a.iris config.json -o -");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, slurp(snap + "/config.json"));
+  r = run("extract " + dir + "/a.iris config.json -o " + dir + "/config.json");
+  EXPECT_EQ(r.rc, 2) << "exists without --force: " << r.out;
+  r = run("extract " + dir + "/a.iris nope.json -o " + dir + "/nope.json");
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.out.find("no embedded file 'nope.json' (it holds config.json"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/nope.json"));
 }
 
 }  // namespace
