@@ -150,6 +150,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
   if (o.dry_run) {
+    // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }

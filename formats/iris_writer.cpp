@@ -107,17 +107,19 @@ void IrisWriter::add_tensor(TensorDesc desc, nlohmann::json source, std::vector<
 
 void IrisWriter::add_file(std::string name, std::string bytes) { files_.emplace_back(std::move(name), std::move(bytes)); }
 
-Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {
+Result<IrisWriter::Layout> IrisWriter::layout() const {
   // 1. Plan: every component's place in the data section.
-  Manifest m = manifest_;
+  Layout l;
+  Manifest& m = l.manifest;
+  m = manifest_;
   m.tensors.clear();
   m.files.clear();
-  uint64_t cursor = 0, data_size = 0;
+  uint64_t cursor = 0;
   auto place = [&](uint64_t bytes) {
     uint64_t off = cursor;
     if (bytes) {
       cursor = round_up(off + bytes, kIrisAlignment);
-      data_size = off + bytes;
+      l.data_size = off + bytes;
     }
     return off;
   };
@@ -131,22 +133,33 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     for (auto& s : *specs) t.components.push_back({s, place(s.bytes), 0});
     m.tensors.push_back(std::move(t));
   }
-  std::vector<std::string> compressed;
   for (const auto& [name, bytes] : files_) {
     IRIS_ASSIGN_OR_RETURN(std::string z, zstd_compress(bytes, name));
     StoredFile f{name, "zstd", 0, z.size(), bytes.size(), xxh3_64(z.data(), z.size())};
     f.offset = place(f.size);
     m.files.push_back(f);
-    compressed.push_back(std::move(z));
+    l.compressed.push_back(std::move(z));
   }
-  uint64_t total = 0;
   for (const auto& t : m.tensors)
-    for (const auto& c : t.components) total += c.spec.bytes;
+    for (const auto& c : t.components) l.total += c.spec.bytes;
 
   // 2. The manifest's length does not depend on the checksums (fixed-width hex), so the data
   //    section can start right after a draft of it.
-  const std::string draft = manifest_to_json(m).dump(1);
-  const uint64_t data_offset = round_up(kPreambleSize + draft.size(), kIrisAlignment);
+  l.manifest_size = manifest_to_json(m).dump(1).size();
+  l.data_offset = round_up(kPreambleSize + l.manifest_size, kIrisAlignment);
+  return l;
+}
+
+Result<WriteSummary> IrisWriter::planned() const {
+  IRIS_ASSIGN_OR_RETURN(Layout l, layout());
+  return WriteSummary{l.data_offset + l.data_size, l.data_size, l.manifest_size};
+}
+
+Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {
+  IRIS_ASSIGN_OR_RETURN(Layout l, layout());
+  Manifest& m = l.manifest;
+  const uint64_t data_offset = l.data_offset, data_size = l.data_size, total = l.total;
+  const std::vector<std::string>& compressed = l.compressed;
 
   // 3. Stream the components.
   IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite, options.partial_files));
@@ -171,7 +184,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
 
   // 4. Final manifest and preamble, then check what is on disk and publish it.
   const std::string manifest = manifest_to_json(m).dump(1);
-  if (manifest.size() != draft.size()) return internal_error("manifest size changed between draft and final");
+  if (manifest.size() != l.manifest_size) return internal_error("manifest size changed between draft and final");
   IRIS_TRY(out.write_at(kPreambleSize, {reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()}));
   Preamble pre;
   pre.manifest_size = manifest.size();

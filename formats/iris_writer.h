@@ -47,8 +47,17 @@ class IrisWriter {
   void add_file(std::string name, std::string bytes);
 
   Result<WriteSummary> write(const std::string& path, const WriteOptions& options);
+  // What write() would produce, without writing: the file, data and manifest sizes exactly
+  // (the embedded files are compressed to know theirs). For dry runs.
+  Result<WriteSummary> planned() const;
 
  private:
+  struct Layout {
+    Manifest manifest;                    // offsets placed, checksums still 0
+    std::vector<std::string> compressed;  // the embedded files, zstd
+    uint64_t total = 0, data_size = 0, data_offset = 0, manifest_size = 0;
+  };
+  Result<Layout> layout() const;
   struct Pending {
     TensorDesc desc;
     nlohmann::json source;

@@ -33,8 +33,10 @@ void print_plan(const ConvertReport& r, std::FILE* out) {
     std::fprintf(out, "%-*s  %-9s -> %-9s %12llu  %-30s %s%s\n", int(w), o.name.c_str(), o.from.c_str(), o.to.c_str(),
                  (unsigned long long)o.bytes, layout.c_str(), o.why.c_str(), o.lossy_requant ? " (requantized from a quantized source)" : "");
   }
-  std::fprintf(out, "total: %zu tensors, %zu quantized, %s of tensor data (source %s)\n", r.tensors, r.quantized_tensors,
+  std::fprintf(out, "total: %zu tensors, %zu quantized, %s of tensor data (source %s)", r.tensors, r.quantized_tensors,
                human_bytes(double(r.planned_bytes)).c_str(), human_bytes(double(r.source_bytes)).c_str());
+  if (r.written.file_bytes) std::fprintf(out, "; the archive: %llu bytes", (unsigned long long)r.written.file_bytes);
+  std::fprintf(out, "\n");
 }
 
 void print_quality_summary(const ConvertReport& r, std::FILE* out) {

@@ -189,6 +189,22 @@ TEST(QuantPolicyCli, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(fs::directory_iterator(d.path) == fs::directory_iterator(), true);
 }
 
+// The dry run's archive size is the size of the file the real run writes, byte for byte, for
+// every fixture and target (embedded files, manifest and alignment included).
+TEST(QuantPolicyCli, DryRunSizeIsTheRealFileSize) {
+  TempDir d;
+  for (const std::string fixture : {"llama-bf16", "gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block"})
+    for (const std::string quant : {"keep", "nf4", "mxfp4", "fp8-block"}) {
+      const std::string args = "convert " + kFix + fixture + " -o " + (d / "o.iris") + " --quant " + quant;
+      auto r = run(args + " --dry-run --json");
+      ASSERT_EQ(r.rc, 0) << args << ": " << r.out;
+      const auto j = nlohmann::json::parse(r.out);
+      r = run(args + " -q --force");
+      ASSERT_EQ(r.rc, 0) << args << ": " << r.out;
+      EXPECT_EQ(j["file_bytes"].get<uint64_t>(), fs::file_size(d / "o.iris")) << args;
+    }
+}
+
 // A snapshot of BF16 weights built in the test, some holding NaN or Inf.
 void write_weights(const std::string& path, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& tensors, bool nan_in_first) {
   std::vector<SafetensorsEntry> e;
