@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
+#include "converter/export_folder.h"
 #include "converter/export_v1.h"
 #include "converter/output_guard.h"
 #include "formats/iris_archive.h"
@@ -133,6 +135,10 @@ Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::
 
 Result<ExportReport> run_export(const ExportOptions& o) {
   if (o.format == "iris-v1") return run_export_v1(o);
+  {
+    std::error_code ec;
+    if (o.output.ends_with('/') || std::filesystem::is_directory(o.output, ec)) return run_export_folder(o);
+  }
   if (o.format != "safetensors") return usage_error("--format must be safetensors or iris-v1, not '" + o.format + "'");
   std::optional<DType> target;
   if (o.dtype == "bf16") target = DType::kBF16;

@@ -18,6 +18,7 @@ struct ExportOptions {
   std::string output;
   std::string format = "safetensors";  // safetensors | iris-v1 (the seed engine's archive)
   std::string dtype = "keep";  // keep | bf16 | f16 | f32
+  uint64_t max_shard_bytes = 5000000000;  // folder exports (output ending in '/' or a folder): transformers' 5GB
   bool overwrite = false;
   std::function<void(uint64_t, uint64_t)> progress;  // (bytes done, bytes total)
   PartialFileRegistry* partial_files = nullptr;

@@ -10,6 +10,7 @@
 #include "converter/cli/option_errors.h"
 #include "converter/convert.h"
 #include "converter/export.h"
+#include "converter/export_folder.h"
 #include "converter/extract.h"
 #include "converter/inspect.h"
 #include "converter/cli/progress.h"
@@ -81,7 +82,9 @@ int main(int argc, char** argv) {
   iris::ExportOptions eo;
   auto* exp = app.add_subcommand("export", "Write an archive back out as a standard safetensors file or a seed-engine .iris v1 archive");
   exp->add_option("ARCHIVE", eo.archive, "The .iris archive")->required();
-  exp->add_option("-o,--output", eo.output, "File to write")->required();
+  exp->add_option("-o,--output", eo.output, "File to write; a folder (DIR/) writes a Hugging Face snapshot folder transformers loads")->required();
+  std::string max_shard = "5GB";
+  exp->add_option("--max-shard-size", max_shard, "Folder exports: largest safetensors shard (5GB, 500MB, 2GiB, ...)")->capture_default_str();
   exp->add_option("--format", eo.format, "safetensors | iris-v1 (the seed engine's archive: gpt-oss with MXFP4 experts)")
       ->check(CLI::IsMember({"safetensors", "iris-v1"}))
       ->capture_default_str();
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
   exp->add_flag("--json", export_json, "Print a JSON summary (or the error) on stdout");
   exp->footer(
       "Example:\n  iris export model.iris -o model.safetensors\n  iris export model.iris -o model-f32.safetensors --dtype f32\n"
-      "  iris export gpt-oss.iris --format iris-v1 -o gpt-oss.v1.iris");
+      "  iris export gpt-oss.iris --format iris-v1 -o gpt-oss.v1.iris\n  iris export model.iris -o model-hf/ --max-shard-size 2GB");
 
   // extract
   iris::ExtractOptions xo;
@@ -193,6 +196,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (exp->parsed()) {
+    auto shard = iris::parse_shard_size(max_shard);
+    if (!shard.is_ok()) return fail(shard.status(), export_json ? "export" : nullptr);
+    eo.max_shard_bytes = *shard;
     iris::ProgressBar bar("export", !quiet);
     eo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     eo.partial_files = partial_files;

@@ -1,0 +1,235 @@
+#include "converter/export_folder.h"
+
+#include <stdlib.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "common/checked_math.h"
+#include "converter/hf/safetensors_writer.h"
+#include "converter/output_guard.h"
+#include "formats/format_traits.h"
+#include "formats/iris_archive.h"
+
+namespace iris {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A string member of an untrusted JSON object, or "" (absent, null, or not a string).
+std::string string_member(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// The module of a weight ("model.layers.0.mlp.down_proj.weight" -> "...down_proj").
+std::string module_of(const std::string& tensor) {
+  const auto dot = tensor.rfind('.');
+  return dot == std::string::npos ? tensor : tensor.substr(0, dot);
+}
+
+// The quantization_config that describes the archive's tensors as export writes them (`keep`:
+// each quantized tensor as its format's Hugging Face companions), or null when none is
+// quantized. `source` is the embedded config's own, kept when it already says the same method.
+Result<json> quantization_config_for(const IrisArchive& a, const json& source, const std::string& torch_dtype) {
+  std::set<std::string> methods;
+  const TensorDesc* first = nullptr;
+  std::vector<std::string> unquantized_linears;
+  for (const auto& t : a.manifest().tensors) {
+    if (is_quantized(t.desc.format)) {
+      methods.insert(t.desc.format == Format::kMxfp4 ? "mxfp4" : t.desc.format == Format::kFp8E4M3 ? "fp8" : "bitsandbytes");
+      if (!first) first = &t.desc;
+    } else if (t.desc.shape.size() == 2 && t.desc.name.ends_with(".weight")) {
+      unquantized_linears.push_back(module_of(t.desc.name));
+    }
+  }
+  if (methods.empty()) return json(nullptr);
+  const std::string ctx = a.path() + ": ";
+  if (methods.size() > 1)
+    return unsupported(ctx + "its quantized tensors mix formats that transformers loads with different quantization methods; export "
+                             "--dtype bf16, or convert with one --quant format");
+  const std::string method = *methods.begin();
+  if (string_member(source, "quant_method") == method) return source;  // as the checkpoint said it
+  if (method == "mxfp4") return json{{"quant_method", "mxfp4"}, {"modules_to_not_convert", unquantized_linears}};
+  if (method == "bitsandbytes") {
+    const bool dq = first->params.value("double_quant", false);
+    return json{{"quant_method", "bitsandbytes"},
+                {"load_in_4bit", true},
+                {"load_in_8bit", false},
+                {"bnb_4bit_quant_type", first->format == Format::kNf4 ? "nf4" : "fp4"},
+                {"bnb_4bit_use_double_quant", dq},
+                {"bnb_4bit_compute_dtype", torch_dtype.empty() ? "bfloat16" : torch_dtype},
+                {"bnb_4bit_quant_storage", "uint8"},
+                {"llm_int8_skip_modules", unquantized_linears}};
+  }
+  // FineGrained FP8: block scales only.
+  uint64_t bn = 0, bk = 0;
+  for (const auto& t : a.manifest().tensors) {
+    if (t.desc.format != Format::kFp8E4M3) continue;
+    if (t.desc.params.value("scale_granularity", "") != "block")
+      return unsupported(ctx + "tensor '" + t.desc.name + "' is FP8 scaled per " + t.desc.params.value("scale_granularity", "?") +
+                         "; transformers' FP8 loader takes block scales only (convert with --quant fp8-block, or export --dtype bf16)");
+    const uint64_t n = t.desc.params.value("block_n", uint64_t(0)), k = t.desc.params.value("block_k", uint64_t(0));
+    if ((bn && (n != bn || k != bk)))
+      return unsupported(ctx + "tensor '" + t.desc.name + "' has FP8 blocks of " + std::to_string(n) + "x" + std::to_string(k) +
+                         ", others " + std::to_string(bn) + "x" + std::to_string(bk) + ": transformers takes one weight_block_size");
+    bn = n, bk = k;
+  }
+  return json{{"quant_method", "fp8"},
+              {"activation_scheme", "dynamic"},
+              {"weight_block_size", {bn, bk}},
+              {"modules_to_not_convert", unquantized_linears}};
+}
+
+// A sibling folder removed unless released: the partial export.
+class TempFolder {
+ public:
+  static Result<TempFolder> beside(const fs::path& final_dir) {
+    fs::path parent = final_dir.parent_path();
+    if (parent.empty()) parent = ".";
+    std::string pattern = (parent / (final_dir.filename().string() + ".partial-XXXXXX")).string();
+    if (!mkdtemp(pattern.data())) return io_error(parent.string() + ": cannot create a folder for the export");
+    TempFolder t;
+    t.path_ = pattern;
+    return t;
+  }
+  TempFolder() = default;
+  TempFolder(TempFolder&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  ~TempFolder() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  void release() { path_.clear(); }
+
+ private:
+  fs::path path_;
+};
+
+Status write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(text.data(), std::streamsize(text.size()));
+  f.close();
+  return f ? Status::ok() : io_error(p.string() + ": write failed");
+}
+
+}  // namespace
+
+Result<uint64_t> parse_shard_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 15) return usage_error("--max-shard-size '" + text + "': expected a size such as 5GB, 500MB or 2GiB");
+  const uint64_t n = std::stoull(text.substr(0, i));
+  std::string unit = text.substr(i);
+  for (auto& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const std::pair<const char*, uint64_t> units[] = {{"", 1},           {"B", 1},           {"KB", 1000},       {"MB", 1000000},
+                                                    {"GB", 1000000000}, {"KIB", 1ull << 10}, {"MIB", 1ull << 20}, {"GIB", 1ull << 30}};
+  for (const auto& [u, f] : units)
+    if (unit == u) {
+      if (n == 0) return usage_error("--max-shard-size must be more than 0");
+      return n * f;
+    }
+  return usage_error("--max-shard-size '" + text + "': unknown unit '" + text.substr(i) + "' (B, KB, MB, GB, KiB, MiB, GiB)");
+}
+
+Result<ExportReport> run_export_folder(const ExportOptions& o) {
+  std::optional<DType> target;
+  if (o.dtype == "bf16") target = DType::kBF16;
+  else if (o.dtype == "f16") target = DType::kF16;
+  else if (o.dtype == "f32") target = DType::kF32;
+  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
+  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
+  fs::path dir = o.output;
+  if (dir.filename().empty()) dir = dir.parent_path();  // "DIR/"
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !o.overwrite) return Status::error(ErrorKind::kAlreadyExists, dir.string() + " exists");
+  IRIS_TRY(refuse_input_as_output(dir.string(), {o.archive}, "output"));
+
+  // config.json: the embedded one, its quantization_config replaced by what the tensors are.
+  json config;
+  bool has_config = false;
+  for (const auto& f : a.manifest().files)
+    if (f.name == "config.json") {
+      IRIS_ASSIGN_OR_RETURN(std::string text, a.read_file(f.name));
+      config = json::parse(text, nullptr, false);
+      has_config = !config.is_discarded() && config.is_object();
+    }
+  if (!has_config)
+    return unsupported(o.archive + ": it holds no config.json, which a Hugging Face folder needs (export a single .safetensors file instead)");
+  std::string torch_dtype = string_member(config, "torch_dtype");
+  if (torch_dtype.empty()) torch_dtype = string_member(config, "dtype");
+  json qc = nullptr;
+  if (!target) {
+    const auto source_qc = config.find("quantization_config");
+    IRIS_ASSIGN_OR_RETURN(qc, quantization_config_for(a, source_qc == config.end() ? json(nullptr) : *source_qc, torch_dtype));
+  }
+  if (qc.is_null()) config.erase("quantization_config");
+  else config["quantization_config"] = qc;
+
+  IRIS_ASSIGN_OR_RETURN(std::vector<SafetensorsEntry> entries, export_entries(a, target));
+  // Shards in order, a new one when the next tensor would pass the limit (a tensor larger than
+  // the limit gets a shard of its own), as save_pretrained does.
+  std::vector<std::vector<SafetensorsEntry>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (auto& e : entries) {
+    uint64_t bytes = dtype_bytes(e.dtype, checked_numel(e.shape).value_or(0)).value_or(0);
+    if (in_shard > 0 && in_shard + bytes > o.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    in_shard += bytes;
+    total += bytes;
+    shards.back().push_back(std::move(e));
+  }
+  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(dir));
+  json weight_map = json::object();
+  uint64_t done = 0;
+  ExportReport r;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char name[64];
+    if (shards.size() == 1) std::snprintf(name, sizeof name, "model.safetensors");
+    else std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    for (const auto& e : shards[s]) weight_map[e.name] = name;
+    r.tensors += shards[s].size();
+    SafetensorsWriteOptions wo;
+    const uint64_t before = done;
+    wo.progress = [&](uint64_t d, uint64_t) {
+      done = before + d;
+      if (o.progress) o.progress(done, total);
+    };
+    IRIS_TRY(write_safetensors((tmp.path() / name).string(), std::move(shards[s]), wo));
+  }
+  if (shards.size() > 1)
+    IRIS_TRY(write_text(tmp.path() / "model.safetensors.index.json",
+                        json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n"));
+  IRIS_TRY(write_text(tmp.path() / "config.json", config.dump(2) + "\n"));
+  for (const auto& f : a.manifest().files) {
+    if (f.name == "config.json") continue;
+    IRIS_ASSIGN_OR_RETURN(std::string text, a.read_file(f.name));
+    IRIS_TRY(write_text(tmp.path() / f.name, text));
+  }
+  // Into place: an existing DIR (--force) is moved aside first and removed once the new one is in.
+  fs::path old;
+  if (fs::exists(dir, ec)) {
+    old = dir.string() + ".old-" + tmp.path().filename().string().substr(tmp.path().filename().string().size() - 6);
+    fs::rename(dir, old, ec);
+    if (ec) return io_error(dir.string() + ": cannot move the old folder aside: " + ec.message());
+  }
+  fs::rename(tmp.path(), dir, ec);
+  if (ec) {
+    if (!old.empty()) fs::rename(old, dir, ec);
+    return io_error(dir.string() + ": cannot rename the export into place");
+  }
+  tmp.release();
+  if (!old.empty()) fs::remove_all(old, ec);
+  r.bytes = total;
+  return r;
+}
+
+}  // namespace iris

@@ -1,0 +1,23 @@
+// `iris export ARCHIVE -o DIR/`: a Hugging Face snapshot folder that transformers loads as
+// the model the archive holds: sharded safetensors (model-0000i-of-0000N.safetensors and
+// model.safetensors.index.json, or one model.safetensors when everything fits one shard),
+// the embedded config.json with a quantization_config that says what the tensors now are,
+// and every other embedded file (generation_config.json, the tokenizer files) as it was.
+#pragma once
+
+#include "common/status.h"
+#include "converter/export.h"
+
+namespace iris {
+
+// The folder is written beside DIR under a temporary name and renamed into place once
+// complete; DIR must not exist unless options.overwrite. kUnsupported for archives whose
+// quantized tensors no single transformers quantization method describes (two methods at
+// once, FP8 scaled per tensor or per channel).
+Result<ExportReport> run_export_folder(const ExportOptions& options);
+
+// "5GB" (10^9), "500MB", "2GiB" (2^30), "1000000" (bytes) -> bytes; the --max-shard-size syntax
+// of transformers' save_pretrained.
+Result<uint64_t> parse_shard_size(const std::string& text);
+
+}  // namespace iris
