@@ -102,8 +102,15 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const std::string kind = resolved.substr(0, resolved.find(' '));
   json source_ref = {{"kind", kind}};
   if (kind == "repo") source_ref["repo"] = o.source;
+  // The shards' safetensors __metadata__ (merged; the first shard's value wins a conflict), so
+  // that export can write it back and inspect can show it.
+  json st_metadata = json::object();
+  for (const auto& sh : snap.shards())
+    for (const auto& [k, v] : sh->metadata())
+      if (!st_metadata.contains(k)) st_metadata[k] = v;
   writer.set_provenance({{"source", source_ref},
                          {"source_files", files},
+                         {"safetensors_metadata", st_metadata},
                          {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
                                       {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
   for (auto& st : sources) {

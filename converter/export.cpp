@@ -113,6 +113,17 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
 
 }  // namespace
 
+std::map<std::string, std::string> export_metadata(const IrisArchive& a) {
+  std::map<std::string, std::string> m;
+  const auto& p = a.manifest().provenance;
+  if (p.is_object())
+    if (auto it = p.find("safetensors_metadata"); it != p.end() && it->is_object())
+      for (const auto& [k, v] : it->items())
+        if (v.is_string()) m[k] = v.get<std::string>();  // untrusted: strings only, as safetensors allows
+  m.emplace("format", "pt");  // what transformers requires when the source said nothing
+  return m;
+}
+
 Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target) {
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : a.manifest().tensors) {
@@ -152,6 +163,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   IRIS_TRY(refuse_input_as_output(o.output, {o.archive}, "output"));
   SafetensorsWriteOptions wo;
   wo.overwrite = o.overwrite;
+  wo.metadata = export_metadata(a);
   wo.partial_files = o.partial_files;
   wo.progress = [&](uint64_t d, uint64_t total) {
     r.bytes = total;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -41,5 +42,8 @@ struct SafetensorsEntry;
 // and shapes with their producers (each checks its tensor's checksums first): target empty
 // is `keep`. Shared by the safetensors and the v1 writers.
 Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target);
+// The safetensors __metadata__ to write: the source checkpoint's, as convert recorded it
+// (provenance.safetensors_metadata), with "format": "pt" added when it had none.
+std::map<std::string, std::string> export_metadata(const IrisArchive& a);
 
 }  // namespace iris

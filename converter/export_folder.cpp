@@ -198,6 +198,7 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
     for (const auto& e : shards[s]) weight_map[e.name] = name;
     r.tensors += shards[s].size();
     SafetensorsWriteOptions wo;
+    wo.metadata = export_metadata(a);
     const uint64_t before = done;
     wo.progress = [&](uint64_t d, uint64_t) {
       done = before + d;

@@ -63,6 +63,11 @@ void print_inspection(const json& j) {
   std::string mt = j.value("model_type", "");
   std::printf(", model_type %s\n", mt.empty() ? "(none)" : mt.c_str());
   if (j.contains("note")) std::printf("%s\n", j["note"].get<std::string>().c_str());
+  if (j.contains("provenance") && j["provenance"].is_object() && j["provenance"].contains("safetensors_metadata") &&
+      !j["provenance"]["safetensors_metadata"].empty())
+    std::printf("source safetensors metadata: %s\n", j["provenance"]["safetensors_metadata"].dump().c_str());
+  if (j.contains("metadata") && j["metadata"].is_object() && !j["metadata"].empty())
+    std::printf("safetensors metadata: %s\n", j["metadata"].dump().c_str());
   size_t w = 4;
   for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
   std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");

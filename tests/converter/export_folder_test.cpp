@@ -114,5 +114,41 @@ TEST(ExportFolder, WhatTransformersCannotLoadIsRefusedLeavingNothing) {
   EXPECT_EQ(r.rc, 2) << r.out;
 }
 
+// The source's safetensors __metadata__ survives convert -> export (file and folder), and
+// inspect shows it on the snapshot and on the archive.
+TEST(ExportFolder, SourceMetadataSurvivesConvertAndExport) {
+  const fs::path d = fs::path(::testing::TempDir()) / "export_metadata";
+  fs::remove_all(d);
+  fs::create_directories(d / "snap");
+  std::string header = R"({"__metadata__":{"format":"pt","origin":"unit-test","step":"1200"},"w":{"dtype":"BF16","shape":[2,4],"data_offsets":[0,16]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  {
+    std::ofstream f(d / "snap" / "model.safetensors", std::ios::binary);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header;
+    for (int i = 0; i < 16; ++i) f.put(char(i + 1));
+  }
+  std::ofstream(d / "snap" / "config.json") << R"({"model_type": "llama"})";
+  auto r = run("inspect " + (d / "snap").string());
+  EXPECT_NE(r.out.find(R"("origin":"unit-test")"), std::string::npos) << r.out;
+  ASSERT_EQ(run("convert -q " + (d / "snap").string() + " -o " + (d / "a.iris").string()).rc, 0);
+  r = run("inspect " + (d / "a.iris").string());
+  EXPECT_NE(r.out.find(R"("step":"1200")"), std::string::npos) << r.out;
+  auto metadata_of = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    uint64_t n = 0;
+    f.read(reinterpret_cast<char*>(&n), 8);
+    std::string h(n, '\0');
+    f.read(h.data(), std::streamsize(n));
+    return json::parse(h)["__metadata__"];
+  };
+  const json want = {{"format", "pt"}, {"origin", "unit-test"}, {"step", "1200"}};
+  ASSERT_EQ(run("export -q " + (d / "a.iris").string() + " -o " + (d / "a.safetensors").string()).rc, 0);
+  EXPECT_EQ(metadata_of(d / "a.safetensors"), want);
+  ASSERT_EQ(run("export -q " + (d / "a.iris").string() + " -o " + (d / "hf").string() + "/").rc, 0);
+  EXPECT_EQ(metadata_of(d / "hf" / "model.safetensors"), want);
+}
+
 }  // namespace
 }  // namespace iris
