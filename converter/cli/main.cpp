@@ -24,7 +24,7 @@ constexpr const char* kExitCodes = R"(Exit codes:
   2  usage error (bad options, output exists without --force)
   3  invalid or corrupt input (source checkpoint or archive)
   4  verification failed (archive well-formed, but a check failed)
-  5  I/O error (read, write, rename, disk full)
+  5  I/O error (an input that does not exist, read, write, rename, disk full)
   6  no usable GPU for --device cuda
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
