@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # One GPU-machine session: correctness first, then every timing, logs under $OUT.
 # Run through the device tool from the repository root, with a static build carried in
-# .device-bin and, for the bitsandbytes peer, .peer/bnb (built from bitsandbytes' public
-# source on a machine of ours; nothing of it is committed):
+# .device-bin and, for the bitsandbytes peer, its public source in .peer/bnb-src built on the
+# GPU machine in the same device command (BNB= names another place; nothing of it is
+# committed):
 #
 #   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
 #   cmake --build build-device --target iris kernels_tests api_tests api_cuda_tests libiris iris_upload_bench iris_make_snapshot
 #   bash bench/pack_device_bin.sh      # gzipped binaries + libiris.so.1 + the cuda_gemv example into .device-bin
-#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|ncu]
+#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|bench|variants|ncu]
 #
-# SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps
-# (each device command has 10 minutes).
+# SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps,
+# VARIANT_LIST / TILE_LIST the sweeps' entries (TILE_LIST= none), PTX_BUILDS="ptx" the
+# compute_75-only build's cases (each device command has 10 minutes, and
+# the driver's compile of a PTX-only build takes about 3 of them).
 # Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
-# variants; sanitize / ncu add compute-sanitizer / Nsight Compute.
+# variants; bench = peers, bench, variants alone; variants = the variant and tile sweeps and
+# Nsight Compute alone (the second command of a session whose first ran full with VARIANTS=0);
+# sanitize / ncu add compute-sanitizer / Nsight Compute.
 # Files back: env.txt, tests.log, tests-ptx.log, tests-ptx75.log, verify.log, api.log, python.log, upload.json,
-# peers.json, bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
+# peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
@@ -33,7 +38,7 @@ export IRIS_TEST_DATA_DIR="$PWD/tests/data" IRIS_BINARY="$PWD/$B/iris"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv; date -u; } > "$OUT/env.txt" 2>&1
 
 upload_configs=${UPLOAD_CONFIGS:-"0,0,0 8,64,4 16,64,4 8,16,4 16,16,4 8,8,8 16,8,8 8,4,8 16,4,8 8,4,16 16,4,16 8,2,16 16,2,16"}
-if [ "$mode" = upload ]; then tests_rc=0; else
+if [ "$mode" = upload ] || [ "$mode" = bench ] || [ "$mode" = variants ]; then tests_rc=0; else
 echo "== kernel cases (dequant bit-exact, GEMV within bound) =="
 "$B/kernels_tests" --gtest_brief=1 > "$OUT/tests.log" 2>&1; tests_rc=$?
 tail -n 4 "$OUT/tests.log"
@@ -41,7 +46,7 @@ tail -n 4 "$OUT/tests.log"
 # (the driver compiles compute_80 for this card: the Ampere paths) and compute_75 alone (the
 # Turing paths: CUDA-core GEMV, no BF16 instructions). The first line of each log names the
 # architecture the driver loaded.
-for p in ptx ptx75; do
+for p in ${PTX_BUILDS:-ptx ptx75}; do
   [ -x "$B/kernels_tests_$p" ] || continue
   echo "== kernel cases, $p build =="
   "$B/kernels_tests_$p" --gtest_brief=1 > "$OUT/tests-$p.log" 2>&1; rc=$?
@@ -84,6 +89,7 @@ fi
 case "$mode" in quick|sanitize) exit "$tests_rc";; esac
 fi  # not upload
 
+if [ "$mode" != bench ] && [ "$mode" != variants ]; then
 echo "== the C API on the GPU: upload, dequant, GEMV (api_cuda_tests), the CUDA example =="
 [ "$mode" != upload ] && {
   "$B/api_cuda_tests" --gtest_brief=1; echo "api_cuda_tests exit $?"
@@ -97,7 +103,7 @@ grep -E "exit|OK|MISMATCH|FAILED|PASSED" "$OUT/api.log" | head -n 30
 echo "== the Python package on the GPU: iris.torch (load, QuantTensor, IrisLinear, a patched Llama) =="
 [ "$mode" != upload ] && {
   IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 \
-    python3 -m pytest -q -p no:cacheprovider -rs -s python/tests; echo "python tests exit $?"
+    python3 -m pytest -q -p no:cacheprovider -rs -s python/tests --ignore=python/tests/test_hf_export_gpu.py; echo "python tests exit $?"
 } > "$OUT/python.log" 2>&1
 grep -E "passed|failed|error|IrisLinear|SKIPPED" "$OUT/python.log" | tail -n 15
 
@@ -111,25 +117,33 @@ echo "== upload of a 4 GB archive from the page cache: iris_cuda_upload vs pinne
 cat "$OUT/upload.json"
 rm -f "$T/4g.iris"
 fi
+fi  # not bench or variants
 case "$mode" in api|upload) exit "$tests_rc";; esac
 
+if [ "$mode" != variants ]; then
 echo "== peers (cuBLAS via torch, bitsandbytes) =="
-PYTHONPATH=.peer/bnb${PYTHONPATH:+:$PYTHONPATH} python3 bench/peers.py > "$OUT/peers.json" 2> "$T/peers.err"; tail -n 3 "$T/peers.err"
+PYTHONPATH=${BNB:-.peer/bnb-src}${PYTHONPATH:+:$PYTHONPATH} python3 bench/peers.py > "$OUT/peers.json" 2> "$T/peers.err"; tail -n 3 "$T/peers.err"
+
+echo "== exported Hugging Face folders in transformers (bitsandbytes from the peer build) =="
+IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python:${BNB:-.peer/bnb-src}" PYTHONUNBUFFERED=1 \
+  python3 -m pytest -q -p no:cacheprovider -rs -s python/tests/test_hf_export_gpu.py > "$OUT/hf_export.log" 2>&1
+echo "hf export tests exit $?"; grep -E "passed|failed|error|max \|logit|equal the" "$OUT/hf_export.log" | tail -n 12
 
 echo "== iris bench (defaults) =="
 "$B/iris" bench --peers "$OUT/peers.json" --json > "$OUT/bench.json"
 "$B/iris" bench --peers "$OUT/peers.json"
+fi
 
 if [ "${VARIANTS:-1}" != 0 ]; then
 echo "== variants and tile shapes =="
 {
-  for v in dequant-unroll=2 dequant-unroll=4 dequant-unroll=8 gemv-unroll=1 gemv-unroll=2 gemv=cuda-cores \
-           gemv-warps=2 gemv-warps=4 gemv-warps=8 fp8-decode=cvt fp8-decode=bits nf4-table=split nf4-table=pairs; do
+  for v in ${VARIANT_LIST:-dequant-unroll=2 dequant-unroll=4 dequant-unroll=8 gemv-unroll=1 gemv-unroll=2 gemv=cuda-cores \
+           gemv-warps=2 gemv-warps=4 gemv-warps=8 fp8-decode=cvt fp8-decode=bits nf4-table=split nf4-table=pairs}; do
     echo "--- --variant $v"
     "$B/iris" bench --variant "$v" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096 \
       --synthetic mxfp4:32x5760x2880 --synthetic nf4:32x5760x2880 --synthetic fp8:32x5760x2880
   done
-  for t in 16x128 16x512 32x256; do
+  for t in ${TILE_LIST-16x128 16x512 32x256}; do
     echo "--- --tile $t"
     "$B/iris" bench --tile "$t" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
   done
@@ -137,12 +151,17 @@ echo "== variants and tile shapes =="
 cat "$OUT/variants.txt"
 
 fi
-if [ "$mode" = ncu ] && command -v ncu >/dev/null; then
+if { [ "$mode" = ncu ] || [ "$mode" = variants ]; } && command -v ncu >/dev/null; then
   echo "== Nsight Compute: tensor-core GEMV, batch 1 =="
   for f in mxfp4 nf4 fp8; do
-    ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats -k "regex:gemv_mma" \
+    ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats -k "regex:gemv_mma" \
       --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
   done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu.txt"  # no machine paths in logs that get committed
+  echo "== Nsight Compute: grouped expert GEMV (gpt-oss-20b stack, top-4) =="
+  for f in mxfp4 nf4 fp8; do
+    ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats -k "regex:experts_" \
+      --launch-count 1 "$B/iris" bench --synthetic "$f:32x5760x2880" --batch 1 --replays 1
+  done 2>&1 | sed "s|$PWD/||g" >> "$OUT/ncu.txt"
   grep -E "gemv_mma|Throughput|Registers Per|Achieved Occupancy|Duration|Block Size|Stall" "$OUT/ncu.txt" | head -n 60
 fi
 exit "$tests_rc"

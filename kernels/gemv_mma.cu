@@ -191,8 +191,11 @@ struct MmaFp8 {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
     if constexpr (kBitDecode) {
       // e4m3 * 2^-120 on BF16 bits (kernels/e4m3_bits.h), then * 2^120, exact. The NaN codes
-      // (0x7F, 0xFF) would decode as 480: any of them makes the lane's row scale NaN, so the
-      // chunk's partial sum -- and the output, as in the reference -- is NaN.
+      // (0x7F, 0xFF) would decode as 480: any of them puts a BF16 NaN into the lane's first
+      // pair instead, so the mma makes the row's sum NaN for every batch column, as in the
+      // reference. (Not a NaN scale: the lane's scale multiplies only the batch columns its C
+      // fragment holds, while the row's codes are spread over the four lanes of its quad --
+      // run v31 caught that at batch 9.)
       uint32_t nan = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -201,7 +204,7 @@ struct MmaFp8 {
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q) nan |= (ws[q] & 0x7F7F7F7Fu) + 0x01010101u;
-      if (nan & 0x80808080u) scale = __uint_as_float(0x7fc00000u);
+      if (nan & 0x80808080u) a[0][0] = 0x7FC07FC0u;
     } else {
       // E4M3 -> F16 -> F32 -> BF16: every step exact, NaN stays NaN.
 #pragma unroll
