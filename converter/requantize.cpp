@@ -20,8 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr uint64_t kChunkFloats = 16ull << 20;  // 64 MiB of FP32 per chunk
-
 // Side components produced while the codes stream, written by the later producers.
 struct Stash {
   std::vector<uint8_t> mxfp4_scales;
@@ -35,7 +33,9 @@ struct Job {
   TensorDesc desc;
   Target target;
   RequantOptions opts;
-  std::unique_ptr<SourceDecoder> decoder;
+  std::unique_ptr<SourceDecoder> decoder;  // made when the tensor's turn comes, dropped after it
+  float nf4_offset = 0.f;                  // NF4: planned (the manifest holds it)
+  double nf4_absmax_sum = 0;               // NF4: the sum behind it, checked when writing
   uint64_t batch = 1, n = 1, k = 1;
   Stash stash;
   std::shared_ptr<QualityStats> quality = std::make_shared<QualityStats>();
@@ -74,6 +74,12 @@ Scratches& scratches() {
 // until the whole archive is written).
 void release_scratch(Job& j) { j.decoder.reset(); }
 
+Status ensure_decoder(Job& j) {
+  if (j.decoder) return Status::ok();
+  IRIS_ASSIGN_OR_RETURN(j.decoder, SourceDecoder::create(j.source));
+  return Status::ok();
+}
+
 Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
   if (j.opts.allow_nonfinite) return Status::ok();
   uint64_t bad = 0;
@@ -92,7 +98,7 @@ Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first
 // Rows per chunk: a whole number of stripes (and of 128-row FP8 blocks), about 64 MiB.
 uint64_t chunk_rows(const Job& j) {
   const uint64_t base = std::lcm<uint64_t>(j.desc.layout.kind == LayoutKind::kTiled ? j.desc.layout.tile_n : 1, 128);
-  return std::max<uint64_t>(base, kChunkFloats / std::max<uint64_t>(j.k, 1) / base * base);
+  return std::max<uint64_t>(base, j.opts.chunk_floats / std::max<uint64_t>(j.k, 1) / base * base);
 }
 
 // Python's repr of a double (shortest round trip), as bitsandbytes writes nested_offset.
@@ -110,6 +116,7 @@ std::string torch_dtype_name(DType d) { return d == DType::kF16 ? "float16" : d 
 // Chunk values are passed as (pointer, count); the pointer is valid until the next chunk.
 template <typename F>
 Status for_each_chunk(Job& j, F&& fn) {
+  IRIS_TRY(ensure_decoder(j));
   const uint64_t step = chunk_rows(j);
   for (uint64_t m = 0; m < j.batch; ++m)
     for (uint64_t r0 = 0; r0 < j.n; r0 += step) {
@@ -197,45 +204,87 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   });
 }
 
-// NF4 pass 1: the first-level absmax of every block (and, from it, the double quantization).
-Status nf4_absmax(Job& j, std::vector<float>* absmax) {
+// NF4 planning pass: the offset of the double quantization, the mean of every block's
+// absmax, by a running sum over the chunks (no whole-tensor array). Every chunk starts on a
+// 64-element block: tiled NF4 has K % 64 == 0, and flat NF4 chunks start every 128 rows of
+// the flattened tensor.
+Status nf4_offset_pass(Job& j, double* sum) {
   const uint64_t numel = j.batch * j.n * j.k;
-  absmax->assign(ceil_div(numel, 64), 0.f);
-  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t) -> Status {
-    quant::nf4_block_absmax(x, (m * j.n + r0) * j.k, (r1 - r0) * j.k, numel, absmax->data());
+  std::vector<float> local;
+  *sum = 0;
+  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t, const float* x, uint64_t count) -> Status {
+    const uint64_t i0 = (m * j.n + r0) * j.k;
+    local.resize(ceil_div(count, 64));
+    quant::nf4_block_absmax(x, 0, count, numel - i0, local.data());  // relative to the chunk: the same blocks
+    *sum = quant::nf4_absmax_sum(local.data(), local.size(), *sum);
     return Status::ok();
-  }));
-  quant::nf4_quantize_absmax(absmax->data(), absmax->size(), &j.stash.nf4);
-  return Status::ok();
+  });
 }
 
+// One pass: each chunk's block absmax and codes; each group of 256 blocks double-quantized as
+// soon as all its blocks are known; the quality decode-back of elements whose group is not
+// complete yet (at most one group's worth) waits in a carry until it is.
 Status produce_nf4(Job& j, ByteSink& sink) {
-  std::vector<float> absmax;
-  IRIS_TRY(nf4_absmax(j, &absmax));
-  if (f32_bits(j.stash.nf4.offset) != f32_bits(float(j.desc.params["nested_offset"].get<double>())))
-    return internal_error("tensor '" + j.desc.name + "': NF4 offset changed between planning and writing");
-  const uint64_t numel = j.batch * j.n * j.k;
+  const uint64_t numel = j.batch * j.n * j.k, nabs = ceil_div(numel, 64), nnest = ceil_div(nabs, 256), group = 64 * 256;
+  const float offset = j.nf4_offset;
+  std::vector<float> absmax(nabs);
+  auto& dq = j.stash.nf4;
+  dq.offset = offset;
+  dq.absmax_codes.assign(nabs, 0);
+  dq.nested_absmax.assign(nnest, 0.f);
   quant::Bnb4bitParams p;
   std::vector<float> table(16), map(256);
   for (int i = 0; i < 16; ++i) table[i] = quant::nf4_to_f32(uint8_t(i));
   for (int i = 0; i < 256; ++i) map[i] = quant::dynamic_map_value(uint8_t(i));
   p.code_table = table.data();
   p.double_quant = true;
-  p.absmax_codes = j.stash.nf4.absmax_codes.data();
-  p.nested_absmax = j.stash.nf4.nested_absmax.data();
+  p.absmax_codes = dq.absmax_codes.data();
+  p.nested_absmax = dq.nested_absmax.data();
   p.nested_map = map.data();
-  p.nested_offset = j.stash.nf4.offset;
+  p.nested_offset = offset;
   const bool tiled = j.desc.layout.kind == LayoutKind::kTiled;
-  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
-    const uint64_t i0 = (m * j.n + r0) * j.k;
+  uint64_t groups_done = 0, carry_start = 0;
+  std::vector<float> carry_x;
+  std::vector<uint8_t> carry_codes;
+  double sum = 0;
+  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
+    const uint64_t i0 = (m * j.n + r0) * j.k, i1 = i0 + count;
     uint8_t* codes = scratches().codes.get(ceil_div(count, 2));
+    quant::nf4_block_absmax(x, i0, count, numel, absmax.data());
+    sum = quant::nf4_absmax_sum(absmax.data() + i0 / 64, ceil_div(count, 64), sum);
     quant::nf4_encode_codes(x, i0, count, numel, absmax.data(), codes);
-    float* back = scratches().back.get(count);
-    quant::bnb4_decode_range(codes - i0 / 2, i0, i0 + count, p, back);
-    j.quality->add(x, back, count);
+    const uint64_t g_end = i1 == numel ? nnest : i1 / group;  // groups whose blocks are all known
+    if (g_end > groups_done) {
+      quant::nf4_quantize_absmax_groups(absmax.data(), groups_done, g_end, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
+      groups_done = g_end;
+    }
+    const uint64_t ready = std::min(numel, g_end * group);  // elements below this decode exactly as stored
+    float* back = scratches().back.get(std::max<uint64_t>(count, group));
+    if (!carry_x.empty() && ready > carry_start) {
+      quant::bnb4_decode_window(carry_codes.data(), carry_start, carry_start, carry_start + carry_x.size(), p, back);
+      j.quality->add(carry_x.data(), back, carry_x.size());
+      carry_x.clear();
+      carry_codes.clear();
+    }
+    const uint64_t done_end = std::clamp(ready, i0, i1);
+    if (done_end > i0) {
+      quant::bnb4_decode_window(codes, i0, i0, done_end, p, back);
+      j.quality->add(x, back, done_end - i0);
+    }
+    if (done_end < i1) {  // the rest waits for its group (done_end is a group start, or i0: even)
+      if (carry_x.empty()) carry_start = done_end;
+      carry_x.insert(carry_x.end(), x + (done_end - i0), x + count);
+      carry_codes.insert(carry_codes.end(), codes + (done_end - i0) / 2, codes + ceil_div(count, 2));
+    }
     if (tiled) return write_tiled(j, codes, r0, r1, sink);
     return sink.write({codes, ceil_div(count, 2)});  // flat: chunks are whole 64-element blocks, so whole bytes
-  });
+  }));
+  if (groups_done != nnest || !carry_x.empty()) return internal_error("tensor '" + j.desc.name + "': NF4 groups left unfinished");
+  // The planned offset is in the manifest already: a source that changed on disk since planning
+  // would no longer match it.
+  if (sum != j.nf4_absmax_sum)
+    return invalid_input("tensor '" + j.source.desc.name + "': its values changed while converting (the source was modified?)");
+  return Status::ok();
 }
 
 Status produce_bf16(Job& j, ByteSink& sink) {
@@ -261,14 +310,33 @@ ComponentProducer codes_producer(std::shared_ptr<Job> j, Status (*produce)(Job&,
   };
 }
 
-ComponentProducer bytes_of(std::shared_ptr<Job> j, std::function<std::span<const uint8_t>(Job&)> get) {
-  return [j, get](ByteSink& s) { return s.write(get(*j)); };
+// A side component from the stash, freed once written: the stash holds one tensor's side
+// components at most, never the model's.
+template <typename V>
+ComponentProducer stash_bytes(std::shared_ptr<Job> j, V Stash::*member) {
+  return [j, member](ByteSink& s) {
+    V& v = (j->stash).*member;
+    const Status st = s.write({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0])});
+    V().swap(v);
+    return st;
+  };
 }
 
-template <typename T>
-std::span<const uint8_t> as_bytes(const std::vector<T>& v) {
-  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+ComponentProducer nf4_stash_bytes(std::shared_ptr<Job> j, bool nested) {
+  return [j, nested](ByteSink& s) {
+    auto& dq = j->stash.nf4;
+    Status st;
+    if (nested) {
+      st = s.write({reinterpret_cast<const uint8_t*>(dq.nested_absmax.data()), dq.nested_absmax.size() * 4});
+      std::vector<float>().swap(dq.nested_absmax);
+    } else {
+      st = s.write(dq.absmax_codes);
+      std::vector<uint8_t>().swap(dq.absmax_codes);
+    }
+    return st;
+  };
 }
+
 
 std::vector<uint8_t> f32_table(float (*f)(uint8_t), int n) {
   std::vector<uint8_t> out(n * 4);
@@ -327,8 +395,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 32)});
       parts.push_back(part("codes", base + "_blocks", "U8", blocks_shape));
       parts.push_back(part("scales", base + "_scales", "U8", scales_shape));
-      plan.producers = {codes_producer(job, produce_mxfp4),
-                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.mxfp4_scales); })};
+      plan.producers = {codes_producer(job, produce_mxfp4), stash_bytes(job, &Stash::mxfp4_scales)};
       break;
     }
     case Target::kFp8Tensor:
@@ -359,8 +426,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
                                                                                    : base + "." + scale_name;
       parts.push_back(part("codes", base, "F8_E4M3", shape));
       parts.push_back(part("scales", scale_tensor, "F32", sshape));
-      plan.producers = {codes_producer(job, produce_fp8),
-                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.fp8_scales); })};
+      plan.producers = {codes_producer(job, produce_fp8), stash_bytes(job, &Stash::fp8_scales)};
       break;
     }
     case Target::kNf4: {
@@ -373,10 +439,11 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
         j.n *= j.batch;
         j.batch = 1;
       }
-      // Pass 1 now: the offset is a manifest parameter, so it must be known before writing.
-      std::vector<float> absmax;
-      IRIS_TRY(nf4_absmax(j, &absmax));
-      const float off = j.stash.nf4.offset;
+      // The offset pass now: the offset is a manifest parameter, so it must be known before
+      // writing. Only the offset is kept; writing recomputes everything else in one pass.
+      IRIS_TRY(nf4_offset_pass(j, &j.nf4_absmax_sum));
+      j.nf4_offset = quant::nf4_offset_from_sum(j.nf4_absmax_sum, ceil_div(numel, 64));
+      const float off = j.nf4_offset;
       char hex[11];
       std::snprintf(hex, sizeof hex, "0x%08x", f32_bits(off));
       // bitsandbytes' quant_state JSON, so that export --dtype keep writes a checkpoint
@@ -395,14 +462,13 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
       parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
       parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
-      plan.producers = {codes_producer(job, produce_nf4),
-                        bytes_of(job, [](Job& x) { return std::span<const uint8_t>(x.stash.nf4.absmax_codes); }),
-                        bytes_of(job, [](Job& x) { return as_bytes(x.stash.nf4.nested_absmax); }),
+      plan.producers = {codes_producer(job, produce_nf4), nf4_stash_bytes(job, false), nf4_stash_bytes(job, true),
                         [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },
                         [](ByteSink& s) { return s.write(f32_table(quant::dynamic_map_value, 256)); },
-                        bytes_of(job, [](Job& x) {
-                          return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(x.stash.quant_state.data()), x.stash.quant_state.size());
-                        })};
+                        [job](ByteSink& s) {
+                          const auto& q = job->stash.quant_state;
+                          return s.write({reinterpret_cast<const uint8_t*>(q.data()), q.size()});
+                        }};
       break;
     }
     case Target::kBf16:
@@ -412,6 +478,9 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
     case Target::kKeep:
       return internal_error("plan_requantize called for keep");
   }
+  // The decoder is made again when the tensor's turn comes: between now and then it would
+  // hold buffers for nothing while the other tensors are planned.
+  j.decoder.reset();
   plan.desc = d;
   plan.source_record = {{"tensors", parts}, {"requantized_from", is_quantized(source.desc.format) ? format_name(source.desc.format)
                                                                                                  : std::string(dtype_archive_name(source.desc.dtype))}};

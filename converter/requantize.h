@@ -23,6 +23,9 @@ struct RequantOptions {
   uint64_t tile_n = kDefaultTileN, tile_k = kDefaultTileK;
   quant::Mxfp4ScaleRule mxfp4_rule = quant::Mxfp4ScaleRule::kOcpFloor;
   bool allow_nonfinite = false;
+  // FP32 values decoded per chunk (rounded to whole stripes and 128-row blocks): the working
+  // set is about 3 buffers of this many floats. Tests make it small to cross chunk edges.
+  uint64_t chunk_floats = 16ull << 20;
 };
 
 struct RequantPlan {
@@ -33,7 +36,8 @@ struct RequantPlan {
 };
 
 // Plans `source` -> `target` (not kKeep). NF4 targets decode the source once here, since
-// the double-quantization offset is a manifest parameter.
+// the double-quantization offset is a manifest parameter; writing decodes it once more. No
+// decoder or side component outlives its tensor's turn: memory is flat in the model size.
 Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, const RequantOptions& options);
 
 }  // namespace iris

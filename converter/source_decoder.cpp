@@ -16,12 +16,6 @@ namespace iris {
 
 namespace {
 
-std::vector<uint8_t> read_all(const SnapshotTensor& t, Status* s) {
-  std::vector<uint8_t> v(t.tensor->size);
-  *s = t.file->mapping().read_at(t.tensor->offset, v.data(), v.size());
-  return v;
-}
-
 class RawDecoder final : public SourceDecoder {
  public:
   explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref) {}
@@ -34,9 +28,8 @@ class RawDecoder final : public SourceDecoder {
     return Status::ok();
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
-    // One buffer for every call of every decoder: a fresh one per chunk costs a zero fill
-    // and page faults. Tensors are decoded one at a time.
-    static std::vector<uint8_t> buf;
+    // Reused across calls: a fresh buffer per chunk costs a zero fill and page faults.
+    auto& buf = buf_;
     if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
     IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_));
     const int64_t n = int64_t((r1 - r0) * k_);
@@ -66,34 +59,38 @@ class RawDecoder final : public SourceDecoder {
  private:
   SnapshotTensor t_;
   uint64_t es_ = 2;
+  mutable std::vector<uint8_t> buf_;
 };
 
-// Quantized sources are compact: their components are read whole, then decoded per row range.
+// Quantized sources are read per row range, like unquantized ones: a decoder holds only its
+// small side tables (code books, FP8 scales), so requantizing a quantized checkpoint stays
+// within the same memory bound as a BF16 one (issue 12). Each decode_rows call reads the codes
+// of its rows and the slice of every per-block component they need.
 class QuantizedDecoder final : public SourceDecoder {
  public:
   Status init(const SourceTensor& s) {
     d_ = s.desc;
-    for (const auto& p : s.parts) {
-      Status st;
-      comps_[int(p.role)] = read_all(p.ref, &st);
-      IRIS_TRY(st);
-    }
+    for (const auto& p : s.parts) refs_[int(p.role)] = p.ref;
     k_ = d_.shape.back();
     uint64_t numel = 1;
     for (auto x : d_.shape) numel *= x;
     rows_ = numel / k_;
+    numel_ = numel;
     n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
-    ComponentBytes bytes;
-    for (int r = 0; r < kRoleCount; ++r) bytes[r] = comps_[r];
     // The grouped descriptor's parameters are checked before any decoder divides by them.
     if (d_.format == Format::kMxfp4) IRIS_TRY(mxfp4_params(d_).status());
     if (d_.format == Format::kNf4 || d_.format == Format::kBnbFp4) {
-      IRIS_ASSIGN_OR_RETURN(Bnb4Params bp, bnb4_params(d_));
-      p_ = bnb4_decode_params(bp, bytes);
+      IRIS_ASSIGN_OR_RETURN(bnb_, bnb4_params(d_));
+      // The code books are small and read whole (bnb4_decode_params takes them from here).
+      for (Role r : {Role::kCodeTable, Role::kNestedCodeTable})
+        if (refs_[int(r)].tensor) IRIS_TRY(read_whole(r, &small_[int(r)]));
     }
     if (d_.format == Format::kFp8E4M3) {
       IRIS_ASSIGN_OR_RETURN(Fp8Params fp, fp8_params(d_));
-      s_ = fp8_decode_scales(fp, comps_[int(Role::kScales)].data());
+      // FP8 scales are at most one per 128 elements in practice (per block), and every row
+      // may need any of them: read whole.
+      IRIS_TRY(read_whole(Role::kScales, &small_[int(Role::kScales)]));
+      s_ = fp8_decode_scales(fp, small_[int(Role::kScales)].data());
     }
     return Status::ok();
   }
@@ -102,21 +99,22 @@ class QuantizedDecoder final : public SourceDecoder {
     switch (d_.format) {
       case Format::kMxfp4: {
         const uint64_t blocks = (k_ + 31) / 32;
-        quant::mxfp4_decode(comps_[int(Role::kCodes)].data() + r0 * blocks * 16, comps_[int(Role::kScales)].data() + r0 * blocks, r1 - r0, k_, out);
+        IRIS_TRY(read_slice(Role::kCodes, r0 * blocks * 16, (r1 - r0) * blocks * 16, &codes_));
+        IRIS_TRY(read_slice(Role::kScales, r0 * blocks, (r1 - r0) * blocks, &aux_));
+        quant::mxfp4_decode(codes_.data(), aux_.data(), r1 - r0, k_, out);
         return Status::ok();
       }
       case Format::kNf4:
-      case Format::kBnbFp4:
-        quant::bnb4_decode_ref(comps_[int(Role::kCodes)].data(), r0 * k_, r1 * k_, p_, out);
-        return Status::ok();
+      case Format::kBnbFp4: return decode_bnb4(r0 * k_, r1 * k_, out);
       case Format::kFp8E4M3: {
-        const uint8_t* codes = comps_[int(Role::kCodes)].data();
+        IRIS_TRY(read_slice(Role::kCodes, r0 * k_, (r1 - r0) * k_, &codes_));
+        const uint8_t* codes = codes_.data();
 #pragma omp parallel for schedule(static)
         for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
           const uint64_t b = uint64_t(r) / n_, row = uint64_t(r) % n_;
           for (uint64_t c = 0; c < k_; ++c)
             out[(r - r0) * k_ + c] =
-                canonical_nan_if_nan(quant::e4m3_to_f32(codes[r * k_ + c]) * quant::fp8_scale_at(s_, n_, k_, b, row, c));
+                canonical_nan_if_nan(quant::e4m3_to_f32(codes[(r - r0) * k_ + c]) * quant::fp8_scale_at(s_, n_, k_, b, row, c));
         }
         return Status::ok();
       }
@@ -125,11 +123,53 @@ class QuantizedDecoder final : public SourceDecoder {
   }
 
  private:
+  // Elements [i0, i1) of a bitsandbytes 4-bit tensor. Decoded in coordinates relative to e0,
+  // the start of the group of blocks that shares one nested absmax (or of the first block
+  // without double quantization), so that the slices read here index like whole arrays.
+  Status decode_bnb4(uint64_t i0, uint64_t i1, float* out) const {
+    const uint64_t group = bnb_.block_size * (bnb_.double_quant ? bnb_.nested_block_size : 1);
+    const uint64_t e0 = i0 / group * group;
+    const uint64_t b0 = e0 / bnb_.block_size, b1 = (i1 + bnb_.block_size - 1) / bnb_.block_size;
+    const uint64_t first = (i0 - e0) & ~uint64_t(1);  // relative element held by byte 0 of the codes read
+    IRIS_TRY(read_slice(Role::kCodes, (e0 + first) / 2, (i1 - e0 - first + 1) / 2, &codes_));
+    ComponentBytes bytes;
+    for (Role r : {Role::kCodeTable, Role::kNestedCodeTable}) bytes[int(r)] = small_[int(r)];
+    if (bnb_.double_quant) {
+      IRIS_TRY(read_slice(Role::kAbsmax, b0, b1 - b0, &aux_));
+      const uint64_t n0 = b0 / bnb_.nested_block_size, n1 = (b1 + bnb_.nested_block_size - 1) / bnb_.nested_block_size;
+      IRIS_TRY(read_slice(Role::kNestedAbsmax, n0 * 4, (n1 - n0) * 4, &nested_));
+      bytes[int(Role::kNestedAbsmax)] = nested_;
+    } else {
+      IRIS_TRY(read_slice(Role::kAbsmax, b0 * 4, (b1 - b0) * 4, &aux_));
+    }
+    bytes[int(Role::kAbsmax)] = aux_;
+    const quant::Bnb4bitParams p = bnb4_decode_params(bnb_, bytes);
+    quant::bnb4_decode_window(codes_.data(), first, i0 - e0, i1 - e0, p, out);
+    return Status::ok();
+  }
+
+  // Bytes [offset, offset + n) of a component, bounds-checked against the file's tensor.
+  Status read_slice(Role role, uint64_t offset, uint64_t n, std::vector<uint8_t>* out) const {
+    const SnapshotTensor& t = refs_[int(role)];
+    if (!t.tensor) return invalid_input("tensor '" + d_.name + "': no " + std::string(role_name(role)) + " component");
+    if (offset > t.tensor->size || n > t.tensor->size - offset)
+      return invalid_input("tensor '" + d_.name + "': its " + std::string(role_name(role)) + " component holds " +
+                           std::to_string(t.tensor->size) + " bytes, fewer than its shape needs");
+    out->resize(n);
+    return t.file->mapping().read_at(t.tensor->offset + offset, out->data(), n);
+  }
+  Status read_whole(Role role, std::vector<uint8_t>* out) const {
+    return read_slice(role, 0, refs_[int(role)].tensor ? refs_[int(role)].tensor->size : 0, out);
+  }
+
   TensorDesc d_;
-  std::array<std::vector<uint8_t>, kRoleCount> comps_;
-  uint64_t n_ = 1;
-  quant::Bnb4bitParams p_;
+  std::array<SnapshotTensor, kRoleCount> refs_{};
+  std::array<std::vector<uint8_t>, kRoleCount> small_;
+  uint64_t n_ = 1, numel_ = 0;
+  Bnb4Params bnb_;
   quant::Fp8Scales s_;
+  // Per-call buffers, reused: decode_rows runs one chunk at a time.
+  mutable std::vector<uint8_t> codes_, aux_, nested_;
 };
 
 }  // namespace

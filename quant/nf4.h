@@ -80,6 +80,15 @@ void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t 
 // 2. the offset and the double quantization of all nabs absmax values (fills absmax_codes,
 //    nested_absmax and offset of *out; codes untouched)
 void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out);
+// The same in pieces, for a tensor that streams in chunks: the offset is the in-order double
+// sum of every absmax value (nf4_absmax_sum over consecutive ranges, `running` carried from
+// one to the next) divided by their count; then groups [g0, g1) of 256 absmax values, once
+// all their values are known, into absmax_codes / nested_absmax (whole-tensor arrays,
+// absolute indices). The bytes equal nf4_quantize_absmax's.
+double nf4_absmax_sum(const float* absmax, uint64_t count, double running);
+float nf4_offset_from_sum(double sum, uint64_t nabs);
+void nf4_quantize_absmax_groups(const float* absmax, uint64_t g0, uint64_t g1, uint64_t nabs, float offset, uint8_t* absmax_codes,
+                                float* nested_absmax);
 // 3. the codes of the chunk into codes[0, (count+1)/2), normalized by the FIRST-level absmax
 //    (as bitsandbytes does: the double-quantized absmax is only used to decode)
 void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes);

@@ -102,26 +102,36 @@ void encode_dq(const T* in, uint64_t n, Nf4DoubleQuant* out) {
 
 }  // namespace
 
-void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out) {
-  const uint64_t nnest = (nabs + kNested - 1) / kNested;
-  double sum = 0;  // torch.mean of the absmax values, reproduced by a double sum (nf4.h)
-  for (uint64_t b = 0; b < nabs; ++b) sum += absmax[b];
-  const float offset = nabs ? float(sum / double(nabs)) : 0.0f;
-  out->offset = offset;
-  out->absmax_codes.resize(nabs);  // every element is written below
-  out->nested_absmax.resize(nnest);
+double nf4_absmax_sum(const float* absmax, uint64_t count, double running) {
+  for (uint64_t b = 0; b < count; ++b) running += absmax[b];  // in order: torch.mean's bits (nf4.h)
+  return running;
+}
+
+float nf4_offset_from_sum(double sum, uint64_t nabs) { return nabs ? float(sum / double(nabs)) : 0.0f; }
+
+void nf4_quantize_absmax_groups(const float* absmax, uint64_t g0, uint64_t g1, uint64_t nabs, float offset, uint8_t* absmax_codes,
+                                float* nested_absmax) {
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < int64_t(nnest); ++j) {
+  for (int64_t j = int64_t(g0); j < int64_t(g1); ++j) {
     const uint64_t a0 = uint64_t(j) * kNested, a1 = a0 + kNested < nabs ? a0 + kNested : nabs;
     float m = a1 - a0 == kNested ? -FLT_MAX : 0.0f;
     for (uint64_t a = a0; a < a1; ++a) {
       const float ad = f32_from_bits(f32_bits(absmax[a] - offset) & 0x7fffffffu);  // |.|, +0 for -0 like fabsf
       m = ad > m ? ad : m;
     }
-    out->nested_absmax[j] = m;
+    nested_absmax[j] = m;
     const float inv = 1.0f / m;
-    nested_codes(absmax, a0, a1, offset, inv, out->absmax_codes.data());
+    nested_codes(absmax, a0, a1, offset, inv, absmax_codes);
   }
+}
+
+void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out) {
+  const uint64_t nnest = (nabs + kNested - 1) / kNested;
+  const float offset = nf4_offset_from_sum(nf4_absmax_sum(absmax, nabs, 0.0), nabs);  // torch.mean, by a double sum
+  out->offset = offset;
+  out->absmax_codes.resize(nabs);  // every element is written below
+  out->nested_absmax.resize(nnest);
+  nf4_quantize_absmax_groups(absmax, 0, nnest, nabs, offset, out->absmax_codes.data(), out->nested_absmax.data());
 }
 
 void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out) { encode_dq(in, n, out); }
