@@ -9,6 +9,7 @@
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
 #include "formats/iris_v1.h"
+#include "converter/memory_plan.h"
 #include "converter/requantize.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
@@ -31,6 +32,7 @@ json ConvertReport::to_json() const {
     per.push_back(std::move(t));
   }
   return {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
+          {"predicted_peak_rss_bytes", predicted_peak_rss}, {"chunk_floats", chunk_floats},
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
 }
@@ -113,8 +115,25 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
                          {"safetensors_metadata", st_metadata},
                          {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
                                       {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
-  for (auto& st : sources) {
-    auto decision = policy.decide(st.desc);
+  // Every tensor's fate first, so that the memory the run needs is known before anything is
+  // decoded (NF4 planning decodes): the chunk size is chosen to fit --max-rss.
+  std::vector<QuantPolicy::Decision> decisions;
+  std::vector<PlannedTensor> planned;
+  for (const auto& st : sources) {
+    decisions.push_back(policy.decide(st.desc));
+    planned.push_back({&st, decisions.back().target, !already_in_target(st.desc, decisions.back().target)});
+  }
+  const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, o.max_rss);
+  report.predicted_peak_rss = memory.peak_bytes;
+  report.chunk_floats = memory.chunk_floats;
+  if (o.max_rss && memory.peak_bytes > o.max_rss)
+    return usage_error("this conversion needs about " + std::to_string((memory.peak_bytes + (1 << 20) - 1) >> 20) +
+                       " MiB of memory even in the smallest chunks, more than --max-rss " + std::to_string(o.max_rss >> 20) +
+                       " MiB allows (its largest requantized tensor sets it; --dry-run shows the plan)");
+  ro.chunk_floats = memory.chunk_floats;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    auto& st = sources[i];
+    const auto& decision = decisions[i];
     TensorOutcome out;
     out.name = st.desc.name;
     out.from = storage_name(st.desc);

@@ -36,6 +36,7 @@ struct ConvertOptions {
   bool dry_run = false;
   std::string mxfp4_scale = "ocp";  // ocp | search
   std::string report_path;          // --report FILE.json
+  uint64_t max_rss = 0;             // bytes; 0: no budget. Smaller chunks are chosen to fit, or the run is refused up front
 };
 
 struct TensorOutcome {
@@ -57,6 +58,8 @@ struct ConvertReport {
   double seconds = 0;
   std::vector<TensorOutcome> outcomes;
   uint64_t planned_bytes = 0;  // archive size (dry run included)
+  uint64_t predicted_peak_rss = 0;  // bytes (converter/memory_plan.h)
+  uint64_t chunk_floats = 0;        // the requantization chunk chosen
   nlohmann::json to_json() const;
 };
 

@@ -121,22 +121,6 @@ Status write_text(const fs::path& p, const std::string& text) {
 
 }  // namespace
 
-Result<uint64_t> parse_shard_size(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 15) return usage_error("--max-shard-size '" + text + "': expected a size such as 5GB, 500MB or 2GiB");
-  const uint64_t n = std::stoull(text.substr(0, i));
-  std::string unit = text.substr(i);
-  for (auto& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  const std::pair<const char*, uint64_t> units[] = {{"", 1},           {"B", 1},           {"KB", 1000},       {"MB", 1000000},
-                                                    {"GB", 1000000000}, {"KIB", 1ull << 10}, {"MIB", 1ull << 20}, {"GIB", 1ull << 30}};
-  for (const auto& [u, f] : units)
-    if (unit == u) {
-      if (n == 0) return usage_error("--max-shard-size must be more than 0");
-      return n * f;
-    }
-  return usage_error("--max-shard-size '" + text + "': unknown unit '" + text.substr(i) + "' (B, KB, MB, GB, KiB, MiB, GiB)");
-}
 
 Result<ExportReport> run_export_folder(const ExportOptions& o) {
   std::optional<DType> target;

@@ -16,8 +16,4 @@ namespace iris {
 // once, FP8 scaled per tensor or per channel).
 Result<ExportReport> run_export_folder(const ExportOptions& options);
 
-// "5GB" (10^9), "500MB", "2GiB" (2^30), "1000000" (bytes) -> bytes; the --max-shard-size syntax
-// of transformers' save_pretrained.
-Result<uint64_t> parse_shard_size(const std::string& text);
-
 }  // namespace iris

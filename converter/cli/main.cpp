@@ -5,6 +5,7 @@
 
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
+#include "converter/cli/byte_size.h"
 #include "converter/cli/exit_codes.h"
 #include "converter/cli/json_errors.h"
 #include "converter/cli/option_errors.h"
@@ -60,7 +61,10 @@ int main(int argc, char** argv) {
   convert->add_flag("--allow-nonfinite", co.allow_nonfinite, "Quantize tensors holding NaN or Inf instead of refusing");
   convert->add_flag("--allow-unscaled-fp8", co.allow_unscaled_fp8,
                     "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
-  convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan and the output size; write nothing");
+  convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan, the output size and the predicted peak memory; write nothing");
+  std::string max_rss;
+  convert->add_option("--max-rss", max_rss,
+                      "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
   convert->add_flag("--json", json_out, "Print a JSON summary on stdout");
@@ -163,6 +167,11 @@ int main(int argc, char** argv) {
   }
 
   if (convert->parsed()) {
+    if (!max_rss.empty()) {
+      auto budget = iris::parse_byte_size(max_rss, "--max-rss");
+      if (!budget.is_ok()) return fail(budget.status(), json_out ? "convert" : nullptr);
+      co.max_rss = *budget;
+    }
     iris::ProgressBar bar("convert", !quiet);
     co.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     co.partial_files = partial_files;
@@ -196,7 +205,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (exp->parsed()) {
-    auto shard = iris::parse_shard_size(max_shard);
+    auto shard = iris::parse_byte_size(max_shard, "--max-shard-size");
     if (!shard.is_ok()) return fail(shard.status(), export_json ? "export" : nullptr);
     eo.max_shard_bytes = *shard;
     iris::ProgressBar bar("export", !quiet);

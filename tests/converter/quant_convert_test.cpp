@@ -224,6 +224,32 @@ void write_weights(const std::string& path, const std::vector<std::pair<std::str
   ASSERT_TRUE(write_safetensors(path, std::move(e), o).is_ok());
 }
 
+// --max-rss: the plan's predicted peak picks smaller chunks to fit (the archive is the same
+// bytes), or the run is refused before it starts and writes nothing; dry runs state the peak.
+TEST(QuantConvert, MaxRssPicksSmallerChunksOrRefusesUpFront) {
+  TempDir d;
+  write_weights(d / "s/model.safetensors", {{"big.weight", {4096, 1024}}}, false);  // 4M values: above the smallest chunk
+  auto plan_default = nlohmann::json::parse(run("convert " + (d / "s") + " -o " + (d / "x.iris") + " --quant nf4 --dry-run --json").out);
+  const uint64_t peak = plan_default["predicted_peak_rss_bytes"].get<uint64_t>();
+  EXPECT_GT(peak, 64ull << 20);
+  EXPECT_EQ(plan_default["chunk_floats"].get<uint64_t>(), 16ull << 20);
+  // A budget below the default plan's peak but above the smallest chunk's.
+  const std::string budget = std::to_string((peak >> 20) - 16) + "MiB";
+  auto fitted = nlohmann::json::parse(
+      run("convert " + (d / "s") + " -o " + (d / "x.iris") + " --quant nf4 --dry-run --json --max-rss " + budget).out);
+  EXPECT_LT(fitted["chunk_floats"].get<uint64_t>(), 16ull << 20);
+  EXPECT_LE(fitted["predicted_peak_rss_bytes"].get<uint64_t>(), ((peak >> 20) - 16) << 20);
+  ASSERT_EQ(run("convert " + (d / "s") + " -o " + (d / "a.iris") + " --quant nf4 -q").rc, 0);
+  ASSERT_EQ(run("convert " + (d / "s") + " -o " + (d / "b.iris") + " --quant nf4 -q --max-rss " + budget).rc, 0);
+  EXPECT_TRUE(read_all(d / "a.iris") == read_all(d / "b.iris"));
+  // Below what even the smallest chunks need: refused, one line naming the option, nothing written.
+  auto r = run("convert " + (d / "s") + " -o " + (d / "c.iris") + " --quant nf4 --max-rss 40MiB");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--max-rss"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "c.iris"));
+  EXPECT_EQ(run("convert " + (d / "s") + " -o " + (d / "c.iris") + " --quant nf4 --max-rss 12QB").rc, 2);
+}
+
 TEST(QuantConvert, NonFiniteInputsAreRefusedUnlessAllowed) {
   TempDir d;
   write_weights(d / "s/model.safetensors", {{"a.weight", {4, 64}}}, true);

@@ -1,0 +1,96 @@
+#include "converter/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "formats/dtype.h"
+
+namespace iris {
+
+namespace {
+
+uint64_t numel_of(const TensorDesc& d) {
+  uint64_t n = 1;
+  for (auto x : d.shape) n *= x;
+  return n;
+}
+
+// Bits per element of a tensor as its source stores it (codes only; side tables separately).
+double source_bits(const TensorDesc& d) {
+  switch (d.format) {
+    case Format::kRaw: return dtype_bits(d.dtype);
+    case Format::kMxfp4: return 4.25;
+    case Format::kNf4:
+    case Format::kBnbFp4: return 4.125;
+    case Format::kFp8E4M3: return 8;
+  }
+  return 32;
+}
+
+// Bits per element of the target's codes.
+double target_bits(Target t) {
+  switch (t) {
+    case Target::kMxfp4:
+    case Target::kNf4: return 4;
+    case Target::kFp8Tensor:
+    case Target::kFp8Channel:
+    case Target::kFp8Block: return 8;
+    default: return 16;
+  }
+}
+
+struct TensorNeed {
+  uint64_t x = 0, back = 0, codes = 0, read = 0;  // chunk buffers (the maxima persist)
+  uint64_t transient = 0;                         // freed when the tensor is written
+};
+
+TensorNeed need_of(const PlannedTensor& p, uint64_t chunk_floats, uint64_t tile_n) {
+  const TensorDesc& d = p.source->desc;
+  const uint64_t numel = numel_of(d), k = d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1);
+  const uint64_t n = d.shape.size() >= 2 ? d.shape[d.shape.size() - 2] : 1;
+  // requantize.cpp chunk_rows(): whole stripes and 128-row FP8 blocks, about chunk_floats values.
+  const uint64_t base = std::lcm<uint64_t>(std::max<uint64_t>(tile_n, 1), 128);
+  const uint64_t rows = std::min(std::max<uint64_t>(base, chunk_floats / k / base * base), std::max<uint64_t>(n, 1));
+  const uint64_t cf = std::min(numel, rows * k);
+  TensorNeed t;
+  t.x = cf * 4;
+  t.back = std::max<uint64_t>(cf, p.target == Target::kNf4 ? 64 * 256 : 0) * 4;
+  t.codes = uint64_t(double(cf) * target_bits(p.target) / 8) * 2;  // row-major, then tiled
+  t.read = uint64_t(double(cf) * source_bits(d) / 8);
+  switch (p.target) {
+    case Target::kMxfp4: t.transient += numel / 32; break;                               // E8M0 scales
+    case Target::kNf4: t.transient += numel / 16 + numel / 64 + numel / 4096 + 64 * 256 * 5; break;  // absmax, codes, nested, carry
+    case Target::kFp8Channel: t.transient += numel / k * 4; break;  // one scale per row
+    case Target::kFp8Block: t.transient += numel / (128 * 128) * 4 + 4096; break;
+    default: break;
+  }
+  // A quantized source's tables read whole: FP8 scales, NF4 code books.
+  for (const auto& part : p.source->parts)
+    if (part.role == Role::kScales && d.format == Format::kFp8E4M3) t.transient += part.ref.tensor->size;
+  return t;
+}
+
+}  // namespace
+
+MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n) {
+  TensorNeed most;
+  for (const auto& p : tensors) {
+    if (!p.requantized) continue;
+    const TensorNeed t = need_of(p, chunk_floats, tile_n);
+    most.x = std::max(most.x, t.x);
+    most.back = std::max(most.back, t.back);
+    most.codes = std::max(most.codes, t.codes);
+    most.read = std::max(most.read, t.read);
+    most.transient = std::max(most.transient, t.transient);
+  }
+  return {chunk_floats, kBaseRssBytes + most.x + most.back + most.codes + most.read + most.transient};
+}
+
+MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, uint64_t max_rss) {
+  MemoryPlan plan = predict_memory(tensors, preferred, tile_n);
+  for (uint64_t cf = preferred / 2; max_rss && plan.peak_bytes > max_rss && cf >= kMinChunkFloats; cf /= 2)
+    plan = predict_memory(tensors, cf, tile_n);
+  return plan;
+}
+
+}  // namespace iris

@@ -1,0 +1,45 @@
+// The peak memory a conversion will need, predicted from its plan before anything is decoded,
+// and the chunk size that keeps it under a budget (convert --dry-run prints the prediction;
+// --max-rss refuses up front a conversion that cannot meet it).
+//
+// The model (converter/requantize.cpp is what it describes): a fixed base for the process,
+// the manifest and the writer; the chunk buffers, which are reused across tensors and so
+// grow to the largest any tensor needs (FP32 values and their decode-back, the codes before
+// and after tiling, the source bytes of the chunk); and the largest per-tensor transient (the
+// side components waiting for their turn, NF4's block absmax, a quantized source's tables).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "converter/hf/source_tensors.h"
+#include "converter/quant_policy.h"
+
+namespace iris {
+
+struct PlannedTensor {
+  const SourceTensor* source;
+  Target target;
+  bool requantized;  // false: carried over byte for byte (streamed, no chunk buffers)
+};
+
+struct MemoryPlan {
+  uint64_t chunk_floats = 0;  // the chunk size chosen
+  uint64_t peak_bytes = 0;    // predicted peak resident memory of the whole run
+};
+
+// Bytes every conversion holds whatever it converts: the binary and its libraries, the
+// source's headers, the manifest, the writer's buffers (measured: about 40 MB for a lossless
+// run of a 3 GB snapshot; the slack covers larger manifests).
+constexpr uint64_t kBaseRssBytes = 64ull << 20;
+// The smallest chunk --max-rss may pick: below it the per-chunk overheads dominate.
+constexpr uint64_t kMinChunkFloats = 1ull << 20;
+
+MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n);
+
+// The largest chunk size, from `preferred` down by halves to kMinChunkFloats, whose predicted
+// peak is at most max_rss (0: no budget, `preferred`). The returned plan's peak_bytes exceeds
+// max_rss when even the smallest chunk does not fit.
+MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, uint64_t max_rss);
+
+}  // namespace iris
