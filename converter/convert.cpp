@@ -8,8 +8,11 @@
 #include "converter/output_guard.h"
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
+#include "formats/iris_archive.h"
 #include "formats/iris_v1.h"
+#include "converter/export_folder.h"
 #include "converter/memory_plan.h"
+#include "converter/temp_folder.h"
 #include "converter/requantize.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
@@ -66,8 +69,35 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
 
 }  // namespace
 
+// A .iris v2 archive as the source. Its tensors go through `export --dtype keep` to a folder
+// (each as the checkpoint companions it came from, bytes as stored: export_folder_test proves
+// that convert of that folder gives the archive's tensors bit for bit), with its embedded
+// config and tokenizer files; that folder is converted like any snapshot and removed. Memory
+// stays that of a snapshot source; disk needs the archive's size beside the output meanwhile.
+Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
+  IRIS_TRY(refuse_input_as_output(o.output, {o.source}, "output"));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path near = fs::absolute(o.output, ec);
+  if (o.dry_run || !fs::is_directory(near.parent_path(), ec)) near = fs::temp_directory_path(ec) / "iris-archive-source";
+  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(near));
+  ExportOptions eo;
+  eo.archive = o.source;
+  eo.output = (tmp.path() / "snapshot").string() + "/";
+  eo.partial_files = o.partial_files;
+  IRIS_TRY(run_export_folder(eo).status());
+  ConvertOptions inner = o;
+  inner.source = (tmp.path() / "snapshot").string();
+  inner.source_kind = "iris-archive";
+  return run_convert(inner);
+}
+
 Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (o.source_kind.empty() && !is_iris_v1_archive(o.source) && is_iris_archive(o.source)) {
+    if (!o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a v2 archive carries its own config.json)");
+    return convert_from_archive(o);
+  }
   if (o.tile_n == 0 || o.tile_k == 0 || o.tile_k % 64 != 0)
     return usage_error("--tile-n must be > 0 and --tile-k a positive multiple of 64");
   const bool v1 = is_iris_v1_archive(o.source);
@@ -101,7 +131,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   // Reproducible: nothing of the machine or of the path typed enters the archive (the same
   // input bytes and options give the same archive bytes anywhere); a repo id is not a path.
   const std::string& resolved = snap.resolved_from();
-  const std::string kind = resolved.substr(0, resolved.find(' '));
+  const std::string kind = o.source_kind.empty() ? resolved.substr(0, resolved.find(' ')) : o.source_kind;
   json source_ref = {{"kind", kind}};
   if (kind == "repo") source_ref["repo"] = o.source;
   // The shards' safetensors __metadata__ (merged; the first shard's value wins a conflict), so

@@ -37,6 +37,9 @@ struct ConvertOptions {
   std::string mxfp4_scale = "ocp";  // ocp | search
   std::string report_path;          // --report FILE.json
   uint64_t max_rss = 0;             // bytes; 0: no budget. Smaller chunks are chosen to fit, or the run is refused up front
+  // Set by the archive-source path for the snapshot it converts through (provenance names the
+  // archive, not the intermediate folder); empty otherwise.
+  std::string source_kind;
 };
 
 struct TensorOutcome {
@@ -63,6 +66,10 @@ struct ConvertReport {
   nlohmann::json to_json() const;
 };
 
+// The source is a snapshot folder, a safetensors file, a Hugging Face repo id (from the local
+// cache), a .iris v1 archive (with options.config) or a .iris v2 archive (exported to a
+// temporary Hugging Face folder beside the output, converted from there, removed: it needs
+// about the archive's size of free disk while it runs).
 Result<ConvertReport> run_convert(const ConvertOptions& options);
 
 }  // namespace iris

@@ -1,4 +1,5 @@
 #include "converter/export_folder.h"
+#include "converter/temp_folder.h"
 
 #include <stdlib.h>
 
@@ -86,31 +87,6 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
               {"weight_block_size", {bn, bk}},
               {"modules_to_not_convert", unquantized_linears}};
 }
-
-// A sibling folder removed unless released: the partial export.
-class TempFolder {
- public:
-  static Result<TempFolder> beside(const fs::path& final_dir) {
-    fs::path parent = final_dir.parent_path();
-    if (parent.empty()) parent = ".";
-    std::string pattern = (parent / (final_dir.filename().string() + ".partial-XXXXXX")).string();
-    if (!mkdtemp(pattern.data())) return io_error(parent.string() + ": cannot create a folder for the export");
-    TempFolder t;
-    t.path_ = pattern;
-    return t;
-  }
-  TempFolder() = default;
-  TempFolder(TempFolder&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
-  ~TempFolder() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  void release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
 
 Status write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);

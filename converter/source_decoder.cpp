@@ -108,14 +108,7 @@ class QuantizedDecoder final : public SourceDecoder {
       case Format::kBnbFp4: return decode_bnb4(r0 * k_, r1 * k_, out);
       case Format::kFp8E4M3: {
         IRIS_TRY(read_slice(Role::kCodes, r0 * k_, (r1 - r0) * k_, &codes_));
-        const uint8_t* codes = codes_.data();
-#pragma omp parallel for schedule(static)
-        for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
-          const uint64_t b = uint64_t(r) / n_, row = uint64_t(r) % n_;
-          for (uint64_t c = 0; c < k_; ++c)
-            out[(r - r0) * k_ + c] =
-                canonical_nan_if_nan(quant::e4m3_to_f32(codes[(r - r0) * k_ + c]) * quant::fp8_scale_at(s_, n_, k_, b, row, c));
-        }
+        quant::fp8_decode_rows(codes_.data(), r0, r1, n_, k_, s_, out);  // one scale lookup per run of columns
         return Status::ok();
       }
       default: return internal_error("not a quantized source");

@@ -1,5 +1,6 @@
 // Inputs that are not Hugging Face safetensors, given as convert sources: each gets one line
 // naming what the file is and what to do, the "unsupported" exit code (7), and no output.
+// (.iris archives are sources: tests/converter/archive_source_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,14 +24,12 @@ TEST(ForeignInputs, EachIsNamedWithWhatToDo) {
   write(dir / "model.pt", std::string("PK\x03\x04", 4) + std::string(64, 'z'));
   write(dir / "pytorch_model.bin", std::string("\x80\x02}q\x00.", 6));
   write(dir / "pickles" / "pytorch_model.bin", std::string("\x80\x04\x95", 3));
-  write(dir / "old.iris", std::string("IRISMDL2", 8) + std::string(56, '\0'));
   const struct {
     std::string src, says;
   } cases[] = {{"model.gguf", "a GGUF file"},
                {"model.pt", "a zip archive"},
                {"pytorch_model.bin", "a Python pickle"},
-               {"pickles", "'pytorch_model.bin' (a PyTorch pickle"},
-               {"old.iris", "an .iris archive"}};
+               {"pickles", "'pytorch_model.bin' (a PyTorch pickle"}};
   for (const auto& c : cases) {
     auto r = testing_cli::run("convert -q " + (dir / c.src).string() + " -o " + (dir / "out.iris").string());
     EXPECT_EQ(r.rc, 7) << c.src << ": " << r.out;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "converter/quant_policy.h"
+#include "converter/requantize.h"
 
 #include <cmath>
 #include <filesystem>
@@ -228,17 +229,18 @@ void write_weights(const std::string& path, const std::vector<std::pair<std::str
 // bytes), or the run is refused before it starts and writes nothing; dry runs state the peak.
 TEST(QuantConvert, MaxRssPicksSmallerChunksOrRefusesUpFront) {
   TempDir d;
-  write_weights(d / "s/model.safetensors", {{"big.weight", {4096, 1024}}}, false);  // 4M values: above the smallest chunk
+  write_weights(d / "s/model.safetensors", {{"big.weight", {8192, 1024}}}, false);  // 8M values: above the default chunk
   auto plan_default = nlohmann::json::parse(run("convert " + (d / "s") + " -o " + (d / "x.iris") + " --quant nf4 --dry-run --json").out);
   const uint64_t peak = plan_default["predicted_peak_rss_bytes"].get<uint64_t>();
   EXPECT_GT(peak, 64ull << 20);
-  EXPECT_EQ(plan_default["chunk_floats"].get<uint64_t>(), 16ull << 20);
+  const uint64_t default_chunk = plan_default["chunk_floats"].get<uint64_t>();
+  EXPECT_EQ(default_chunk, RequantOptions{}.chunk_floats);
   // A budget below the default plan's peak but above the smallest chunk's.
-  const std::string budget = std::to_string((peak >> 20) - 16) + "MiB";
+  const std::string budget = std::to_string((peak >> 20) - 6) + "MiB";
   auto fitted = nlohmann::json::parse(
       run("convert " + (d / "s") + " -o " + (d / "x.iris") + " --quant nf4 --dry-run --json --max-rss " + budget).out);
-  EXPECT_LT(fitted["chunk_floats"].get<uint64_t>(), 16ull << 20);
-  EXPECT_LE(fitted["predicted_peak_rss_bytes"].get<uint64_t>(), ((peak >> 20) - 16) << 20);
+  EXPECT_LT(fitted["chunk_floats"].get<uint64_t>(), default_chunk);
+  EXPECT_LE(fitted["predicted_peak_rss_bytes"].get<uint64_t>(), ((peak >> 20) - 6) << 20);
   ASSERT_EQ(run("convert " + (d / "s") + " -o " + (d / "a.iris") + " --quant nf4 -q").rc, 0);
   ASSERT_EQ(run("convert " + (d / "s") + " -o " + (d / "b.iris") + " --quant nf4 -q --max-rss " + budget).rc, 0);
   EXPECT_TRUE(read_all(d / "a.iris") == read_all(d / "b.iris"));
