@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   iris::ConvertOptions co;
   bool quiet = false, json_out = false;
   auto* convert = app.add_subcommand("convert", "Convert a snapshot (folder, .safetensors file or HF repo id) into an .iris archive");
-  convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, org/name[@revision] in the HF cache, or a seed-engine .iris v1 archive")->required();
+  convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, org/name[@revision] in the HF cache, an .iris archive, or a seed-engine .iris v1 archive")->required();
   convert->add_option("--config", co.config, "For a .iris v1 source (which holds none): the model's config.json, or the snapshot folder with it and the tokenizer files");
   convert->add_option("-o,--output", co.output, "Archive to write (written as OUT.partial-XXXXXX, renamed when complete)")->required();
   convert->add_flag("--force", co.overwrite, "Replace OUT if it exists (only once the new archive is complete)");
