@@ -191,7 +191,7 @@ struct MmaFp8 {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
     if constexpr (kBitDecode) {
       // e4m3 * 2^-120 on BF16 bits (kernels/e4m3_bits.h), then * 2^120, exact. The NaN codes
-      // (0x7F, 0xFF) would decode as 480: any of them puts a BF16 NaN into the lane's first
+      // (0x7F, 0xFF) would decode as 480: any of them places a BF16 NaN in the lane's first
       // pair instead, so the mma makes the row's sum NaN for every batch column, as in the
       // reference. (Not a NaN scale: the lane's scale multiplies only the batch columns its C
       // fragment holds, while the row's codes are spread over the four lanes of its quad --
