@@ -163,5 +163,23 @@ if { [ "$mode" = ncu ] || [ "$mode" = variants ]; } && command -v ncu >/dev/null
       --launch-count 1 "$B/iris" bench --synthetic "$f:32x5760x2880" --batch 1 --replays 1
   done 2>&1 | sed "s|$PWD/||g" >> "$OUT/ncu.txt"
   grep -E "gemv_mma|Throughput|Registers Per|Achieved Occupancy|Duration|Block Size|Stall" "$OUT/ncu.txt" | head -n 60
+  # Where the batch-1 body's issue slots go: the executed-instruction mix by pipe and the stall
+  # reasons per issued instruction (ncu-detail.txt), and the SASS of the MXFP4 kernel
+  # (sass-gemv-mxfp4.txt: the loop body's instruction count per chunk).
+  stalls=""
+  for r in long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle no_instruction not_selected selected \
+           dispatch_stall barrier branch_resolving drain imc_miss tex_throttle misc; do
+    stalls="$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  for f in mxfp4 nf4 fp8; do
+    ncu --section InstructionStats --section ComputeWorkloadAnalysis --metrics "smsp__inst_executed.sum${stalls}" \
+      -k "regex:gemv_mma" --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
+  done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu-detail.txt"
+  grep -E "gemv_mma_kernel|inst_executed.sum|stalled|Executed Ipc|Issue Slots|Pipe" "$OUT/ncu-detail.txt" | head -n 80
+fi
+if { [ "$mode" = ncu ] || [ "$mode" = variants ]; } && command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$B/iris" 2>/dev/null | awk '/Function : /{p = ($0 ~ /gemv_mma_kernel/ && $0 ~ /MmaMxfp4/)} p' \
+    > "$OUT/sass-gemv-mxfp4.txt"
+  echo "sass lines: $(wc -l < "$OUT/sass-gemv-mxfp4.txt")"
 fi
 exit "$tests_rc"
