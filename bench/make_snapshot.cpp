@@ -8,8 +8,10 @@
 //
 // Weights are N(0, 0.02)-like (a fast hash-based generator, not zeros: zeros would make every
 // codec look faster than real data does).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -29,57 +31,56 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-iris::ComponentProducer random_bf16(uint64_t numel, uint64_t seed) {
-  return [numel, seed](iris::ByteSink& sink) -> iris::Status {
-    uint64_t s = seed;
-    std::vector<uint16_t> buf(1 << 20);
-    for (uint64_t done = 0; done < numel;) {
-      uint64_t n = std::min<uint64_t>(buf.size(), numel - done);
-      for (uint64_t i = 0; i < n; i += 4) {
-        uint64_t r = splitmix(s);
-        for (int j = 0; j < 4 && i + j < n; ++j) {
-          // Sum of two uniforms ~ triangular, scaled to std ~0.02; a rare 20x outlier.
-          int a = int((r >> (16 * j)) & 0xff), b = int((r >> (16 * j + 8)) & 0xff);
-          float v = (float(a + b) - 255.0f) * (0.02f / 104.0f);
-          if (((r >> (16 * j)) & 0x3ff) == 7) v *= 20.0f;
-          buf[i + j] = iris::f32_to_bf16(v);
-        }
-      }
-      IRIS_TRY(sink.write({reinterpret_cast<const uint8_t*>(buf.data()), n * 2}));
-      done += n;
-    }
-    return iris::Status::ok();
-  };
-}
-
-// Uniform random bytes: MXFP4 codes (every E2M1 pair equally likely).
-iris::ComponentProducer random_bytes(uint64_t n, uint64_t seed) {
-  return [n, seed](iris::ByteSink& sink) -> iris::Status {
-    uint64_t s = seed;
-    std::vector<uint64_t> buf(1 << 17);
-    for (uint64_t done = 0; done < n;) {
-      const uint64_t m = std::min<uint64_t>(buf.size() * 8, n - done);
-      for (auto& w : buf) w = splitmix(s);
-      IRIS_TRY(sink.write({reinterpret_cast<const uint8_t*>(buf.data()), m}));
-      done += m;
-    }
-    return iris::Status::ok();
-  };
-}
-
-// E8M0 scales around 2^-6 (bytes 118..125), what N(0, 0.02) weights get under the OCP rule.
-iris::ComponentProducer random_e8m0(uint64_t n, uint64_t seed) {
-  return [n, seed](iris::ByteSink& sink) -> iris::Status {
+// `bytes` bytes written 1 MiB at a time, each chunk filled by fill(dst, count, state) from a
+// splitmix state seeded with `seed` (chunks are whole multiples of 8 bytes but the last).
+template <typename Fill>
+iris::ComponentProducer generated(uint64_t bytes, uint64_t seed, Fill fill) {
+  return [bytes, seed, fill](iris::ByteSink& sink) -> iris::Status {
     uint64_t s = seed;
     std::vector<uint8_t> buf(1 << 20);
-    for (uint64_t done = 0; done < n;) {
-      const uint64_t m = std::min<uint64_t>(buf.size(), n - done);
-      for (uint64_t i = 0; i < m; ++i) buf[i] = uint8_t(118 + splitmix(s) % 8);
+    for (uint64_t done = 0; done < bytes;) {
+      const uint64_t m = std::min<uint64_t>(buf.size(), bytes - done);
+      fill(buf.data(), m, s);
       IRIS_TRY(sink.write({buf.data(), m}));
       done += m;
     }
     return iris::Status::ok();
   };
+}
+
+// BF16 weights: four per splitmix draw, the sum of two uniform bytes (a triangle) scaled to a
+// std of about 0.02, with a rare 20x outlier.
+iris::ComponentProducer random_bf16(uint64_t numel, uint64_t seed) {
+  return generated(numel * 2, seed, [](uint8_t* dst, uint64_t m, uint64_t& s) {
+    auto* out = reinterpret_cast<uint16_t*>(dst);
+    const uint64_t n = m / 2;
+    for (uint64_t i = 0; i < n; i += 4) {
+      const uint64_t r = splitmix(s);
+      for (int j = 0; j < 4 && i + j < n; ++j) {
+        const int a = int((r >> (16 * j)) & 0xff), b = int((r >> (16 * j + 8)) & 0xff);
+        float v = (float(a + b) - 255.0f) * (0.02f / 104.0f);
+        if (((r >> (16 * j)) & 0x3ff) == 7) v *= 20.0f;
+        out[i + j] = iris::f32_to_bf16(v);
+      }
+    }
+  });
+}
+
+// Uniform random bytes: MXFP4 codes (every E2M1 pair equally likely).
+iris::ComponentProducer random_bytes(uint64_t n, uint64_t seed) {
+  return generated(n, seed, [](uint8_t* dst, uint64_t m, uint64_t& s) {
+    for (uint64_t i = 0; i < m; i += 8) {
+      const uint64_t w = splitmix(s);
+      std::memcpy(dst + i, &w, std::min<uint64_t>(8, m - i));
+    }
+  });
+}
+
+// E8M0 scales around 2^-6 (bytes 118..125), what N(0, 0.02) weights get under the OCP rule.
+iris::ComponentProducer random_e8m0(uint64_t n, uint64_t seed) {
+  return generated(n, seed, [](uint8_t* dst, uint64_t m, uint64_t& s) {
+    for (uint64_t i = 0; i < m; ++i) dst[i] = uint8_t(118 + splitmix(s) % 8);
+  });
 }
 
 struct Tensor {
@@ -90,7 +91,23 @@ struct Tensor {
   iris::ComponentProducer produce;
 };
 
-// Shards of at most shard_gb, the index and config.json; returns the total tensor bytes.
+// The tensors of a snapshot in file order, each with its own generator seed.
+struct TensorList {
+  std::vector<Tensor> all;
+  uint64_t seed = 1;
+  void bf16(const std::string& name, std::vector<uint64_t> shape) {
+    uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    all.push_back({name, iris::DType::kBF16, shape, n * 2, random_bf16(n, seed++)});
+  }
+  void u8(const std::string& name, std::vector<uint64_t> shape, iris::ComponentProducer (*random)(uint64_t, uint64_t)) {
+    uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    all.push_back({name, iris::DType::kU8, shape, n, random(n, seed++)});
+  }
+};
+
+// Shards of at most shard_gb, the index and config.json; returns the exit code.
 int write_snapshot(const std::string& out, std::vector<Tensor> all, double shard_gb, const nlohmann::json& config) {
   nlohmann::json weight_map;
   std::vector<std::vector<iris::SafetensorsEntry>> shards(1);
@@ -126,16 +143,11 @@ int write_snapshot(const std::string& out, std::vector<Tensor> all, double shard
 // gpt-oss-20b's shapes (its config.json), experts as the checkpoint stores them.
 int make_gpt_oss_20b(const std::string& out, double shard_gb) {
   const uint64_t hidden = 2880, inter = 2880, experts = 32, vocab = 201088, heads = 64, kv = 8, hd = 64, layers = 24;
-  std::vector<Tensor> all;
-  uint64_t seed = 1;
-  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) {
-    uint64_t n = 1;
-    for (auto d : shape) n *= d;
-    all.push_back({name, iris::DType::kBF16, shape, n * 2, random_bf16(n, seed++)});
-  };
+  TensorList list;
+  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
   auto mxfp4 = [&](const std::string& name, uint64_t n, uint64_t k) {
-    all.push_back({name + "_blocks", iris::DType::kU8, {experts, n, k / 32, 16}, experts * n * k / 2, random_bytes(experts * n * k / 2, seed++)});
-    all.push_back({name + "_scales", iris::DType::kU8, {experts, n, k / 32}, experts * n * k / 32, random_e8m0(experts * n * k / 32, seed++)});
+    list.u8(name + "_blocks", {experts, n, k / 32, 16}, random_bytes);
+    list.u8(name + "_scales", {experts, n, k / 32}, random_e8m0);
   };
   bf16("model.embed_tokens.weight", {vocab, hidden});
   for (uint64_t l = 0; l < layers; ++l) {
@@ -167,7 +179,7 @@ int make_gpt_oss_20b(const std::string& out, double shard_gb) {
       {"quantization_config",
        {{"quant_method", "mxfp4"},
         {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}}}};
-  return write_snapshot(out, std::move(all), shard_gb, config);
+  return write_snapshot(out, std::move(list.all), shard_gb, config);
 }
 
 }  // namespace
@@ -190,13 +202,8 @@ int main(int argc, char** argv) {
   int layers = std::max(1, int((total_gb * 1e9 - embed) / per_layer));
   std::filesystem::create_directories(out);
 
-  std::vector<Tensor> all;
-  uint64_t seed = 1;
-  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) {
-    uint64_t n = 1;
-    for (auto d : shape) n *= d;
-    all.push_back({name, iris::DType::kBF16, shape, n * 2, random_bf16(n, seed++)});
-  };
+  TensorList list;
+  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
   bf16("model.embed_tokens.weight", {vocab, hidden});
   for (int l = 0; l < layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
@@ -210,7 +217,7 @@ int main(int argc, char** argv) {
   }
   bf16("model.norm.weight", {hidden});
   bf16("lm_head.weight", {vocab, hidden});
-  return write_snapshot(out, std::move(all), shard_gb,
+  return write_snapshot(out, std::move(list.all), shard_gb,
                         nlohmann::json{{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", hidden},
                                        {"intermediate_size", inter}, {"num_hidden_layers", layers}, {"vocab_size", vocab},
                                        {"torch_dtype", "bfloat16"}});

@@ -94,13 +94,13 @@ Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
 
 Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.source_kind.empty() && !is_iris_v1_archive(o.source) && is_iris_archive(o.source)) {
+  const bool v1 = is_iris_v1_archive(o.source);
+  if (o.source_kind.empty() && !v1 && is_iris_archive(o.source)) {
     if (!o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a v2 archive carries its own config.json)");
     return convert_from_archive(o);
   }
   if (o.tile_n == 0 || o.tile_k == 0 || o.tile_k % 64 != 0)
     return usage_error("--tile-n must be > 0 and --tile-k a positive multiple of 64");
-  const bool v1 = is_iris_v1_archive(o.source);
   if (!v1 && !o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a snapshot carries its own config.json)");
   IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config) : Snapshot::open(o.source));
   IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
@@ -134,15 +134,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const std::string kind = o.source_kind.empty() ? resolved.substr(0, resolved.find(' ')) : o.source_kind;
   json source_ref = {{"kind", kind}};
   if (kind == "repo") source_ref["repo"] = o.source;
-  // The shards' safetensors __metadata__ (merged; the first shard's value wins a conflict), so
-  // that export can write it back and inspect can show it.
-  json st_metadata = json::object();
-  for (const auto& sh : snap.shards())
-    for (const auto& [k, v] : sh->metadata())
-      if (!st_metadata.contains(k)) st_metadata[k] = v;
   writer.set_provenance({{"source", source_ref},
                          {"source_files", files},
-                         {"safetensors_metadata", st_metadata},
+                         {"safetensors_metadata", snap.safetensors_metadata()},  // for export to write back
                          {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
                                       {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
   // Every tensor's fate first, so that the memory the run needs is known before anything is
@@ -152,6 +146,14 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   for (const auto& st : sources) {
     decisions.push_back(policy.decide(st.desc));
     planned.push_back({&st, decisions.back().target, !already_in_target(st.desc, decisions.back().target)});
+  }
+  // A --rule or --skip that matches nothing is reported now, before any tensor is decoded
+  // (planning an NF4 target reads its whole source).
+  if (!o.allow_unmatched) {
+    for (const auto& r : policy.unmatched_rules())
+      return usage_error("--rule '" + r + "' matches no tensor (--allow-unmatched to accept)");
+    for (const auto& s : policy.unmatched_skips())
+      return usage_error("--skip '" + s + "' matches no tensor (--allow-unmatched to accept)");
   }
   const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, o.max_rss);
   report.predicted_peak_rss = memory.peak_bytes;
@@ -197,12 +199,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
-  if (!o.allow_unmatched)
-    for (const auto& r : policy.unmatched_rules())
-      return usage_error("--rule '" + r + "' matches no tensor (--allow-unmatched to accept)");
-  if (!o.allow_unmatched)
-    for (const auto& s : policy.unmatched_skips())
-      return usage_error("--skip '" + s + "' matches no tensor (--allow-unmatched to accept)");
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
   if (o.dry_run) {

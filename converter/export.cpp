@@ -113,6 +113,14 @@ Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<
 
 }  // namespace
 
+Result<std::optional<DType>> export_dtype(const std::string& name) {
+  if (name == "bf16") return std::optional<DType>(DType::kBF16);
+  if (name == "f16") return std::optional<DType>(DType::kF16);
+  if (name == "f32") return std::optional<DType>(DType::kF32);
+  if (name == "keep") return std::optional<DType>();
+  return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + name + "'");
+}
+
 std::map<std::string, std::string> export_metadata(const IrisArchive& a) {
   std::map<std::string, std::string> m;
   const auto& p = a.manifest().provenance;
@@ -151,11 +159,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
     if (o.output.ends_with('/') || std::filesystem::is_directory(o.output, ec)) return run_export_folder(o);
   }
   if (o.format != "safetensors") return usage_error("--format must be safetensors or iris-v1, not '" + o.format + "'");
-  std::optional<DType> target;
-  if (o.dtype == "bf16") target = DType::kBF16;
-  else if (o.dtype == "f16") target = DType::kF16;
-  else if (o.dtype == "f32") target = DType::kF32;
-  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
+  IRIS_ASSIGN_OR_RETURN(const std::optional<DType> target, export_dtype(o.dtype));
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
   IRIS_ASSIGN_OR_RETURN(std::vector<SafetensorsEntry> entries, export_entries(a, target));
   ExportReport r;

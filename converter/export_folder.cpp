@@ -1,9 +1,6 @@
 #include "converter/export_folder.h"
 #include "converter/temp_folder.h"
 
-#include <stdlib.h>
-
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -97,13 +94,8 @@ Status write_text(const fs::path& p, const std::string& text) {
 
 }  // namespace
 
-
 Result<ExportReport> run_export_folder(const ExportOptions& o) {
-  std::optional<DType> target;
-  if (o.dtype == "bf16") target = DType::kBF16;
-  else if (o.dtype == "f16") target = DType::kF16;
-  else if (o.dtype == "f32") target = DType::kF32;
-  else if (o.dtype != "keep") return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + o.dtype + "'");
+  IRIS_ASSIGN_OR_RETURN(const std::optional<DType> target, export_dtype(o.dtype));
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
   fs::path dir = o.output;
   if (dir.filename().empty()) dir = dir.parent_path();  // "DIR/"
@@ -148,6 +140,7 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
     shards.back().push_back(std::move(e));
   }
   IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(dir));
+  const auto metadata = export_metadata(a);
   json weight_map = json::object();
   uint64_t done = 0;
   ExportReport r;
@@ -158,7 +151,7 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
     for (const auto& e : shards[s]) weight_map[e.name] = name;
     r.tensors += shards[s].size();
     SafetensorsWriteOptions wo;
-    wo.metadata = export_metadata(a);
+    wo.metadata = metadata;
     const uint64_t before = done;
     wo.progress = [&](uint64_t d, uint64_t) {
       done = before + d;

@@ -101,10 +101,7 @@ Result<json> inspect_snapshot(const std::string& path) {
   }
   json files = json::array();
   for (const auto& f : s.aux_files()) files.push_back({{"name", f.name}, {"bytes", f.bytes.size()}});
-  json metadata = json::object();  // the shards' safetensors __metadata__, merged (first shard wins)
-  for (const auto& sh : s.shards())
-    for (const auto& [k, v] : sh->metadata())
-      if (!metadata.contains(k)) metadata[k] = v;
+  const json metadata = s.safetensors_metadata();
   return json{{"kind", "snapshot"},   {"path", path},           {"resolved", s.resolved_from()},
               {"model_type", s.config().model_type}, {"quantization_config", s.config().quantization_config},
               {"tensor_bytes", total}, {"tensor_count", sources.size()}, {"formats", by_format},

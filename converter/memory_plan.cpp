@@ -1,8 +1,8 @@
 #include "converter/memory_plan.h"
 
 #include <algorithm>
-#include <numeric>
 
+#include "converter/requantize.h"
 #include "formats/dtype.h"
 
 namespace iris {
@@ -48,9 +48,7 @@ TensorNeed need_of(const PlannedTensor& p, uint64_t chunk_floats, uint64_t tile_
   const TensorDesc& d = p.source->desc;
   const uint64_t numel = numel_of(d), k = d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1);
   const uint64_t n = d.shape.size() >= 2 ? d.shape[d.shape.size() - 2] : 1;
-  // requantize.cpp chunk_rows(): whole stripes and 128-row FP8 blocks, about chunk_floats values.
-  const uint64_t base = std::lcm<uint64_t>(std::max<uint64_t>(tile_n, 1), 128);
-  const uint64_t rows = std::min(std::max<uint64_t>(base, chunk_floats / k / base * base), std::max<uint64_t>(n, 1));
+  const uint64_t rows = std::min(requant_chunk_rows(tile_n, k, chunk_floats), std::max<uint64_t>(n, 1));
   const uint64_t cf = std::min(numel, rows * k);
   TensorNeed t;
   t.x = cf * 4;

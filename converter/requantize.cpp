@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
@@ -95,10 +96,8 @@ Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first
                        std::to_string(first_index + first) + " (" + val + "); refusing to quantize (--allow-nonfinite to override)");
 }
 
-// Rows per chunk: a whole number of stripes (and of 128-row FP8 blocks), about 64 MiB.
 uint64_t chunk_rows(const Job& j) {
-  const uint64_t base = std::lcm<uint64_t>(j.desc.layout.kind == LayoutKind::kTiled ? j.desc.layout.tile_n : 1, 128);
-  return std::max<uint64_t>(base, j.opts.chunk_floats / std::max<uint64_t>(j.k, 1) / base * base);
+  return requant_chunk_rows(j.desc.layout.kind == LayoutKind::kTiled ? j.desc.layout.tile_n : 1, j.k, j.opts.chunk_floats);
 }
 
 // Python's repr of a double (shortest round trip), as bitsandbytes writes nested_offset.
@@ -310,33 +309,17 @@ ComponentProducer codes_producer(std::shared_ptr<Job> j, Status (*produce)(Job&,
   };
 }
 
-// A side component from the stash, freed once written: the stash holds one tensor's side
-// components at most, never the model's.
-template <typename V>
-ComponentProducer stash_bytes(std::shared_ptr<Job> j, V Stash::*member) {
-  return [j, member](ByteSink& s) {
-    V& v = (j->stash).*member;
+// A side component from the stash (`pick` names it), freed once written: the stash holds one
+// tensor's side components at most, never the model's.
+template <typename Pick>
+ComponentProducer stash_bytes(std::shared_ptr<Job> j, Pick pick) {
+  return [j, pick](ByteSink& s) {
+    auto& v = pick(j->stash);
     const Status st = s.write({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0])});
-    V().swap(v);
+    std::remove_reference_t<decltype(v)>().swap(v);
     return st;
   };
 }
-
-ComponentProducer nf4_stash_bytes(std::shared_ptr<Job> j, bool nested) {
-  return [j, nested](ByteSink& s) {
-    auto& dq = j->stash.nf4;
-    Status st;
-    if (nested) {
-      st = s.write({reinterpret_cast<const uint8_t*>(dq.nested_absmax.data()), dq.nested_absmax.size() * 4});
-      std::vector<float>().swap(dq.nested_absmax);
-    } else {
-      st = s.write(dq.absmax_codes);
-      std::vector<uint8_t>().swap(dq.absmax_codes);
-    }
-    return st;
-  };
-}
-
 
 std::vector<uint8_t> f32_table(float (*f)(uint8_t), int n) {
   std::vector<uint8_t> out(n * 4);
@@ -352,6 +335,11 @@ json part(const std::string& role, const std::string& name, const char* dtype, s
 }
 
 }  // namespace
+
+uint64_t requant_chunk_rows(uint64_t tile_n, uint64_t k, uint64_t chunk_floats) {
+  const uint64_t base = std::lcm<uint64_t>(std::max<uint64_t>(tile_n, 1), 128);
+  return std::max<uint64_t>(base, chunk_floats / std::max<uint64_t>(k, 1) / base * base);
+}
 
 Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, const RequantOptions& o) {
   auto job = std::make_shared<Job>();
@@ -395,7 +383,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 32)});
       parts.push_back(part("codes", base + "_blocks", "U8", blocks_shape));
       parts.push_back(part("scales", base + "_scales", "U8", scales_shape));
-      plan.producers = {codes_producer(job, produce_mxfp4), stash_bytes(job, &Stash::mxfp4_scales)};
+      plan.producers = {codes_producer(job, produce_mxfp4), stash_bytes(job, [](Stash& x) -> auto& { return x.mxfp4_scales; })};
       break;
     }
     case Target::kFp8Tensor:
@@ -426,7 +414,7 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
                                                                                    : base + "." + scale_name;
       parts.push_back(part("codes", base, "F8_E4M3", shape));
       parts.push_back(part("scales", scale_tensor, "F32", sshape));
-      plan.producers = {codes_producer(job, produce_fp8), stash_bytes(job, &Stash::fp8_scales)};
+      plan.producers = {codes_producer(job, produce_fp8), stash_bytes(job, [](Stash& x) -> auto& { return x.fp8_scales; })};
       break;
     }
     case Target::kNf4: {
@@ -462,7 +450,8 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
       parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
       parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
-      plan.producers = {codes_producer(job, produce_nf4), nf4_stash_bytes(job, false), nf4_stash_bytes(job, true),
+      plan.producers = {codes_producer(job, produce_nf4), stash_bytes(job, [](Stash& x) -> auto& { return x.nf4.absmax_codes; }),
+                        stash_bytes(job, [](Stash& x) -> auto& { return x.nf4.nested_absmax; }),
                         [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },
                         [](ByteSink& s) { return s.write(f32_table(quant::dynamic_map_value, 256)); },
                         [job](ByteSink& s) {

@@ -38,6 +38,10 @@ struct RequantPlan {
   std::shared_ptr<QualityStats> quality;  // filled while the producers run
 };
 
+// Rows per requantization chunk of a matrix with `k` columns whose tiles hold `tile_n` rows
+// (1 untiled): whole stripes and whole 128-row FP8 blocks, about chunk_floats values.
+uint64_t requant_chunk_rows(uint64_t tile_n, uint64_t k, uint64_t chunk_floats);
+
 // Plans `source` -> `target` (not kKeep). NF4 targets decode the source once here, since
 // the double-quantization offset is a manifest parameter; writing decodes it once more. No
 // decoder or side component outlives its tensor's turn: memory is flat in the model size.

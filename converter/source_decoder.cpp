@@ -29,27 +29,26 @@ class RawDecoder final : public SourceDecoder {
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
     // Reused across calls: a fresh buffer per chunk costs a zero fill and page faults.
-    auto& buf = buf_;
-    if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
-    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_));
+    if (buf_.size() < (r1 - r0) * k_ * es_) buf_.resize((r1 - r0) * k_ * es_);
+    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf_.data(), (r1 - r0) * k_ * es_));
     const int64_t n = int64_t((r1 - r0) * k_);
     // One loop per dtype (no per-element switch), in parallel: this runs over every value.
     switch (t_.tensor->dtype) {
       case DType::kBF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
+        const auto* h = reinterpret_cast<const uint16_t*>(buf_.data());
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
         break;
       }
       case DType::kF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
+        const auto* h = reinterpret_cast<const uint16_t*>(buf_.data());
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
         break;
       }
-      case DType::kF32: std::memcpy(out, buf.data(), size_t(n) * 4); break;
+      case DType::kF32: std::memcpy(out, buf_.data(), size_t(n) * 4); break;
       default: {
-        const auto* d = reinterpret_cast<const double*>(buf.data());
+        const auto* d = reinterpret_cast<const double*>(buf_.data());
         for (int64_t i = 0; i < n; ++i) out[i] = float(d[i]);
       }
     }
@@ -75,7 +74,6 @@ class QuantizedDecoder final : public SourceDecoder {
     uint64_t numel = 1;
     for (auto x : d_.shape) numel *= x;
     rows_ = numel / k_;
-    numel_ = numel;
     n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
     // The grouped descriptor's parameters are checked before any decoder divides by them.
     if (d_.format == Format::kMxfp4) IRIS_TRY(mxfp4_params(d_).status());
@@ -158,7 +156,7 @@ class QuantizedDecoder final : public SourceDecoder {
   TensorDesc d_;
   std::array<SnapshotTensor, kRoleCount> refs_{};
   std::array<std::vector<uint8_t>, kRoleCount> small_;
-  uint64_t n_ = 1, numel_ = 0;
+  uint64_t n_ = 1;
   Bnb4Params bnb_;
   quant::Fp8Scales s_;
   // Per-call buffers, reused: decode_rows runs one chunk at a time.

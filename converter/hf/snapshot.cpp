@@ -265,6 +265,12 @@ const SnapshotTensor* Snapshot::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
+std::map<std::string, std::string> Snapshot::safetensors_metadata() const {
+  std::map<std::string, std::string> m;
+  for (const auto& sh : shards_) m.insert(sh->metadata().begin(), sh->metadata().end());  // insert keeps the first
+  return m;
+}
+
 uint64_t Snapshot::total_tensor_bytes() const {
   uint64_t n = 0;
   for (const auto& t : tensors_) n += t.tensor->size;

@@ -5,6 +5,7 @@
 // `org/name@revision`) looked up in the local Hugging Face cache (FORMATS.md 1.5, 1.6).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ class Snapshot {
   const std::vector<AuxFile>& aux_files() const { return aux_files_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t total_tensor_bytes() const;
+  // The shards' safetensors __metadata__, merged (the first shard's value wins a conflict):
+  // what convert records for export to write back, and what inspect shows.
+  std::map<std::string, std::string> safetensors_metadata() const;
 
  private:
   Status load_folder(const std::string& folder, const std::string& single_file);

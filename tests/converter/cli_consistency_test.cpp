@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "tests/cli_runner.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {
@@ -56,22 +57,18 @@ namespace {
 // or standard output; an unknown name lists what the archive holds; nothing is overwritten
 // without --force.
 TEST(Extract, EmbeddedFilesComeOutAsTheSnapshotHadThem) {
-  const std::string dir = ::testing::TempDir() + "/extract";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  testing_files::TempDir d;
+  const std::string dir = d.path.string();
   const std::string snap = test_paths::fixtures() + "llama-bf16";
   auto r = run("convert -q " + snap + " -o " + dir + "/a.iris");
   ASSERT_EQ(r.rc, 0) << r.out;
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
+  using testing_files::read_all;
   r = run("extract " + dir + "/a.iris config.json -o " + dir + "/config.json");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ(slurp(dir + "/config.json"), slurp(snap + "/config.json"));
+  EXPECT_EQ(read_all(dir + "/config.json"), read_all(snap + "/config.json"));
   r = run("extract " + dir + "/a.iris config.json -o -");
   EXPECT_EQ(r.rc, 0);
-  EXPECT_EQ(r.out, slurp(snap + "/config.json"));
+  EXPECT_EQ(r.out, read_all(snap + "/config.json"));
   r = run("extract " + dir + "/a.iris config.json -o " + dir + "/config.json");
   EXPECT_EQ(r.rc, 2) << "exists without --force: " << r.out;
   r = run("extract " + dir + "/a.iris nope.json -o " + dir + "/nope.json");
