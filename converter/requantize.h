@@ -24,10 +24,9 @@ struct RequantOptions {
   quant::Mxfp4ScaleRule mxfp4_rule = quant::Mxfp4ScaleRule::kOcpFloor;
   bool allow_nonfinite = false;
   // FP32 values decoded per chunk (rounded to whole stripes and 128-row blocks): the working
-  // set is about 3 buffers of this many floats. 2M (8 MiB per buffer) converts a 2.7 GB BF16
-  // snapshot 1.6-1.9x faster than 16M on the 2-core machine (docs/BENCHMARKS.md, issue 12):
-  // the buffers stay in cache between decode, encode and write. Tests make it small to cross
-  // chunk edges.
+  // set is about 3 buffers of this many floats. 2M (8 MiB per buffer) converted a 2.7 GB BF16
+  // snapshot 1.85-1.91x faster than 16M on the 2-core machine (single runs; command and
+  // figures in docs/BENCHMARKS.md, issue 12). Tests make it small to cross chunk edges.
   uint64_t chunk_floats = 2ull << 20;
 };
 
