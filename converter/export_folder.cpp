@@ -85,6 +85,18 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
               {"modules_to_not_convert", unquantized_linears}};
 }
 
+// Embedded file names come from the archive, which is untrusted, and become paths inside the
+// folder: each must be a plain file name ("../x", "/x" and "a/b" would write elsewhere) and not
+// one of the files the export writes itself (a "model.safetensors" would replace tensors).
+Status check_embedded_name(const std::string& archive, const std::string& name) {
+  const bool plain = !name.empty() && name != "." && name != ".." && name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+  const bool ours = name.ends_with(".safetensors") || name == "model.safetensors.index.json";
+  if (plain && !ours) return Status::ok();
+  return invalid_input(archive + ": embedded file '" + name + "': " +
+                       (plain ? "the export writes a file of that name itself" : "not a plain file name") +
+                       "; refusing to write it into a folder (iris extract can still write it where you choose)");
+}
+
 Status write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f.write(text.data(), std::streamsize(text.size()));
@@ -102,6 +114,8 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !o.overwrite) return Status::error(ErrorKind::kAlreadyExists, dir.string() + " exists");
   IRIS_TRY(refuse_input_as_output(dir.string(), {o.archive}, "output"));
+  for (const auto& f : a.manifest().files)
+    if (f.name != "config.json") IRIS_TRY(check_embedded_name(o.archive, f.name));
 
   // config.json: the embedded one, its quantization_config replaced by what the tensors are.
   json config;

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/iris_writer.h"
 #include "tests/cli_runner.h"
+#include "tests/test_files.h"
 
 namespace iris {
 namespace {
@@ -148,6 +150,38 @@ TEST(ExportFolder, SourceMetadataSurvivesConvertAndExport) {
   EXPECT_EQ(metadata_of(d / "a.safetensors"), want);
   ASSERT_EQ(run("export -q " + (d / "a.iris").string() + " -o " + (d / "hf").string() + "/").rc, 0);
   EXPECT_EQ(metadata_of(d / "hf" / "model.safetensors"), want);
+}
+
+// Embedded file names are the archive's (untrusted) and become paths in the folder: a name
+// that is not a plain file name, or that would replace a file the export writes, is refused
+// in one line before anything is written, inside the folder or outside it.
+TEST(ExportFolder, HostileEmbeddedFileNamesAreRefusedWritingNothing) {
+  testing_files::TempDir d;
+  for (const std::string name : {"../escaped.txt", "/tmp/iris-absolute-escape.txt", "sub/dir.txt", "..", "model.safetensors",
+                                 "model.safetensors.index.json"}) {
+    SCOPED_TRACE(name);
+    fs::remove_all(d.path / "work");
+    fs::create_directories(d.path / "work");
+    IrisWriter w;
+    w.set_model_type("llama");
+    TensorDesc t;
+    t.name = "w.weight";
+    t.shape = {2, 4};
+    t.dtype = DType::kBF16;
+    w.add_tensor(t, json::object(), {[](ByteSink& s) { return s.write(std::vector<uint8_t>(16, 0x3f)); }});
+    w.add_file("config.json", R"({"model_type":"llama"})");
+    w.add_file(name, "payload");
+    const std::string archive = d / "work/a.iris";
+    ASSERT_TRUE(w.write(archive, {}).is_ok());
+    auto r = run("export " + archive + " -o " + (d / "work/out") + "/");
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_NE(r.out.find("embedded file '" + name + "'"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_FALSE(fs::exists(d / "work/out"));
+    EXPECT_FALSE(fs::exists(d / "work/escaped.txt"));
+    EXPECT_FALSE(fs::exists("/tmp/iris-absolute-escape.txt"));
+    for (const auto& e : fs::directory_iterator(d.path / "work")) EXPECT_EQ(e.path().filename(), "a.iris") << "left behind";
+  }
 }
 
 }  // namespace
