@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "common/checked_math.h"
 #include "converter/requantize.h"
 #include "formats/dtype.h"
 
 namespace iris {
 
 namespace {
-
-uint64_t numel_of(const TensorDesc& d) {
-  uint64_t n = 1;
-  for (auto x : d.shape) n *= x;
-  return n;
-}
 
 // Bits per element of a tensor as its source stores it (codes only; side tables separately).
 double source_bits(const TensorDesc& d) {
@@ -46,7 +41,7 @@ struct TensorNeed {
 
 TensorNeed need_of(const PlannedTensor& p, uint64_t chunk_floats, uint64_t tile_n) {
   const TensorDesc& d = p.source->desc;
-  const uint64_t numel = numel_of(d), k = d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1);
+  const uint64_t numel = checked_numel(d.shape).value_or(0), k = d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1);
   const uint64_t n = d.shape.size() >= 2 ? d.shape[d.shape.size() - 2] : 1;
   const uint64_t rows = std::min(requant_chunk_rows(tile_n, k, chunk_floats), std::max<uint64_t>(n, 1));
   const uint64_t cf = std::min(numel, rows * k);
