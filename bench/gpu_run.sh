@@ -11,6 +11,8 @@
 #   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|bench|variants|ncu]
 #
 # SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps,
+# PROBES=1 adds the decode-less MXFP4 probe to them, NCU_VARIANT / NCU_FORMATS pick what
+# Nsight Compute profiles,
 # VARIANT_LIST / TILE_LIST the sweeps' entries (TILE_LIST= none), PTX_BUILDS="ptx" the
 # compute_75-only build's cases (each device command has 10 minutes, and
 # the driver's compile of a PTX-only build takes about 3 of them).
@@ -147,20 +149,29 @@ echo "== variants and tile shapes =="
     echo "--- --tile $t"
     "$B/iris" bench --tile "$t" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
   done
+  # PROBES=1: the MXFP4 batch-1 GEMV with its decode left out (gemv-probe: the outputs are
+  # meaningless), plain and through the code ring -- what the loop costs without the decode.
+  if [ "${PROBES:-0}" = 1 ]; then
+    for r in none 3; do
+      echo "--- probe: --variant gemv-probe=skip-decode --variant gemv-ring=$r (time only)"
+      "$B/iris" bench --variant gemv-probe=skip-decode --variant gemv-ring=$r --synthetic mxfp4:14336x4096 --batch 1
+    done
+  fi
 } > "$OUT/variants.txt" 2>&1
 cat "$OUT/variants.txt"
 
 fi
 if { [ "$mode" = ncu ] || [ "$mode" = variants ]; } && command -v ncu >/dev/null; then
-  echo "== Nsight Compute: tensor-core GEMV, batch 1 =="
-  for f in mxfp4 nf4 fp8; do
+  ncu_variant=${NCU_VARIANT:+--variant $NCU_VARIANT}  # NCU_VARIANT=NAME=VALUE: profile that variant
+  echo "== Nsight Compute: tensor-core GEMV, batch 1 ${NCU_VARIANT:-(defaults)} =="
+  for f in ${NCU_FORMATS:-mxfp4 nf4 fp8}; do
     ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats -k "regex:gemv_mma" \
-      --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
+      --launch-count 1 "$B/iris" bench $ncu_variant --synthetic "$f:14336x4096" --batch 1 --replays 1
   done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu.txt"  # no machine paths in logs that get committed
   echo "== Nsight Compute: grouped expert GEMV (gpt-oss-20b stack, top-4) =="
-  for f in mxfp4 nf4 fp8; do
+  for f in ${NCU_FORMATS:-mxfp4 nf4 fp8}; do
     ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats -k "regex:experts_" \
-      --launch-count 1 "$B/iris" bench --synthetic "$f:32x5760x2880" --batch 1 --replays 1
+      --launch-count 1 "$B/iris" bench $ncu_variant --synthetic "$f:32x5760x2880" --batch 1 --replays 1
   done 2>&1 | sed "s|$PWD/||g" >> "$OUT/ncu.txt"
   grep -E "gemv_mma|Throughput|Registers Per|Achieved Occupancy|Duration|Block Size|Stall" "$OUT/ncu.txt" | head -n 60
   # Where the batch-1 body's issue slots go: the executed-instruction mix by pipe and the stall
@@ -171,9 +182,9 @@ if { [ "$mode" = ncu ] || [ "$mode" = variants ]; } && command -v ncu >/dev/null
            dispatch_stall barrier branch_resolving drain imc_miss tex_throttle misc; do
     stalls="$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
   done
-  for f in mxfp4 nf4 fp8; do
+  for f in ${NCU_FORMATS:-mxfp4 nf4 fp8}; do
     ncu --section InstructionStats --section ComputeWorkloadAnalysis --metrics "smsp__inst_executed.sum${stalls}" \
-      -k "regex:gemv_mma" --launch-count 1 "$B/iris" bench --synthetic "$f:14336x4096" --batch 1 --replays 1
+      -k "regex:gemv_mma" --launch-count 1 "$B/iris" bench $ncu_variant --synthetic "$f:14336x4096" --batch 1 --replays 1
   done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu-detail.txt"
   grep -E "gemv_mma_kernel|inst_executed.sum|stalled|Executed Ipc|Issue Slots|Pipe" "$OUT/ncu-detail.txt" | head -n 80
 fi

@@ -8,7 +8,7 @@ namespace iris {
 
 // Variants that `iris bench --variant` compares in one GPU run (kernels/NOTES.md records which
 // won). The defaults (0 / true) are the measured best; every variant computes the same result
-// and the kernel tests run each.
+// and the kernel tests run each (gemv_probe, below, is the one exception).
 struct KernelVariants {
   int dequant_unroll = 0;         // items per thread per step of the tiled dequant: 0 (per-format best), 2, 4, 8
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
@@ -16,6 +16,10 @@ struct KernelVariants {
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table
+  int gemv_ring = 0;              // tensor-core GEMV codes through a cp.async shared-memory ring: 0 (best), 1 none, 2..4 stages
+  // A measurement aid, not a variant: the MXFP4 tensor-core GEMV with its decode left out, so
+  // its outputs are meaningless (kernels/NOTES.md, run v33). Only `iris bench` sets it.
+  bool gemv_probe = false;
 };
 
 struct LaunchConfig {
