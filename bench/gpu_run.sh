@@ -149,13 +149,12 @@ echo "== variants and tile shapes =="
     echo "--- --tile $t"
     "$B/iris" bench --tile "$t" --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096
   done
-  # PROBES=1: the MXFP4 batch-1 GEMV with its decode left out (gemv-probe: the outputs are
-  # meaningless), plain and through the code ring -- what the loop costs without the decode.
+  # PROBES=1: the tensor-core GEMV with its decode left out (gemv-probe: the outputs are
+  # meaningless) -- what the loop costs without the decode, per format, batch 1 and 16.
   if [ "${PROBES:-0}" = 1 ]; then
-    for r in none 3; do
-      echo "--- probe: --variant gemv-probe=skip-decode --variant gemv-ring=$r (time only)"
-      "$B/iris" bench --variant gemv-probe=skip-decode --variant gemv-ring=$r --synthetic mxfp4:14336x4096 --batch 1
-    done
+    echo "--- probe: --variant gemv-probe=skip-decode (time only)"
+    "$B/iris" bench --variant gemv-probe=skip-decode --synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096 \
+      --synthetic mxfp4:4096x1024 --synthetic nf4:4096x1024 --synthetic fp8:4096x1024
   fi
 } > "$OUT/variants.txt" 2>&1
 cat "$OUT/variants.txt"

@@ -26,7 +26,6 @@
 #include <algorithm>
 
 #include "kernels/arch.cuh"
-#include "kernels/async_copy.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/e4m3_bits.h"
 #include "kernels/fast_div.h"
@@ -98,18 +97,6 @@ struct MmaMxfp4 {
     dev::e2m1_word_to_bf16x4(w.y, f, &a[0][4]);
     dev::e2m1_word_to_bf16x4(w.z, f, &a[0][8]);
     dev::e2m1_word_to_bf16x4(w.w, f, &a[0][12]);
-  }
-};
-
-// A measurement aid, never a product path (KernelVariants::gemv_probe): MXFP4 with the decode
-// left out -- the code words go into the mma as they are, so the outputs are meaningless --
-// to time what the loop costs without its decode (loads, scales, activations, mma,
-// addressing). The kernel tests never run it.
-struct MmaMxfp4Probe : MmaMxfp4 {
-  static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w ^ e};  // the scale stays a dependency, as in the real decode
-#pragma unroll
-    for (int i = 0; i < kPairs; ++i) a[0][i] = ws[i % 4];
   }
 };
 
@@ -230,6 +217,28 @@ struct MmaFp8 {
   }
 };
 
+// A measurement aid, never a product path (KernelVariants::gemv_probe): format P with its
+// decode left out -- the code words go into the mma as they are, so the outputs are
+// meaningless -- to time what the loop costs without the decode (loads of codes, scales and
+// activations, the mma, addressing, the factored formats' scale FMAs). Run v33 measured it;
+// the kernel tests never run it.
+template <typename P>
+struct SkipDecode : P {
+  static __device__ __forceinline__ uint32_t bits_of(uint32_t e) { return e; }
+  static __device__ __forceinline__ uint32_t bits_of(float e) { return __float_as_uint(e); }
+  static __device__ __forceinline__ void decode(typename P::Word w, typename P::Aux& e, const uint32_t*,
+                                                uint32_t (&a)[P::kSplits][P::kPairs]) {
+    constexpr int kWords = sizeof(w) / 4;
+    uint32_t ws[kWords];
+    memcpy(ws, &w, sizeof w);
+    ws[kWords - 1] ^= bits_of(e);  // the scale stays a dependency, as in the real decode
+#pragma unroll
+    for (int sp = 0; sp < P::kSplits; ++sp)
+#pragma unroll
+      for (int i = 0; i < P::kPairs; ++i) a[sp][i] = ws[i % kWords];
+  }
+};
+
 template <typename W>
 __device__ __forceinline__ W load_word(const uint8_t* p) {
   return __ldg(reinterpret_cast<const W*>(p));
@@ -264,89 +273,23 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
 }
 
-// One chunk of rows g and g + 8: decode the lane's codes (with their scale inputs) and
-// accumulate its mma steps into the C fragments.
-template <typename P, int NT>
-__device__ __forceinline__ void chunk_mma(const QuantView& v, typename P::Word wg, typename P::Word wh, typename P::Raw rg,
-                                          typename P::Raw rh, const uint32_t (&bx)[NT][P::kPairs], const uint32_t* split,
-                                          const float* nested, float (&acc)[NT][4]) {
-  constexpr int kPairs = P::kPairs;
-  typename P::Aux ag = P::finish(v, nested, rg), ah = P::finish(v, nested, rh);
-  uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
-  P::decode(wg, ag, split, a_g);
-  P::decode(wh, ah, split, a_h);
-  // mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
-  if constexpr (!P::kFactored) {
-#pragma unroll
-    for (int q = 0; q < kPairs / 2; ++q)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-        mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
-  } else {
-    float part[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
-#pragma unroll
-    for (int sp = 0; sp < P::kSplits; ++sp)
-#pragma unroll
-      for (int q = 0; q < kPairs / 2; ++q)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-          mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
-      acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
-      acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
-      acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
-    }
-  }
-}
-
-// Where this lane's data of stripe `stripe` of v lies (matrix stripe / g.stripes, its stripe
-// s = stripe % g.stripes): rows g and g + 8 of the stripe, columns [c t, c t + c) of a chunk.
-template <typename P>
-struct LaneCursor {
-  static constexpr uint32_t kLaneCols = P::kChunk / 4;
-  const uint8_t* base;  // row g's codes in the stripe's first tile
-  uint32_t h_off;       // row g + 8 from row g
-  uint64_t row_g, row_h;
-  bool ok_g, ok_h;      // the rows exist (not padding)
-  int gi, ti;
-
-  __device__ __forceinline__ LaneCursor(const QuantView& v, const MmaGeometry& g, uint32_t stripe) {
-    const int lane = threadIdx.x & 31;
-    gi = lane >> 2;
-    ti = lane & 3;
-    const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
-    const uint64_t n_g = uint64_t(s) * 16 + gi, n_h = n_g + 8;
-    ok_g = n_g < v.n;
-    ok_h = n_h < v.n;
-    row_g = uint64_t(b_mat) * v.n + n_g;
-    row_h = row_g + 8;
-    base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
-    h_off = 8 * g.tile_row_bytes;
-  }
-  // Row g's codes of chunk c (row g + 8's: h_off further).
-  __device__ __forceinline__ const uint8_t* codes(const MmaGeometry& g, uint32_t c) const {
-    const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
-    return base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
-  }
-  // The column the chunk's scale inputs are looked up at: the lane's own for MXFP4 (one
-  // 32-block per lane), the chunk's first for the factored formats.
-  __device__ __forceinline__ uint64_t aux_column(uint32_t c) const { return uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti); }
-  __device__ __forceinline__ uint64_t x_column(uint32_t c) const { return uint64_t(c) * P::kChunk + kLaneCols * ti; }
-};
-
-// Stripe `stripe` of v times `batch` activation rows, accumulated in this warp's C fragments.
-// v3.2: all loads of U chunks (codes, scales, activations) are issued before any is used; the
-// block's warps (chosen at launch) share the stripe, warp w taking chunks w, w + warps, ...
+// Stripe `stripe` of v (matrix stripe / g.stripes, its stripe s = stripe % g.stripes) times
+// `batch` activation rows, accumulated in this warp's C fragments. v3.2: all loads of U
+// chunks (codes, scales, activations) are issued before any is used; the block's warps
+// (chosen at launch) share the stripe, warp w taking chunks w, w + warps, ...
 template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
                                            int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5;
-  const LaneCursor<P> at(v, g, stripe);
+  constexpr uint32_t kLaneCols = P::kChunk / 4;
+  const int warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
+  const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
+  const uint64_t n_g = uint64_t(s) * 16 + gi, n_h = n_g + 8;
+  const bool ok_g = n_g < v.n, ok_h = n_h < v.n;
+  const uint64_t row_g = uint64_t(b_mat) * v.n + n_g, row_h = row_g + 8;
+  const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
+  const uint32_t h_off = 8 * g.tile_row_bytes;
 
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
@@ -359,84 +302,52 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
     for (int u = 0; u < U; ++u) {
       const uint32_t c = c0 + u * warps;
       if (c >= g.chunks) break;
-      const uint8_t* p = at.codes(g, c);
+      const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
+      const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
       wg[u] = load_word<typename P::Word>(p);
-      wh[u] = load_word<typename P::Word>(p + at.h_off);
-      rg[u] = P::aux(v, nested, at.row_g, at.ok_g, at.aux_column(c));
-      rh[u] = P::aux(v, nested, at.row_h, at.ok_h, at.aux_column(c));
+      wh[u] = load_word<typename P::Word>(p + h_off);
+      const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
+      rg[u] = P::aux(v, nested, row_g, ok_g, kc);
+      rh[u] = P::aux(v, nested, row_h, ok_h, kc);
 #pragma unroll
-      for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, at.gi + 8 * j, batch, at.x_column(c), bx[u][j]);
+      for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[u][j]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint32_t c = c0 + u * warps;
       if (c >= g.chunks) break;
-      chunk_mma<P, NT>(v, wg[u], wh[u], rg[u], rh[u], bx[u], split, nested, acc);
+      typename P::Aux ag = P::finish(v, nested, rg[u]), ah = P::finish(v, nested, rh[u]);
+      uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
+      P::decode(wg[u], ag, split, a_g);
+      P::decode(wh[u], ah, split, a_h);
+      // mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
+      if constexpr (!P::kFactored) {
+#pragma unroll
+        for (int q = 0; q < kPairs / 2; ++q)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
+      } else {
+        float part[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+#pragma unroll
+        for (int sp = 0; sp < P::kSplits; ++sp)
+#pragma unroll
+          for (int q = 0; q < kPairs / 2; ++q)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+              mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
+          acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
+          acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
+          acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
+        }
+      }
     }
   }
-}
-
-// Shared memory of the code ring (stripe_mma_ring): per warp, R stages of rows g and g + 8.
-template <typename P>
-constexpr size_t ring_bytes(int warps, int stages) {
-  return size_t(warps) * stages * 2 * 32 * sizeof(typename P::Word);
-}
-
-// The same sums as stripe_mma<P, NT, 1>, bit for bit (same chunks per warp, same order), with
-// the codes brought in through a per-warp shared-memory ring of R stages (issue 11, run v33):
-// chunk c + (R - 1) warps' codes are copied by cp.async while chunk c is decoded, so R - 1
-// chunks of codes per warp are in flight without holding registers, and each chunk's scale
-// inputs are loaded one chunk ahead. Each lane copies and later reads only its own 2 words,
-// so no barrier is needed: the slot refilled at a step was read (into registers that were
-// then used) the step before.
-template <typename P, int NT, int R>
-__device__ __forceinline__ void stripe_mma_ring(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
-                                                int batch, const uint32_t* split, const float* nested, typename P::Word* ring,
-                                                float (&acc)[NT][4]) {
-  static_assert(R >= 2, "a ring of one stage is the plain body");
-  using Word = typename P::Word;
-  constexpr int kPairs = P::kPairs;
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const LaneCursor<P> at(v, g, stripe);
-  Word* mine = ring + size_t(warp) * R * 2 * 32 + lane;  // stage s, row half h: mine[(2 s + h) * 32]
-  auto fetch = [&](uint32_t c, int stage) {
-    if (c < g.chunks) {
-      const uint8_t* p = at.codes(g, c);
-      dev::cp_async<sizeof(Word)>(mine + (2 * stage) * 32, p);
-      dev::cp_async<sizeof(Word)>(mine + (2 * stage + 1) * 32, p + at.h_off);
-    }
-    dev::cp_async_commit();  // one group per step, empty past the end, so the wait count holds
-  };
-
-#pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-
-  const uint32_t step = uint32_t(warps);
-#pragma unroll
-  for (int st = 0; st < R - 1; ++st) fetch(warp + st * step, st);
-  uint32_t c = warp;
-  typename P::Raw rg{}, rh{};
-  if (c < g.chunks) {
-    rg = P::aux(v, nested, at.row_g, at.ok_g, at.aux_column(c));
-    rh = P::aux(v, nested, at.row_h, at.ok_h, at.aux_column(c));
-  }
-  for (int stage = 0; c < g.chunks; c += step, stage = stage + 1 == R ? 0 : stage + 1) {
-    fetch(c + (R - 1) * step, stage == 0 ? R - 1 : stage - 1);  // the slot read at the previous step
-    uint32_t bx[NT][kPairs];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, at.gi + 8 * j, batch, at.x_column(c), bx[j]);
-    typename P::Raw rg_next = rg, rh_next = rh;
-    if (c + step < g.chunks) {
-      rg_next = P::aux(v, nested, at.row_g, at.ok_g, at.aux_column(c + step));
-      rh_next = P::aux(v, nested, at.row_h, at.ok_h, at.aux_column(c + step));
-    }
-    dev::cp_async_wait<R - 1>();  // this step's group (committed R - 1 groups ago) has landed
-    const Word wg = mine[(2 * stage) * 32], wh = mine[(2 * stage + 1) * 32];
-    chunk_mma<P, NT>(v, wg, wh, rg, rh, bx, split, nested, acc);
-    rg = rg_next;
-    rh = rh_next;
-  }
-  dev::cp_async_wait<0>();
 }
 
 // Sums the block's warps' C fragments (in warp order) and has warp 0 store them: output
@@ -467,23 +378,9 @@ __device__ __forceinline__ void reduce_store(float (*partial)[NT][32][4], const 
     }
 }
 
-// The loop body of a launch: U chunks' loads issued together (R = 0), or the cp.async code
-// ring of R stages (U = 1).
-template <typename P, int NT, int U, int R>
-__device__ __forceinline__ void stripe_body(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
-                                            int batch, const uint32_t* split, const float* nested, uint4* ring, float (&acc)[NT][4]) {
-  if constexpr (R == 0) {
-    stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
-  } else {
-    static_assert(U == 1, "the ring keeps its chunks in flight in shared memory, not by unrolling");
-    stripe_mma_ring<P, NT, R>(v, g, stripe, x, batch, split, nested, reinterpret_cast<typename P::Word*>(ring), acc);
-  }
-}
-
-template <typename P, int NT, bool OutF32, int U, int R>
+template <typename P, int NT, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
                                                                   int batch, void* y) {
-  extern __shared__ uint4 ring[];  // ring_bytes<P>(warps, R): empty unless R > 0
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][NT][32][4];
@@ -491,7 +388,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
   __syncthreads();
   const uint32_t stripe = blockIdx.x;
   float acc[NT][4];
-  stripe_body<P, NT, U, R>(v, g, stripe, x, batch, split, nested, ring, acc);
+  stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
 }
@@ -499,9 +396,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // The grouped expert GEMV on the tensor cores (batch 1 per pair): block = (pair, stripe of
 // its expert), the same body and warp count as cuda_gemv_mma on that expert's matrix alone,
 // so each output equals iris_cuda_gemv_matrix's bit for bit.
-template <typename P, bool OutF32, int U, int R>
+template <typename P, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
-  extern __shared__ uint4 ring[];
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][1][32][4];
@@ -519,18 +415,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) experts_mma_kernel(const Exper
   P::load_smem(v, split, nested);
   __syncthreads();
   float acc[1][4];
-  stripe_body<P, 1, U, R>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, ring, acc);
+  stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
   reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
 }
 
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
 // second, partial wave costs a whole block time, run v7), at most 8, at least 1.
-template <typename P, int R, typename K>
+template <typename K>
 Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
   if (forced) return forced;
   for (int w = kMaxWarps; w > 1; --w) {
     int per_sm = 0;
-    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, ring_bytes<P>(w, R)));
+    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
     if (uint64_t(per_sm) * sms >= stripes) return w;
   }
   return 1;
@@ -540,32 +436,25 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
 // dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
 // the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
 // that matrix alone (the warp count sets the order of the sums).
-template <typename P, int NT, int U, int R>
+template <typename P, int NT, int U>
 Result<int> stripe_warps(uint64_t stripes, const LaunchConfig& c) {
-  return warps_per_stripe<P, R>(gemv_mma_kernel<P, NT, true, U, R>, stripes, c.sm_count, c.variants.gemv_warps);
+  return warps_per_stripe(gemv_mma_kernel<P, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps);
 }
 
-template <typename P, int NT, bool OutF32, int U, int R>
+template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
-  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U, R>(stripes, c)));
-  gemv_mma_kernel<P, NT, OutF32, U, R><<<unsigned(stripes), warps * 32, ring_bytes<P>(warps, R), s>>>(v, g, x, batch, y);
+  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, c)));
+  gemv_mma_kernel<P, NT, OutF32, U><<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
   IRIS_CUDA_LAUNCHED("gemv (tensor cores)");
   return Status::ok();
 }
 
-// The loop body (kernels/tuning.h): the code ring when one is asked for, else the unroll.
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_ring(c.variants)) {
-    case 2: return launch_k<P, NT, OutF32, 1, 2>(v, g, x, batch, y, s, c);
-    case 3: return launch_k<P, NT, OutF32, 1, 3>(v, g, x, batch, y, s, c);
-    case 4: return launch_k<P, NT, OutF32, 1, 4>(v, g, x, batch, y, s, c);
-    default: break;
-  }
   switch (gemv_unroll(c.variants, int(v.format), NT * 8)) {
-    case 2: return launch_k<P, NT, OutF32, 2, 0>(v, g, x, batch, y, s, c);
-    default: return launch_k<P, NT, OutF32, 1, 0>(v, g, x, batch, y, s, c);
+    case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
+    default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
   }
 }
 
@@ -589,30 +478,29 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
   return f32 ? launch_u<P, 2, true>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
-template <typename P, int U, int R>
+template <typename P>
+Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
+  const MmaGeometry g = geometry_of<P>(v, v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0);
+  return batch <= 8 ? launch_u<P, 1, false>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
+}
+
+template <typename P, int U>
 Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
-  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, 1, U, R>(g.stripes, c)));
+  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, 1, U>(g.stripes, c)));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
-  const size_t ring = ring_bytes<P>(warps, R);
-  if (f32) experts_mma_kernel<P, true, U, R><<<blocks, warps * 32, ring, s>>>(a, g);
-  else experts_mma_kernel<P, false, U, R><<<blocks, warps * 32, ring, s>>>(a, g);
+  if (f32) experts_mma_kernel<P, true, U><<<blocks, warps * 32, 0, s>>>(a, g);
+  else experts_mma_kernel<P, false, U><<<blocks, warps * 32, 0, s>>>(a, g);
   IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
   return Status::ok();
 }
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_ring(c.variants)) {
-    case 2: return launch_experts_u<P, 1, 2>(geometry, a, f32, s, c);
-    case 3: return launch_experts_u<P, 1, 3>(geometry, a, f32, s, c);
-    case 4: return launch_experts_u<P, 1, 4>(geometry, a, f32, s, c);
-    default: break;
-  }
   switch (gemv_unroll(c.variants, int(geometry.format), 8)) {
-    case 2: return launch_experts_u<P, 2, 0>(geometry, a, f32, s, c);
-    default: return launch_experts_u<P, 1, 0>(geometry, a, f32, s, c);
+    case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
+    default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
   }
 }
 
@@ -639,9 +527,13 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
 Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& c) {
   if (!gemv_mma_supports(v, batch)) return unsupported("gemv: the tensor-core kernel does not take this layout");
   auto s = static_cast<cudaStream_t>(stream);
-  if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): MXFP4, batch <= 8, BF16 out
-    if (v.format != ViewFormat::kMxfp4 || batch > 8 || y_f32) return unsupported("gemv probe: MXFP4, batch <= 8, BF16 output only");
-    return launch_u<MmaMxfp4Probe, 1, false>(v, geometry_of<MmaMxfp4Probe>(v, v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0), x, batch, y, s, c);
+  if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
+    if (y_f32) return unsupported("gemv probe: BF16 output only");
+    switch (v.format) {
+      case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
+      case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<false>>>(v, x, batch, y, s, c);
+      case ViewFormat::kFp8: return launch_probe<SkipDecode<MmaFp8<false>>>(v, x, batch, y, s, c);
+    }
   }
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);

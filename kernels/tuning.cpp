@@ -17,11 +17,6 @@ int gemv_unroll(const KernelVariants& variants, int view_format, int batch) {
   return view_format == 3 && batch <= 8 ? 2 : 1;
 }
 
-int gemv_ring(const KernelVariants& variants) {
-  // No ring by default until a run measures one faster (run v33 compares 2, 3 and 4 stages).
-  return variants.gemv_ring >= 2 ? variants.gemv_ring : 0;
-}
-
 bool fp8_bit_decode(const LaunchConfig& c) {
   if (c.variants.fp8_decode) return c.variants.fp8_decode == 2;
   // Before sm_89 there is no E4M3 conversion instruction (kernels/arch.cuh). From sm_89 the

@@ -12,9 +12,6 @@ int dequant_unroll(const KernelVariants& variants, int view_format);
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
 int gemv_unroll(const KernelVariants& variants, int view_format, int batch);
 
-// Stages of the tensor-core GEMV's cp.async code ring: 0 (no ring: the unroll applies), 2, 3, 4.
-int gemv_ring(const KernelVariants& variants);
-
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);
 

@@ -282,10 +282,7 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
   } else if (name == "fp8-decode") {
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
     v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
-  } else if (name == "gemv-ring") {
-    if (value != "auto" && value != "none" && value != "2" && value != "3" && value != "4") return bad();
-    v->gemv_ring = value == "auto" ? 0 : value == "none" ? 1 : std::stoi(value);
-  } else if (name == "gemv-probe") {  // a measurement aid: MXFP4 without its decode (wrong outputs)
+  } else if (name == "gemv-probe") {  // a measurement aid: the GEMV without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->gemv_probe = value == "skip-decode";
   } else if (name == "nf4-table") {
