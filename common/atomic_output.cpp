@@ -166,6 +166,12 @@ Status AtomicOutputFile::pad_to(uint64_t offset) {
   return Status::ok();
 }
 
+Status AtomicOutputFile::truncate_to(uint64_t size) {
+  if (ftruncate(fd_, off_t(size)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());
+  pos_ = size;
+  return Status::ok();
+}
+
 Status AtomicOutputFile::commit() {
   if (fd_ < 0) return internal_error("commit of a closed output file");
   if (ftruncate(fd_, off_t(pos_)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());

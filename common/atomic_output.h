@@ -51,6 +51,7 @@ class AtomicOutputFile {
   // the writing instead of following it.
   void start_writeback(uint64_t offset, uint64_t n);
   Status pad_to(uint64_t offset);                 // zero-fill up to `offset`
+  Status truncate_to(uint64_t size);              // the file's size and end position become `size`
 
   // fsync + rename into place (+ fsync of the folder). After this the object owns nothing.
   Status commit();

@@ -230,6 +230,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   wo.overwrite = o.overwrite;
   wo.progress = o.progress;
   wo.partial_files = o.partial_files;
+  wo.direct_io = o.direct_io;
   // The report is written in full before the archive gets its name; it is committed after.
   wo.before_commit = [&](uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes) -> Status {
     if (!report_file) return Status::ok();

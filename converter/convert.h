@@ -37,6 +37,7 @@ struct ConvertOptions {
   std::string mxfp4_scale = "ocp";  // ocp | search
   std::string report_path;          // --report FILE.json
   uint64_t max_rss = 0;             // bytes; 0: no budget. Smaller chunks are chosen to fit, or the run is refused up front
+  bool direct_io = true;            // the archive's data by direct I/O where the filesystem allows (WriteOptions::direct_io)
   // Set by the archive-source path for the snapshot it converts through (provenance names the
   // archive, not the intermediate folder); empty otherwise.
   std::string source_kind;

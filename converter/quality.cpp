@@ -3,22 +3,16 @@
 #include <cmath>
 #include <limits>
 
+#include "quant/error_sums.h"
+
 namespace iris {
 
 void QualityStats::add(const float* ref, const float* got, uint64_t n) {
-  double sr = 0, se = 0, mx = max_abs_err;
-#pragma omp parallel for schedule(static) reduction(+ : sr, se) reduction(max : mx)
-  for (int64_t i = 0; i < int64_t(n); ++i) {
-    // Non-finite sources (allowed with --allow-nonfinite) are left out of the statistics.
-    if (!std::isfinite(ref[i])) continue;
-    const double e = double(got[i]) - double(ref[i]);
-    sr += double(ref[i]) * double(ref[i]);
-    se += e * e;
-    mx = std::max(mx, std::fabs(e));
-  }
-  sum_sq_ref += sr;
-  sum_sq_err += se;
-  max_abs_err = mx;
+  quant::ErrorSums sums{sum_sq_ref, sum_sq_err, max_abs_err};
+  quant::add_error_sums(ref, got, n, &sums);
+  sum_sq_ref = sums.sum_sq_ref;
+  sum_sq_err = sums.sum_sq_err;
+  max_abs_err = sums.max_abs_err;
   count += n;
 }
 

@@ -9,6 +9,7 @@
 #include "common/atomic_output.h"
 #include "common/checked_math.h"
 #include "common/hashing.h"
+#include "common/stream_writer.h"
 #include "formats/iris_preamble.h"
 #include "formats/json_limits.h"
 
@@ -16,34 +17,24 @@ namespace iris {
 
 namespace {
 
-constexpr size_t kSinkBuffer = 8u << 20;
-constexpr uint64_t kWritebackChunk = 32ull << 20;
-
-// Buffers small writes, hashes everything, and checks the producer's byte count.
+// Hashes a component's bytes, checks the producer's byte count, and streams them to the file.
 class FileSink final : public ByteSink {
  public:
-  FileSink(AtomicOutputFile* out, uint64_t offset, uint64_t expected, const std::string& what,
+  FileSink(StreamWriter* out, uint64_t offset, uint64_t expected, const std::string& what,
            const std::function<void(uint64_t)>& on_bytes)
       : out_(out), offset_(offset), expected_(expected), what_(what), on_bytes_(on_bytes) {}
 
   Status write(std::span<const uint8_t> bytes) override {
-    if (written_ + buf_.size() + bytes.size() > expected_)
+    if (written_ + bytes.size() > expected_)
       return internal_error(what_ + ": producer wrote more than the " + std::to_string(expected_) + " planned bytes");
     hash_.update(bytes.data(), bytes.size());
-    if (buf_.size() + bytes.size() <= kSinkBuffer) {
-      buf_.insert(buf_.end(), bytes.begin(), bytes.end());
-      if (buf_.size() == kSinkBuffer) return flush();
-      return Status::ok();
-    }
-    IRIS_TRY(flush());
-    IRIS_TRY(out_->write_at(offset_ + written_, bytes));
+    IRIS_TRY(out_->write(offset_ + written_, bytes));
     written_ += bytes.size();
-    after_write(bytes.size());
+    if (on_bytes_) on_bytes_(bytes.size());
     return Status::ok();
   }
 
   Status finish(uint64_t* hash) {
-    IRIS_TRY(flush());
     if (written_ != expected_)
       return internal_error(what_ + ": producer wrote " + std::to_string(written_) + " bytes, planned " + std::to_string(expected_));
     *hash = hash_.digest();
@@ -51,30 +42,11 @@ class FileSink final : public ByteSink {
   }
 
  private:
-  Status flush() {
-    if (buf_.empty()) return Status::ok();
-    IRIS_TRY(out_->write_at(offset_ + written_, buf_));
-    written_ += buf_.size();
-    after_write(buf_.size());
-    buf_.clear();
-    return Status::ok();
-  }
-
-  void after_write(uint64_t n) {
-    if (on_bytes_) on_bytes_(n);
-    // Hand finished ranges to writeback now, so the final fsync has little left to do.
-    if (written_ - synced_ >= kWritebackChunk) {
-      out_->start_writeback(offset_ + synced_, written_ - synced_);
-      synced_ = written_;
-    }
-  }
-
-  AtomicOutputFile* out_;
+  StreamWriter* out_;
   uint64_t offset_, expected_;
   std::string what_;
   const std::function<void(uint64_t)>& on_bytes_;
-  uint64_t written_ = 0, synced_ = 0;
-  std::vector<uint8_t> buf_;
+  uint64_t written_ = 0;
   StreamingHash hash_;
 };
 
@@ -168,19 +140,27 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     done += n;
     if (options.progress) options.progress(done, total);
   };
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    auto& t = m.tensors[i];
-    for (size_t c = 0; c < t.components.size(); ++c) {
-      auto& comp = t.components[c];
-      FileSink sink(&out, data_offset + comp.offset, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes);
-      Status s = pending_[i].producers[c](sink);
-      if (!s.is_ok()) return s;
-      IRIS_TRY(sink.finish(&comp.xxh3));
+  {
+    // The data section in one ascending stream, written on its own thread (direct I/O where
+    // the filesystem allows); the header goes in afterwards, through the page cache.
+    StreamWriter::Options so;
+    so.direct = options.direct_io;
+    StreamWriter stream(out.fd(), data_offset, out.partial_path(), so);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      auto& t = m.tensors[i];
+      for (size_t c = 0; c < t.components.size(); ++c) {
+        auto& comp = t.components[c];
+        FileSink sink(&stream, data_offset + comp.offset, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes);
+        Status s = pending_[i].producers[c](sink);
+        if (!s.is_ok()) return s;
+        IRIS_TRY(sink.finish(&comp.xxh3));
+      }
     }
+    for (size_t i = 0; i < m.files.size(); ++i)
+      IRIS_TRY(stream.write(data_offset + m.files[i].offset, {reinterpret_cast<const uint8_t*>(compressed[i].data()), compressed[i].size()}));
+    IRIS_TRY(stream.finish(data_offset + data_size));
   }
-  for (size_t i = 0; i < m.files.size(); ++i)
-    IRIS_TRY(out.write_at(data_offset + m.files[i].offset,
-                          {reinterpret_cast<const uint8_t*>(compressed[i].data()), compressed[i].size()}));
+  IRIS_TRY(out.truncate_to(data_offset + data_size));  // direct I/O wrote whole pages
 
   // 4. Final manifest and preamble, then check what is on disk and publish it.
   const std::string manifest = manifest_to_json(m).dump(1);

@@ -28,6 +28,9 @@ struct WriteOptions {
   // Called when the archive is complete and checked but not yet under its name: what must not
   // outlive a failed write (a report about it) is finished here; an error abandons the archive.
   std::function<Status(uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes)> before_commit;
+  // The data section goes to the disk by direct I/O (no page-cache copy) where the filesystem
+  // takes it, else through the page cache (common/stream_writer.h). False: the page cache always.
+  bool direct_io = true;
 };
 
 struct WriteSummary {

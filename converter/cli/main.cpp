@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   std::string max_rss;
   convert->add_option("--max-rss", max_rss,
                       "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");
+  convert->add_flag("!--no-direct-io", co.direct_io,
+                    "Write the archive through the page cache (slower; it then stays cached for a following read)");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
   convert->add_flag("--json", json_out, "Print a JSON summary on stdout");

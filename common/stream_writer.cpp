@@ -1,0 +1,183 @@
+#include "common/stream_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace iris {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kWritebackChunk = 32ull << 20;  // page-cache mode: writeback every 32 MiB
+
+std::string errno_message() { return std::strerror(errno); }
+
+}  // namespace
+
+StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options options)
+    : fd_(fd), what_(std::move(what)), options_(options), cursor_(start) {
+  options_.buffer_bytes = std::max<size_t>(kPage, options_.buffer_bytes / kPage * kPage);
+  options_.buffers = std::max(2, options_.buffers);
+  for (int i = 0; i < options_.buffers; ++i) {
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kPage, options_.buffer_bytes));
+    if (!p) {
+      error_ = io_error(what_ + ": cannot allocate the write buffers");
+      break;
+    }
+    storage_.push_back(p);
+    free_.push_back(p);
+  }
+  original_flags_ = fcntl(fd_, F_GETFL);
+  if (options_.direct && original_flags_ >= 0 && fcntl(fd_, F_SETFL, original_flags_ | O_DIRECT) == 0) direct_ = true;
+  writeback_from_ = start;
+  // The first buffer begins at the page holding `start`.
+  current_.file_offset = start / kPage * kPage;
+  thread_ = std::thread([this] { run(); });
+}
+
+StreamWriter::~StreamWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    full_.clear();  // an unfinished stream is discarded by the owner: do not write the rest
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (original_flags_ >= 0 && direct_) fcntl(fd_, F_SETFL, original_flags_);
+  for (uint8_t* p : storage_) std::free(p);
+}
+
+Status StreamWriter::take_free_buffer() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !free_.empty() || !error_.is_ok(); });
+  if (!error_.is_ok()) return error_;
+  current_.data = free_.front();
+  free_.pop_front();
+  current_.used = 0;
+  have_current_ = true;
+  return Status::ok();
+}
+
+Status StreamWriter::submit_current() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.is_ok()) return error_;
+    full_.push_back(current_);
+  }
+  cv_.notify_all();
+  have_current_ = false;
+  current_.file_offset += options_.buffer_bytes;
+  current_.used = 0;
+  return Status::ok();
+}
+
+Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
+  if (offset < cursor_) return internal_error(what_ + ": stream write at " + std::to_string(offset) + " before the end of the previous one");
+  const uint8_t* src = bytes.data();
+  uint64_t left = bytes.size();
+  uint64_t at = cursor_;  // zeros from cursor_ to offset, then the bytes
+  const uint64_t end = offset + left;
+  while (at < end) {
+    if (!have_current_) IRIS_TRY(take_free_buffer());
+    const uint64_t pos = at - current_.file_offset;  // < buffer_bytes
+    if (current_.used < pos) {                        // fill up to `at` with zeros (start page or gap)
+      std::memset(current_.data + current_.used, 0, pos - current_.used);
+      current_.used = pos;
+    }
+    const uint64_t room = options_.buffer_bytes - pos;
+    if (at < offset) {
+      const uint64_t n = std::min(room, offset - at);
+      std::memset(current_.data + pos, 0, n);
+      current_.used = pos + n;
+      at += n;
+    } else {
+      const uint64_t n = std::min(room, left);
+      std::memcpy(current_.data + pos, src, n);
+      current_.used = pos + n;
+      src += n;
+      left -= n;
+      at += n;
+    }
+    if (current_.used == options_.buffer_bytes) IRIS_TRY(submit_current());
+  }
+  cursor_ = end;
+  return Status::ok();
+}
+
+Status StreamWriter::finish(uint64_t end) {
+  if (end > cursor_) IRIS_TRY(write(end, {}));  // zeros up to `end`
+  if (have_current_ && current_.used > 0) {
+    // Whole pages for direct I/O: zeros after the end, truncated away by the owner.
+    const uint64_t padded = (current_.used + kPage - 1) / kPage * kPage;
+    std::memset(current_.data + current_.used, 0, padded - current_.used);
+    current_.used = padded;
+    IRIS_TRY(submit_current());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  direct_used_ = direct_;
+  if (original_flags_ >= 0 && direct_ && fcntl(fd_, F_SETFL, original_flags_) != 0)
+    return io_error(what_ + ": cannot leave direct I/O: " + errno_message());
+  direct_ = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void StreamWriter::run() {
+  for (;;) {
+    Buffer b;
+    bool failed;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !full_.empty() || stopping_; });
+      if (full_.empty()) return;  // stopping, nothing left
+      b = full_.front();
+      full_.pop_front();
+      failed = !error_.is_ok();
+    }
+    Status s = failed ? Status::ok() : write_out(b);  // after a failure, buffers only go back
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.is_ok() && error_.is_ok()) error_ = s;
+      free_.push_back(b.data);
+    }
+    cv_.notify_all();
+  }
+}
+
+Status StreamWriter::write_out(const Buffer& b) {
+  const uint8_t* p = b.data;
+  uint64_t left = b.used, off = b.file_offset;
+  while (left > 0) {
+    ssize_t n = pwrite(fd_, p, left, off_t(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && direct_) {
+      // The filesystem took O_DIRECT at open but refuses these writes (alignment it wants
+      // larger than a page): the rest goes through the page cache.
+      if (fcntl(fd_, F_SETFL, original_flags_) != 0) return io_error(what_ + ": write failed: " + errno_message());
+      direct_ = false;
+      continue;
+    }
+    if (n <= 0) return io_error(what_ + ": write failed: " + (n < 0 ? errno_message() : std::string("no progress")));
+    p += n;
+    left -= uint64_t(n);
+    off += uint64_t(n);
+  }
+  if (!direct_ && off - writeback_from_ >= kWritebackChunk) {
+    // Hand finished ranges to writeback now, so the final fsync has little left to do.
+    sync_file_range(fd_, off_t(writeback_from_), off_t(off - writeback_from_), SYNC_FILE_RANGE_WRITE);
+    writeback_from_ = off;
+  }
+  return Status::ok();
+}
+
+}  // namespace iris

@@ -1,0 +1,19 @@
+// The sums behind a requantized tensor's quality report: squares of the source values and of
+// the decode's errors, and the largest error, over the finite source values (non-finite ones,
+// kept with --allow-nonfinite, are left out).
+#pragma once
+
+#include <cstdint>
+
+namespace iris::quant {
+
+struct ErrorSums {
+  double sum_sq_ref = 0, sum_sq_err = 0, max_abs_err = 0;
+};
+
+// In double, vectorised (quant/simd.h) over 8 interleaved partial sums, the blocks of a long
+// run summed on all cores and combined in block order: the same bits for the same n whatever
+// the thread count. Adds to `into`.
+void add_error_sums(const float* ref, const float* got, uint64_t n, ErrorSums* into);
+
+}  // namespace iris::quant
