@@ -11,11 +11,11 @@
 #   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|bench|variants|ncu]
 #
 # SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps,
-# PROBES=1 adds the decode-less MXFP4 probe to them, NCU_VARIANT / NCU_FORMATS pick what
-# Nsight Compute profiles,
-# VARIANT_LIST / TILE_LIST the sweeps' entries (TILE_LIST= none), PTX_BUILDS="ptx" the
-# compute_75-only build's cases (each device command has 10 minutes, and
-# the driver's compile of a PTX-only build takes about 3 of them).
+# VARIANT_LIST / TILE_LIST the sweeps' entries (TILE_LIST= none), PROBES=1 adds the
+# decode-free GEMV probe (every format, batch 1 and 16) to them, NCU_VARIANT / NCU_FORMATS
+# pick what Nsight Compute profiles, PTX_BUILDS the PTX-only builds whose cases run (default
+# "ptx ptx75": compute_75 + compute_80, and compute_75 alone; " " none). Each device command
+# has 10 minutes, and the driver's compile of a PTX-only build takes about 4 of them.
 # Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
 # variants; bench = peers, bench, variants alone; variants = the variant and tile sweeps and

@@ -58,8 +58,11 @@ Status StreamWriter::take_free_buffer() {
   if (!error_.is_ok()) return error_;
   current_.data = free_.front();
   free_.pop_front();
-  current_.used = 0;
   have_current_ = true;
+  // The buffer starts at file_offset, a page boundary; bytes before cursor_ in it (only in
+  // the first buffer: the head of the page holding `start`) are zeros.
+  current_.used = cursor_ - current_.file_offset;
+  std::memset(current_.data, 0, current_.used);
   return Status::ok();
 }
 
@@ -72,45 +75,35 @@ Status StreamWriter::submit_current() {
   cv_.notify_all();
   have_current_ = false;
   current_.file_offset += options_.buffer_bytes;
-  current_.used = 0;
+  return Status::ok();
+}
+
+Status StreamWriter::append(const uint8_t* src, uint64_t n) {
+  while (n > 0) {
+    if (!have_current_) IRIS_TRY(take_free_buffer());
+    const uint64_t k = std::min<uint64_t>(n, options_.buffer_bytes - current_.used);
+    if (src) {
+      std::memcpy(current_.data + current_.used, src, k);
+      src += k;
+    } else {
+      std::memset(current_.data + current_.used, 0, k);
+    }
+    current_.used += k;
+    cursor_ += k;
+    n -= k;
+    if (current_.used == options_.buffer_bytes) IRIS_TRY(submit_current());
+  }
   return Status::ok();
 }
 
 Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
   if (offset < cursor_) return internal_error(what_ + ": stream write at " + std::to_string(offset) + " before the end of the previous one");
-  const uint8_t* src = bytes.data();
-  uint64_t left = bytes.size();
-  uint64_t at = cursor_;  // zeros from cursor_ to offset, then the bytes
-  const uint64_t end = offset + left;
-  while (at < end) {
-    if (!have_current_) IRIS_TRY(take_free_buffer());
-    const uint64_t pos = at - current_.file_offset;  // < buffer_bytes
-    if (current_.used < pos) {                        // fill up to `at` with zeros (start page or gap)
-      std::memset(current_.data + current_.used, 0, pos - current_.used);
-      current_.used = pos;
-    }
-    const uint64_t room = options_.buffer_bytes - pos;
-    if (at < offset) {
-      const uint64_t n = std::min(room, offset - at);
-      std::memset(current_.data + pos, 0, n);
-      current_.used = pos + n;
-      at += n;
-    } else {
-      const uint64_t n = std::min(room, left);
-      std::memcpy(current_.data + pos, src, n);
-      current_.used = pos + n;
-      src += n;
-      left -= n;
-      at += n;
-    }
-    if (current_.used == options_.buffer_bytes) IRIS_TRY(submit_current());
-  }
-  cursor_ = end;
-  return Status::ok();
+  IRIS_TRY(append(nullptr, offset - cursor_));  // the gap reads back as zeros
+  return append(bytes.data(), bytes.size());
 }
 
 Status StreamWriter::finish(uint64_t end) {
-  if (end > cursor_) IRIS_TRY(write(end, {}));  // zeros up to `end`
+  if (end > cursor_) IRIS_TRY(append(nullptr, end - cursor_));
   if (have_current_ && current_.used > 0) {
     // Whole pages for direct I/O: zeros after the end, truncated away by the owner.
     const uint64_t padded = (current_.used + kPage - 1) / kPage * kPage;

@@ -59,6 +59,7 @@ class StreamWriter {
     uint64_t file_offset = 0;  // of data[0], a multiple of 4 KiB
     size_t used = 0;
   };
+  Status append(const uint8_t* src, uint64_t n);  // n bytes at cursor_ (zeros when src is null)
   Status submit_current();
   Status take_free_buffer();
   void run();
@@ -74,7 +75,7 @@ class StreamWriter {
   std::vector<uint8_t*> storage_;
   Buffer current_;
   bool have_current_ = false;
-  uint64_t cursor_;  // file offset of the next byte the caller may write
+  uint64_t cursor_;  // file offset of the next byte; = current_.file_offset + current_.used while have_current_
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -3,23 +3,15 @@
 #include <cmath>
 #include <limits>
 
-#include "quant/error_sums.h"
-
 namespace iris {
 
 void QualityStats::add(const float* ref, const float* got, uint64_t n) {
-  quant::ErrorSums sums{sum_sq_ref, sum_sq_err, max_abs_err};
-  quant::add_error_sums(ref, got, n, &sums);
-  sum_sq_ref = sums.sum_sq_ref;
-  sum_sq_err = sums.sum_sq_err;
-  max_abs_err = sums.max_abs_err;
+  quant::add_error_sums(ref, got, n, this);
   count += n;
 }
 
 void QualityStats::merge(const QualityStats& o) {
-  sum_sq_ref += o.sum_sq_ref;
-  sum_sq_err += o.sum_sq_err;
-  max_abs_err = std::max(max_abs_err, o.max_abs_err);
+  ErrorSums::merge(o);
   count += o.count;
 }
 

@@ -7,10 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "quant/error_sums.h"
+
 namespace iris {
 
-struct QualityStats {
-  double sum_sq_ref = 0, sum_sq_err = 0, max_abs_err = 0;
+struct QualityStats : quant::ErrorSums {
   uint64_t count = 0;
 
   void add(const float* ref, const float* got, uint64_t n);

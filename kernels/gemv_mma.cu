@@ -220,8 +220,8 @@ struct MmaFp8 {
 // A measurement aid, never a product path (KernelVariants::gemv_probe): format P with its
 // decode left out -- the code words go into the mma as they are, so the outputs are
 // meaningless -- to time what the loop costs without the decode (loads of codes, scales and
-// activations, the mma, addressing, the factored formats' scale FMAs). Run v33 measured it;
-// the kernel tests never run it.
+// activations, the mma, addressing, the factored formats' scale FMAs). Runs v33 and v34
+// measured it; the kernel tests never run it.
 template <typename P>
 struct SkipDecode : P {
   static __device__ __forceinline__ uint32_t bits_of(uint32_t e) { return e; }

@@ -13,8 +13,10 @@ namespace {
 constexpr int kLanes = 8;                   // interleaved partial sums: one AVX-512 vector of doubles
 constexpr uint64_t kBlock = uint64_t(1) << 16;  // elements per parallel block
 
-// One block: lane l takes the elements l, l + 8, ...; a branch-free select leaves out the
-// non-finite sources (the previous loop's `continue` kept the compiler from vectorising).
+// One block: lane l takes the elements l, l + 8, ...; a select leaves out the non-finite
+// sources. GCC 12 (-fopt-info-vec) vectorises the 8-lane body with 64-byte vectors in the
+// AVX-512 clone (basic-block vectorisation); the previous loop, with a `continue`, was not
+// vectorised at all ("control flow in loop").
 IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, ErrorSums* out) {
   double sr[kLanes] = {}, se[kLanes] = {}, mx[kLanes] = {};
   uint64_t i = 0;
@@ -36,11 +38,7 @@ IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, Er
     se[l] += e * e;
     mx[l] = std::max(mx[l], std::fabs(e));
   }
-  for (int l = 0; l < kLanes; ++l) {
-    out->sum_sq_ref += sr[l];
-    out->sum_sq_err += se[l];
-    out->max_abs_err = std::max(out->max_abs_err, mx[l]);
-  }
+  for (int l = 0; l < kLanes; ++l) out->merge({sr[l], se[l], mx[l]});
 }
 
 }  // namespace
@@ -53,11 +51,7 @@ void add_error_sums(const float* ref, const float* got, uint64_t n, ErrorSums* i
     const uint64_t i0 = uint64_t(b) * kBlock;
     block_sums(ref + i0, got + i0, std::min(kBlock, n - i0), &part[b]);
   }
-  for (const ErrorSums& p : part) {  // in block order: deterministic
-    into->sum_sq_ref += p.sum_sq_ref;
-    into->sum_sq_err += p.sum_sq_err;
-    into->max_abs_err = std::max(into->max_abs_err, p.max_abs_err);
-  }
+  for (const ErrorSums& p : part) into->merge(p);  // in block order: deterministic
 }
 
 }  // namespace iris::quant

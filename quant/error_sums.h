@@ -9,9 +9,15 @@ namespace iris::quant {
 
 struct ErrorSums {
   double sum_sq_ref = 0, sum_sq_err = 0, max_abs_err = 0;
+
+  void merge(const ErrorSums& o) {
+    sum_sq_ref += o.sum_sq_ref;
+    sum_sq_err += o.sum_sq_err;
+    max_abs_err = o.max_abs_err > max_abs_err ? o.max_abs_err : max_abs_err;
+  }
 };
 
-// In double, vectorised (quant/simd.h) over 8 interleaved partial sums, the blocks of a long
+// In double over 8 interleaved partial sums (quant/simd.h clones), the blocks of a long
 // run summed on all cores and combined in block order: the same bits for the same n whatever
 // the thread count. Adds to `into`.
 void add_error_sums(const float* ref, const float* got, uint64_t n, ErrorSums* into);

@@ -65,7 +65,7 @@ TEST_P(StreamWriterContent, FileHoldsTheWrittenBytesAndZerosInTheGaps) {
       want.resize(end, 0);
       Status s = w.finish(end);
       ASSERT_TRUE(s.is_ok()) << s.message();
-      RecordProperty("direct_io", w.wrote_direct() ? "yes" : "no (the filesystem refused it)");
+      RecordProperty("direct_io", w.wrote_direct() ? "yes" : shape.direct ? "no (the filesystem refused it)" : "no (page cache asked for)");
     }
     ASSERT_EQ(ftruncate(fd, off_t(want.size())), 0);
     std::vector<uint8_t> head(start);
