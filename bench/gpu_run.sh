@@ -16,13 +16,15 @@
 # pick what Nsight Compute profiles, PTX_BUILDS the PTX-only builds whose cases run (default
 # "ptx ptx75": compute_75 + compute_80, and compute_75 alone; " " none). Each device command
 # has 10 minutes, and the driver's compile of a PTX-only build takes about 4 of them.
-# Modes: quick = kernel cases + verify; api = quick + the C API on the GPU (api_cuda_tests, the
+# Modes: quick = kernel cases + verify; limits = quick + what bounds each kernel goal (the
+# floors of each case's bytes, the filled wave 16896x4096, both probes, Nsight Compute on the
+# dequants: kernels/NOTES.md run v35); api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
 # variants; bench = peers, bench, variants alone; variants = the variant and tile sweeps and
 # Nsight Compute alone (the second command of a session whose first ran full with VARIANTS=0);
 # sanitize / ncu add compute-sanitizer / Nsight Compute.
 # Files back: env.txt, tests.log, tests-ptx.log, tests-ptx75.log, verify.log, api.log, python.log, upload.json,
-# peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log in those modes).
+# peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log, limits.txt + ncu-dequant.txt in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
@@ -89,6 +91,28 @@ if [ "$mode" = sanitize ]; then
   echo "memcheck exit $?"; tail -n 6 "$OUT/sanitizer.log"
 fi
 case "$mode" in quick|sanitize) exit "$tests_rc";; esac
+if [ "$mode" = limits ]; then
+  # The same cases three ways: as they are, with the decodes left out (both probes: outputs
+  # meaningless), and on 16896 rows, the stripes that fill every slot the registers allow.
+  {
+    cases="--synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096 --synthetic mxfp4:4096x1024 \
+      --synthetic nf4:4096x1024 --synthetic fp8:4096x1024 --synthetic mxfp4:32x5760x2880 --synthetic mxfp4:16896x4096 \
+      --synthetic nf4:16896x4096 --synthetic fp8:16896x4096"
+    echo "--- defaults, with the floors"; "$B/iris" bench --floors $cases
+    echo "--- --variant gemv-probe=skip-decode --variant dequant-probe=skip-decode (time only)"
+    "$B/iris" bench --variant gemv-probe=skip-decode --variant dequant-probe=skip-decode $cases
+  } > "$OUT/limits.txt" 2>&1
+  cat "$OUT/limits.txt"
+  if command -v ncu >/dev/null; then
+    echo "== Nsight Compute: the dequants =="
+    for f in nf4:14336x4096 fp8:14336x4096 mxfp4:14336x4096 mxfp4:32x5760x2880; do
+      ncu --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats -k "regex:dequant_items" \
+        --launch-count 1 "$B/iris" bench --synthetic "$f" --batch 1 --replays 1
+    done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu-dequant.txt"
+    grep -E "dequant_items|DRAM Throughput|Memory Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Achieved Occupancy|Duration" "$OUT/ncu-dequant.txt" | head -n 60
+  fi
+  exit "$tests_rc"
+fi
 fi  # not upload
 
 if [ "$mode" != bench ] && [ "$mode" != variants ]; then

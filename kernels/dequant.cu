@@ -1,5 +1,6 @@
 // Host launcher of the dequantization kernels: one launch per tensor, any format.
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/fast_div.h"
@@ -43,12 +44,22 @@ __device__ __forceinline__ bool item_pos(const ItemGeometry& g, uint32_t tile_n,
   return n < n_rows && k0 < k;
 }
 
+// A measurement aid (KernelVariants::dequant_probe): the item's code word and the first four
+// bytes of its scale inputs stored as they are, in place of its eight decoded elements.
+template <typename F>
+__device__ __forceinline__ uint4 undecoded(const typename F::Word& w, const typename F::Aux& aux) {
+  uint32_t words[4] = {0, 0, 0, 0}, scale = 0;
+  memcpy(words, &w, sizeof w);
+  memcpy(&scale, &aux, sizeof aux < 4 ? sizeof aux : 4);
+  return make_uint4(words[0], words[1], words[2], words[3] ^ scale);  // the scale stays a dependency
+}
+
 // v4: every thread takes kUnroll items spaced a block apart, so each warp instruction reads
 // one contiguous run of codes (128 or 256 bytes) and writes one contiguous run of outputs
 // (512 bytes within a tile row). All loads of the kUnroll items, scales included, are issued
 // before the first is decoded. BF16 output decodes two elements per instruction
 // (packed_decode.cuh); items it declines, and F16/F32 output, take the scalar decoder.
-template <typename F, int OutKind, int kUnroll>
+template <typename F, int OutKind, int kUnroll, bool kProbe = false>
 __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
@@ -76,6 +87,10 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
       for (int u = 0; u < kUnroll; ++u) {
         if (!(live >> u & 1u)) continue;
         uint4 q;
+        if constexpr (kProbe) {
+          __stcs(reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]), undecoded<F>(w[u], aux[u]));
+          continue;  // the probe needs K % 8 == 0 (checked at launch): no partial items
+        }
         if (g.vector_out && k0[u] + F::kItem <= k && F::decode_bf16(v, w[u], aux[u], tables, tables_ok, q))
           __stcs(reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]), q);  // streaming: never re-read
         else
@@ -116,14 +131,14 @@ __global__ void __launch_bounds__(kThreads) dequant_flat(const QuantView v, void
   }
 }
 
-template <typename F, int OutKind, int kUnroll>
+template <typename F, int OutKind, int kUnroll, bool kProbe = false>
 Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sms, cudaStream_t s) {
   int per_sm = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll>, kThreads, 0));
+  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll, kProbe>, kThreads, 0));
   // A grid that fills every SM once; the loop covers the rest (no tail wave).
   const uint64_t need = (uint64_t(g.total) + kThreads * kUnroll - 1) / (kThreads * kUnroll);
   const unsigned blocks = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(need, uint64_t(sms) * std::max(per_sm, 1))));
-  dequant_items<F, OutKind, kUnroll><<<blocks, kThreads, 0, s>>>(v, g, out);
+  dequant_items<F, OutKind, kUnroll, kProbe><<<blocks, kThreads, 0, s>>>(v, g, out);
   IRIS_CUDA_LAUNCHED("dequant");
   return Status::ok();
 }
@@ -143,6 +158,16 @@ Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaSt
   g.tiles_per_stripe = FastDiv(uint32_t(tps));
   g.total = uint32_t(total);
   g.vector_out = v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
+  if constexpr (OutKind == 0) {
+    if (c.variants.dequant_probe) {  // a measurement aid (KernelVariants): whole aligned items only
+      if (!g.vector_out) return unsupported("dequantize probe: needs K % 8 == 0 and an aligned output");
+      switch (dequant_unroll(c.variants, int(v.format))) {
+        case 2: return launch_items<F, 0, 2, true>(v, g, out, sms, s);
+        case 8: return launch_items<F, 0, 8, true>(v, g, out, sms, s);
+        default: return launch_items<F, 0, 4, true>(v, g, out, sms, s);
+      }
+    }
+  }
   switch (dequant_unroll(c.variants, int(v.format))) {
     case 2: return launch_items<F, OutKind, 2>(v, g, out, sms, s);
     case 8: return launch_items<F, OutKind, 8>(v, g, out, sms, s);

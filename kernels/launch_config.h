@@ -8,7 +8,7 @@ namespace iris {
 
 // Variants that `iris bench --variant` compares in one GPU run (kernels/NOTES.md records which
 // won). The defaults (0 / true) are the measured best; every variant computes the same result
-// and the kernel tests run each (gemv_probe, below, is the one exception).
+// and the kernel tests run each (the two probes, below, are the exceptions).
 struct KernelVariants {
   int dequant_unroll = 0;         // items per thread per step of the tiled dequant: 0 (per-format best), 2, 4, 8
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
@@ -19,6 +19,9 @@ struct KernelVariants {
   // A measurement aid, not a variant: the tensor-core GEMV with its decode left out, so its
   // outputs are meaningless (kernels/NOTES.md, run v33). Only `iris bench` sets it.
   bool gemv_probe = false;
+  // The same for the tiled dequant to BF16: its loads, item arithmetic and stores, the code
+  // words stored undecoded (kernels/NOTES.md, run v35). Only `iris bench` sets it.
+  bool dequant_probe = false;
 };
 
 struct LaunchConfig {

@@ -100,6 +100,47 @@ __global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, u
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) dst[i] = src[i];
 }
 
+// The floors (`iris bench --floors`, kernels/NOTES.md run v35): the least a kernel moving a
+// case's bytes can cost, timed the same way as the kernels (launch ramp and tail included).
+// read_floor reads `words` 16-byte words (what a batch-1 GEMV must read), four loads in flight
+// per thread; the xor of everything read is stored only if it equals a constant, so the loads
+// stay.
+__global__ void read_floor(const uint4* __restrict__ src, uint64_t words, uint32_t* sink) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + 3 * stride < words; i += 4 * stride) {
+    uint4 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) q[u] = __ldg(src + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= q[u].x ^ q[u].y ^ q[u].z ^ q[u].w;
+  }
+  for (; i < words; i += stride) {
+    const uint4 q = __ldg(src + i);
+    acc ^= q.x ^ q.y ^ q.z ^ q.w;
+  }
+  if (acc == 0x2545f491u) *sink = acc;
+}
+
+// stream_floor reads in_words and writes out_words (a dequant's traffic) interleaved in the
+// ratio r ~ out / in: each warp reads 32 consecutive words and writes 32 r, every access
+// coalesced, the stores streaming as the dequant's are.
+__global__ void stream_floor(const uint4* __restrict__ src, uint64_t in_words, uint4* __restrict__ dst, uint64_t out_words, uint32_t r) {
+  const uint32_t lane = threadIdx.x & 31;
+  const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5, warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
+  const uint64_t units = (in_words + 31) / 32;
+  for (uint64_t u = warp; u < units; u += warps) {
+    const uint64_t i = u * 32 + lane;
+    const uint4 q = i < in_words ? __ldg(src + i) : make_uint4(0, 0, 0, 0);
+    for (uint32_t j = 0; j < r; ++j) {
+      const uint64_t o = (u * r + j) * 32 + lane;
+      if (o < out_words) __stcs(dst + o, make_uint4(q.x ^ j, q.y, q.z, q.w));
+    }
+  }
+  for (uint64_t o = units * r * 32 + warp * 32 + lane; o < out_words; o += warps * 32) __stcs(dst + o, make_uint4(uint32_t(o), 0, 0, 0));
+}
+
 struct CopyCeiling {
   double memcpy_gbps, kernel_gbps;
 };
@@ -213,6 +254,35 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     results.push_back({{"kernel", "dequant"}, {"case", c.name}, {"batch", 0}, {"us", us}, {"bytes", bytes},
                        {"tile", std::to_string(c.desc.layout.tile_n) + "x" + std::to_string(c.desc.layout.tile_k)},
                        {"gbps", bytes / (us * 1e-6) / 1e9}, {"pct_copy", 100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbps}});
+    if (o.floors) {
+      const uint64_t in_words = iris::ceil_div(in_bytes, 16), out_words = out_bytes / 16;
+      std::vector<DeviceBuffer> srcs(rot);
+      for (int r = 0; r < rot; ++r) {
+        IRIS_CUDA_TRY(cudaMalloc(&srcs[r].p, in_words * 16));
+        IRIS_TRY(fill(srcs[r].p, in_words * 16, 500 + r, -1));
+      }
+      DeviceBuffer sink;
+      IRIS_CUDA_TRY(cudaMalloc(&sink.p, 16));
+      const unsigned grid = unsigned(device.sm_count) * 8;  // 2048 threads per SM: full occupancy
+      IRIS_ASSIGN_OR_RETURN(double read_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+        read_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[i].p), in_words, static_cast<uint32_t*>(sink.p));
+        IRIS_CUDA_LAUNCHED("read_floor");
+        return Status::ok();
+      }));
+      const uint32_t ratio = uint32_t(std::max<double>(1.0, std::round(double(out_words) / double(in_words))));
+      IRIS_ASSIGN_OR_RETURN(double stream_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+        stream_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[i].p), in_words, static_cast<uint4*>(outs[i % out_rot].p),
+                                          out_words, ratio);
+        IRIS_CUDA_LAUNCHED("stream_floor");
+        return Status::ok();
+      }));
+      IRIS_CUDA_TRY(cudaDeviceSynchronize());
+      const double rb = double(in_words * 16), sb = double(in_words + out_words) * 16;
+      results.push_back({{"kernel", "floor-read"}, {"case", c.name}, {"batch", 0}, {"us", read_us}, {"bytes", rb},
+                         {"gbps", rb / (read_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * rb / (read_us * 1e-6) / 1e9 / copy_gbps}});
+      results.push_back({{"kernel", "floor-stream"}, {"case", c.name}, {"batch", 0}, {"us", stream_us}, {"bytes", sb},
+                         {"gbps", sb / (stream_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * sb / (stream_us * 1e-6) / 1e9 / copy_gbps}});
+    }
     for (int batch : c.batches) {
       std::vector<DeviceBuffer> xs(rot), ys(rot);
       for (int r = 0; r < rot; ++r) {
@@ -285,6 +355,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
   } else if (name == "gemv-probe") {  // a measurement aid: the GEMV without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->gemv_probe = value == "skip-decode";
+  } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
+    if (value != "off" && value != "skip-decode") return bad();
+    v->dequant_probe = value == "skip-decode";
   } else if (name == "nf4-table") {
     if (value != "auto" && value != "split" && value != "pairs") return bad();
     v->nf4_table = value == "auto" ? 0 : value == "split" ? 1 : 2;

@@ -28,11 +28,15 @@ struct BenchOptions {
   int warmup = 5;
   int device = 0;
   KernelVariants variants;  // what to time (default: the measured best)
+  // Also time, per case, the floors of its byte counts: a kernel that only reads the GEMV's
+  // input ("floor-read") and one that reads the dequant's input while writing its output
+  // ("floor-stream"), timed like the kernels.
+  bool floors = false;
 };
 
 // Sets "dequant-unroll" (auto|2|4|8), "gemv" (auto|cuda-cores), "gemv-unroll" (auto|1|2),
-// "gemv-warps" (auto|1..8), "fp8-decode" (auto|cvt|bits) or "nf4-table" (auto|split|pairs)
-// in `variants`; an unknown name or value is kInvalidArgument.
+// "gemv-warps" (auto|1..8), "fp8-decode" (auto|cvt|bits), "nf4-table" (auto|split|pairs) or
+// the measurement aids "gemv-probe" / "dequant-probe" (off|skip-decode) in `variants`; an unknown name or value is kInvalidArgument.
 Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* variants);
 
 // Returns {"device", "copy_gbps" (the better of cudaMemcpy and a 16-byte copy kernel, both

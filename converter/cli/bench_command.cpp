@@ -63,6 +63,7 @@ int run_bench_command(const BenchCommandOptions& o) {
     cases.push_back({spec.substr(0, colon) + " " + spec.substr(colon + 1), *d, big ? o.batches : std::vector<int>{}});
   }
   bench_options.replays = o.replays;
+  bench_options.floors = o.floors;
   auto r = run_kernel_bench(cases, bench_options);
   if (!r.is_ok()) return fail(r.status());
   nlohmann::json& j = *r;

@@ -14,6 +14,7 @@ struct BenchCommandOptions {
   std::string tile = "16x256";         // tile_n x tile_k of synthetic cases (shrunk for small matrices)
   std::vector<std::string> variants;   // NAME=VALUE kernel variants (kernels/tuning.h)
   int replays = 50;
+  bool floors = false;                 // also time the floors of each case's byte counts
   bool json = false;
 };
 
