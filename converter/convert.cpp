@@ -35,7 +35,7 @@ json ConvertReport::to_json() const {
     per.push_back(std::move(t));
   }
   return {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
-          {"predicted_peak_rss_bytes", predicted_peak_rss}, {"chunk_floats", chunk_floats},
+          {"predicted_peak_rss_bytes", predicted_peak_rss}, {"chunk_floats", chunk_floats}, {"workers", workers},
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
 }
@@ -155,14 +155,16 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     for (const auto& s : policy.unmatched_skips())
       return usage_error("--skip '" + s + "' matches no tensor (--allow-unmatched to accept)");
   }
-  const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, o.max_rss);
+  const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, ro.workers > 0 ? ro.workers : default_requant_workers(), o.max_rss);
   report.predicted_peak_rss = memory.peak_bytes;
   report.chunk_floats = memory.chunk_floats;
+  report.workers = memory.workers;
   if (o.max_rss && memory.peak_bytes > o.max_rss)
     return usage_error("this conversion needs about " + std::to_string((memory.peak_bytes + (1 << 20) - 1) >> 20) +
                        " MiB of memory even in the smallest chunks, more than --max-rss " + std::to_string(o.max_rss >> 20) +
                        " MiB allows (its largest requantized tensor sets it; --dry-run shows the plan)");
   ro.chunk_floats = memory.chunk_floats;
+  ro.workers = memory.workers;
   for (size_t i = 0; i < sources.size(); ++i) {
     auto& st = sources[i];
     const auto& decision = decisions[i];

@@ -64,6 +64,7 @@ struct ConvertReport {
   uint64_t planned_bytes = 0;  // archive size (dry run included)
   uint64_t predicted_peak_rss = 0;  // bytes (converter/memory_plan.h)
   uint64_t chunk_floats = 0;        // the requantization chunk chosen
+  int workers = 0;                  // chunks requantized at once
   nlohmann::json to_json() const;
 };
 

@@ -65,24 +65,31 @@ TensorNeed need_of(const PlannedTensor& p, uint64_t chunk_floats, uint64_t tile_
 
 }  // namespace
 
-MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n) {
+MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n, int workers) {
+  workers = std::max(workers, 1);
   TensorNeed most;
   for (const auto& p : tensors) {
     if (!p.requantized) continue;
     const TensorNeed t = need_of(p, chunk_floats, tile_n);
+    // A tensor of fewer chunks than workers keeps only that many busy; each worker's buffers
+    // grow to the largest chunk it ever takes, so count every worker at the largest chunk.
     most.x = std::max(most.x, t.x);
     most.back = std::max(most.back, t.back);
     most.codes = std::max(most.codes, t.codes);
     most.read = std::max(most.read, t.read);
     most.transient = std::max(most.transient, t.transient);
   }
-  return {chunk_floats, kBaseRssBytes + most.x + most.back + most.codes + most.read + most.transient};
+  const uint64_t per_worker = most.x + most.back + most.codes + most.read;
+  return {chunk_floats, workers, kBaseRssBytes + uint64_t(workers) * per_worker + most.transient};
 }
 
-MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, uint64_t max_rss) {
-  MemoryPlan plan = predict_memory(tensors, preferred, tile_n);
-  for (uint64_t cf = preferred / 2; max_rss && plan.peak_bytes > max_rss && cf >= kMinChunkFloats; cf /= 2)
-    plan = predict_memory(tensors, cf, tile_n);
+MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, int workers, uint64_t max_rss) {
+  MemoryPlan plan = predict_memory(tensors, preferred, tile_n, workers);
+  for (int w = std::max(workers, 1); w >= 1 && max_rss && plan.peak_bytes > max_rss; --w)
+    for (uint64_t cf = preferred; cf >= kMinChunkFloats; cf /= 2) {
+      plan = predict_memory(tensors, cf, tile_n, w);
+      if (plan.peak_bytes <= max_rss) break;
+    }
   return plan;
 }
 

@@ -3,10 +3,11 @@
 // --max-rss refuses up front a conversion that cannot meet it).
 //
 // The model (converter/requantize.cpp is what it describes): a fixed base for the process,
-// the manifest and the writer; the chunk buffers, which are reused across tensors and so
-// grow to the largest any tensor needs (FP32 values and their decode-back, the codes before
-// and after tiling, the source bytes of the chunk); and the largest per-tensor transient (the
-// side components waiting for their turn, NF4's block absmax, a quantized source's tables).
+// the manifest and the writer; the chunk buffers of each worker (one chunk in flight per
+// worker), which are reused across tensors and so grow to the largest any tensor needs (FP32
+// values and their decode-back, the codes before and after tiling, the source bytes of the
+// chunk); and the largest per-tensor transient (the side components waiting for their turn,
+// NF4's block absmax, a quantized source's tables).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct PlannedTensor {
 
 struct MemoryPlan {
   uint64_t chunk_floats = 0;  // the chunk size chosen
+  int workers = 1;            // the chunks in flight at once (RequantOptions::workers)
   uint64_t peak_bytes = 0;    // predicted peak resident memory of the whole run
 };
 
@@ -36,11 +38,12 @@ constexpr uint64_t kBaseRssBytes = 64ull << 20;
 // The smallest chunk --max-rss may pick: below it the per-chunk overheads dominate.
 constexpr uint64_t kMinChunkFloats = 1ull << 20;
 
-MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n);
+MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n, int workers);
 
-// The largest chunk size, from `preferred` down by halves to kMinChunkFloats, whose predicted
-// peak is at most max_rss (0: no budget, `preferred`). The returned plan's peak_bytes exceeds
-// max_rss when even the smallest chunk does not fit.
-MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, uint64_t max_rss);
+// The plan whose predicted peak is at most max_rss (0: no budget: `preferred` chunks on
+// `workers` workers): the most workers, from `workers` down to 1, and for each the largest
+// chunk size from `preferred` down by halves to kMinChunkFloats. The returned plan's
+// peak_bytes exceeds max_rss when even one worker with the smallest chunk does not fit.
+MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, int workers, uint64_t max_rss);
 
 }  // namespace iris

@@ -10,7 +10,7 @@ namespace iris {
 namespace {
 // Bytes read from the source at once: large enough for few syscalls, small enough that RSS
 // stays far below the bound (2x the largest tensor + 256 MiB).
-constexpr uint64_t kWindow = 16ull << 20;
+constexpr uint64_t kWindow = 1ull << 20;
 }
 
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size) {

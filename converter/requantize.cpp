@@ -1,10 +1,14 @@
 #include "converter/requantize.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <type_traits>
 
 #include "common/checked_math.h"
@@ -42,7 +46,7 @@ struct Job {
   std::shared_ptr<QualityStats> quality = std::make_shared<QualityStats>();
 };
 
-// Scratch shared by every chunk of every tensor (tensors are written one at a time).
+// Scratch reused by every chunk of every tensor (tensors are written one at a time).
 // Allocating per chunk or per tensor was most of the run time: zero fills and page faults.
 // new T[n] leaves the memory uninitialised; it is always written before it is read.
 template <typename T>
@@ -61,19 +65,32 @@ class Scratch {
   uint64_t cap_ = 0;
 };
 
-struct Scratches {
-  Scratch<float> x, back;
-  Scratch<uint8_t> codes, tiled;
+// Rows [r0, r1) of matrix m: count values, decoded into x.
+struct Chunk {
+  uint64_t m = 0, r0 = 0, r1 = 0, count = 0;
+  const float* x = nullptr;
 };
 
-Scratches& scratches() {
-  static Scratches s;
-  return s;
-}
+// What one worker turns a chunk into, kept until the chunk's turn to be written: the bytes,
+// the chunk's side values and its quality sums. Each chunk is computed wholly by one worker
+// (decode, checks, encode, decode-back, sums, tiling), so workers share nothing mutable.
+struct Worker {
+  Scratch<float> x, back;
+  Scratch<uint8_t> codes, tiled;
+  DecodeScratch decode;
+  std::span<const uint8_t> out;   // what the chunk writes
+  QualityStats quality;           // the chunk's sums
+  std::vector<uint8_t> scales8;   // MXFP4 scales of the chunk
+  std::vector<float> scalesf;     // FP8 scales, NF4 block absmax sums
+  float amax = 0;                 // FP8 tensor granularity: the chunk's amax
+};
 
-// Drops what a job holds once its codes are written (the producers, and so the job, live
-// until the whole archive is written).
-void release_scratch(Job& j) { j.decoder.reset(); }
+// One worker per thread of the chunk loop, reused across tensors.
+std::vector<std::unique_ptr<Worker>>& worker_pool(int n) {
+  static std::vector<std::unique_ptr<Worker>> pool;
+  while (int(pool.size()) < n) pool.push_back(std::make_unique<Worker>());
+  return pool;
+}
 
 Status ensure_decoder(Job& j) {
   if (j.decoder) return Status::ok();
@@ -81,11 +98,11 @@ Status ensure_decoder(Job& j) {
   return Status::ok();
 }
 
+// Serial: it runs inside a worker, one chunk per core.
 Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
   if (j.opts.allow_nonfinite) return Status::ok();
   uint64_t bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad)
-  for (int64_t i = 0; i < int64_t(count); ++i) bad += (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
+  for (uint64_t i = 0; i < count; ++i) bad += (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
   if (!bad) return Status::ok();
   uint64_t first = 0;
   while (std::isfinite(v[first])) ++first;
@@ -111,50 +128,122 @@ std::string py_float(double v) {
 
 std::string torch_dtype_name(DType d) { return d == DType::kF16 ? "float16" : d == DType::kF32 ? "float32" : "bfloat16"; }
 
-// Row chunks [r0, r1) of matrix m, in order.
-// Chunk values are passed as (pointer, count); the pointer is valid until the next chunk.
-template <typename F>
-Status for_each_chunk(Job& j, F&& fn) {
+int worker_count(const Job& j, uint64_t chunks) {
+  const int want = j.opts.workers > 0 ? j.opts.workers : default_requant_workers();
+  return int(std::clamp<uint64_t>(chunks, 1, uint64_t(std::max(want, 1))));
+}
+
+// Every chunk of the job, several at once: `compute(worker, chunk)` runs on one worker per
+// chunk, all workers in parallel (inside a worker the codecs' own OpenMP loops are nested and
+// so serial), and `emit(worker, chunk)` runs on each
+// chunk in chunk order, one at a time, while the other workers compute. So reading, encoding
+// and writing overlap, and everything emit does (the stash, the quality merge, the archive's
+// bytes) happens in the same order whatever the worker count: the same archive and the same
+// report bits. The first error in chunk order is returned; later chunks are skipped.
+template <typename Compute, typename Emit>
+Status run_chunks(Job& j, Compute&& compute, Emit&& emit) {
   IRIS_TRY(ensure_decoder(j));
   const uint64_t step = chunk_rows(j);
+  std::vector<Chunk> chunks;
   for (uint64_t m = 0; m < j.batch; ++m)
     for (uint64_t r0 = 0; r0 < j.n; r0 += step) {
-      const uint64_t r1 = std::min(j.n, r0 + step), count = (r1 - r0) * j.k;
-      float* buf = scratches().x.get(count);
-      IRIS_TRY(j.decoder->decode_rows(m * j.n + r0, m * j.n + r1, buf));
-      IRIS_TRY(check_finite(j, buf, count, (m * j.n + r0) * j.k));
-      IRIS_TRY(fn(m, r0, r1, buf, count));
+      const uint64_t r1 = std::min(j.n, r0 + step);
+      chunks.push_back({m, r0, r1, (r1 - r0) * j.k, nullptr});
     }
+  const int workers = worker_count(j, chunks.size());
+  auto& pool = worker_pool(workers);
+  std::atomic<bool> failed{false};
+  Status first_error;
+#pragma omp parallel for schedule(static, 1) ordered num_threads(workers)
+  for (int64_t c = 0; c < int64_t(chunks.size()); ++c) {
+    Worker& w = *pool[omp_get_thread_num()];
+    Chunk ch = chunks[c];
+    Status st;
+    if (!failed.load(std::memory_order_relaxed)) st = compute(w, ch);
+#pragma omp ordered
+    {
+      if (!failed.load(std::memory_order_relaxed)) {
+        if (st.is_ok()) st = emit(w, ch);
+        if (!st.is_ok()) {
+          first_error = st;
+          failed.store(true, std::memory_order_relaxed);
+        }
+      }
+    }
+  }
+  return first_error;
+}
+
+// Values per piece: the rows of a chunk are decoded, checked, encoded, decoded back and summed
+// a piece at a time, so that every pass after the first finds the piece in cache. Whole 8 MB
+// chunks were read from memory five times over, and on two cores that traffic, not the
+// arithmetic, set the speed (docs/BENCHMARKS.md, issue 12).
+constexpr uint64_t kPieceFloats = uint64_t(64) << 10;
+
+// Rows [c.r0, c.r1) of the chunk in pieces of a multiple of `row_multiple` rows, about
+// max_floats values each: each piece decoded into the worker's buffer, checked for non-finite
+// values, and handed to fn(x, r0, r1, count) (rows of matrix c.m).
+template <typename F>
+Status for_each_piece(const Job& j, Worker& w, const Chunk& c, uint64_t row_multiple, uint64_t max_floats, F&& fn) {
+  const uint64_t piece_rows = std::max<uint64_t>(row_multiple, max_floats / std::max<uint64_t>(j.k, 1) / row_multiple * row_multiple);
+  for (uint64_t r0 = c.r0; r0 < c.r1; r0 += piece_rows) {
+    const uint64_t r1 = std::min(c.r1, r0 + piece_rows), count = (r1 - r0) * j.k, row0 = c.m * j.n + r0;
+    float* x = w.x.get(count);
+    IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
+    IRIS_TRY(check_finite(j, x, count, row0 * j.k));
+    IRIS_TRY(fn(static_cast<const float*>(x), r0, r1, count));
+  }
   return Status::ok();
 }
 
-// Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) and writes them.
-Status write_tiled(Job& j, const uint8_t* rows, uint64_t r0, uint64_t r1, ByteSink& sink) {
+// Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) into the worker's
+// buffer and returns them as the chunk's output.
+void tile_rows(const Job& j, Worker& w, const uint8_t* rows, uint64_t r0, uint64_t r1) {
   const MatrixGeometry g = matrix_geometry(j.desc).value();
   const uint64_t tn = j.desc.layout.tile_n;
   const uint64_t end = r1 == j.n ? g.padded_n : r1;  // the last chunk also writes the padding stripes' rows
   const uint64_t bytes = (end - r0) / tn * stripe_bytes(g, tn);
-  uint8_t* tiled = scratches().tiled.get(bytes);
+  uint8_t* tiled = w.tiled.get(bytes);
   for (uint64_t r = r0; r < end; r += tn)
     tile_stripe(g, tn, j.desc.layout.tile_k, r < j.n ? rows + (r - r0) * g.row_bytes() : nullptr, r, tiled + (r - r0) / tn * stripe_bytes(g, tn));
-  return sink.write({tiled, bytes});
+  w.out = {tiled, bytes};
+}
+
+// The chunk's quality sums from its values and their decode-back.
+void chunk_quality(Worker& w, const float* x, const float* back, uint64_t n) {
+  w.quality.add(x, back, n);
+}
+
+// The emit step common to every target: the chunk's sums merged and its bytes written.
+Status write_chunk(Job& j, Worker& w, ByteSink& sink) {
+  j.quality->merge(w.quality);
+  w.quality = QualityStats();
+  return sink.write(w.out);
 }
 
 Status produce_mxfp4(Job& j, ByteSink& sink) {
   const uint64_t blocks = ceil_div(j.k, 32);
   j.stash.mxfp4_scales.clear();
-  return for_each_chunk(j, [&](uint64_t, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
-    const uint64_t rows = r1 - r0;
-    uint8_t* codes = scratches().codes.get(rows * blocks * 16);
-    const size_t s0 = j.stash.mxfp4_scales.size();
-    j.stash.mxfp4_scales.resize(s0 + rows * blocks);
-    uint8_t* scales = j.stash.mxfp4_scales.data() + s0;
-    quant::mxfp4_encode(x, rows, j.k, j.opts.mxfp4_rule, codes, scales);
-    float* back = scratches().back.get(count);
-    quant::mxfp4_decode(codes, scales, rows, j.k, back);
-    j.quality->add(x, back, count);
-    return write_tiled(j, codes, r0, r1, sink);
-  });
+  auto compute = [&](Worker& w, Chunk& c) -> Status {
+    uint8_t* codes = w.codes.get((c.r1 - c.r0) * blocks * 16);
+    w.scales8.resize((c.r1 - c.r0) * blocks);
+    IRIS_TRY(for_each_piece(j, w, c, 1, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+      uint8_t* pc = codes + (r0 - c.r0) * blocks * 16;
+      uint8_t* ps = w.scales8.data() + (r0 - c.r0) * blocks;
+      quant::mxfp4_encode(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps);
+      float* back = w.back.get(count);
+      quant::mxfp4_decode(pc, ps, r1 - r0, j.k, back);
+      chunk_quality(w, x, back, count);
+      return Status::ok();
+    }));
+    tile_rows(j, w, codes, c.r0, c.r1);
+    return Status::ok();
+  };
+  auto emit = [&](Worker& w, const Chunk&) -> Status {
+    j.stash.mxfp4_scales.insert(j.stash.mxfp4_scales.end(), w.scales8.begin(), w.scales8.end());
+    return write_chunk(j, w, sink);
+  };
+  return run_chunks(j, compute, emit);
 }
 
 Status produce_fp8(Job& j, ByteSink& sink) {
@@ -166,63 +255,90 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   std::vector<float> mul(j.batch, 1.f);
   if (g == quant::Fp8Granularity::kTensor) {
     std::vector<float> amax(j.batch, 0.f);
-    auto chunk_amax = [&](uint64_t m, uint64_t, uint64_t, const float* x, uint64_t count) -> Status {
-      float a = amax[m];
-#pragma omp parallel for schedule(static) reduction(max : a)
-      for (int64_t i = 0; i < int64_t(count); ++i) a = std::max(a, std::fabs(x[i]));  // NaN refused earlier
-      amax[m] = a;
+    auto chunk_amax = [&](Worker& w, Chunk& c) -> Status {
+      w.amax = 0.f;
+      return for_each_piece(j, w, c, 1, kPieceFloats, [&](const float* x, uint64_t, uint64_t, uint64_t count) -> Status {
+        float a = w.amax;
+        for (uint64_t i = 0; i < count; ++i) a = std::max(a, std::fabs(x[i]));  // NaN refused earlier
+        w.amax = a;
+        return Status::ok();
+      });
+    };
+    auto merge_amax = [&](Worker& w, const Chunk& c) -> Status {
+      amax[c.m] = std::max(amax[c.m], w.amax);
       return Status::ok();
     };
-    IRIS_TRY(for_each_chunk(j, chunk_amax));
+    IRIS_TRY(run_chunks(j, chunk_amax, merge_amax));
     for (uint64_t m = 0; m < j.batch; ++m) {
       mul[m] = quant::fp8_multiplier(amax[m]);  // the encoders' own rule (torch's 448 * (1/amax))
       j.stash.fp8_scales.push_back(1.f / mul[m]);
     }
   }
-  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
-    const uint64_t rows = r1 - r0;
-    uint8_t* codes = scratches().codes.get(count);
-    std::vector<float> scales;
-    if (g == quant::Fp8Granularity::kTensor) {
-      const float mm = mul[m];
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < int64_t(count); ++i) codes[i] = quant::e4m3_encode(std::clamp(x[i] * mm, -448.f, 448.f));
-      scales.assign(1, j.stash.fp8_scales[m]);
-    } else {
-      scales.resize(quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
-      quant::fp8_encode(x, 1, rows, j.k, g, 128, 128, codes, scales.data());
-      j.stash.fp8_scales.insert(j.stash.fp8_scales.end(), scales.begin(), scales.end());
-    }
-    quant::Fp8Scales s;
-    s.granularity = g;
-    s.data = scales.data();
-    float* back = scratches().back.get(count);
-    quant::fp8_decode(codes, 1, rows, j.k, s, back);
-    j.quality->add(x, back, count);
-    return write_tiled(j, codes, r0, r1, sink);
-  });
+  // Block scales span 128 rows: block pieces are whole 128-row blocks (chunks are, too).
+  const uint64_t piece_multiple = g == quant::Fp8Granularity::kBlock ? 128 : 1;
+  auto compute = [&](Worker& w, Chunk& c) -> Status {
+    uint8_t* codes = w.codes.get(c.count);
+    w.scalesf.clear();
+    IRIS_TRY(for_each_piece(j, w, c, piece_multiple, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+      const uint64_t rows = r1 - r0;
+      uint8_t* pc = codes + (r0 - c.r0) * j.k;
+      const size_t s0 = w.scalesf.size();
+      if (g == quant::Fp8Granularity::kTensor) {
+        const float mm = mul[c.m];
+        for (uint64_t i = 0; i < count; ++i) pc[i] = quant::e4m3_encode(std::clamp(x[i] * mm, -448.f, 448.f));
+        w.scalesf.push_back(j.stash.fp8_scales[c.m]);
+      } else {
+        w.scalesf.resize(s0 + quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
+        quant::fp8_encode(x, 1, rows, j.k, g, 128, 128, pc, w.scalesf.data() + s0);
+      }
+      quant::Fp8Scales s;
+      s.granularity = g;
+      s.data = w.scalesf.data() + s0;
+      float* back = w.back.get(count);
+      quant::fp8_decode(pc, 1, rows, j.k, s, back);
+      chunk_quality(w, x, back, count);
+      return Status::ok();
+    }));
+    tile_rows(j, w, codes, c.r0, c.r1);
+    return Status::ok();
+  };
+  auto emit = [&](Worker& w, const Chunk&) -> Status {
+    if (g != quant::Fp8Granularity::kTensor) j.stash.fp8_scales.insert(j.stash.fp8_scales.end(), w.scalesf.begin(), w.scalesf.end());
+    return write_chunk(j, w, sink);
+  };
+  return run_chunks(j, compute, emit);
 }
 
 // NF4 planning pass: the offset of the double quantization, the mean of every block's
-// absmax, by a running sum over the chunks (no whole-tensor array). Every chunk starts on a
-// 64-element block: tiled NF4 has K % 64 == 0, and flat NF4 chunks start every 128 rows of
-// the flattened tensor.
+// absmax, by a running sum over the chunks in order (no whole-tensor array). Every chunk
+// starts on a 64-element block: tiled NF4 has K % 64 == 0, and flat NF4 chunks start every
+// 128 rows of the flattened tensor.
 Status nf4_offset_pass(Job& j, double* sum) {
   const uint64_t numel = j.batch * j.n * j.k;
-  std::vector<float> local;
   *sum = 0;
-  return for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t, const float* x, uint64_t count) -> Status {
-    const uint64_t i0 = (m * j.n + r0) * j.k;
-    local.resize(ceil_div(count, 64));
-    quant::nf4_block_absmax(x, 0, count, numel - i0, local.data());  // relative to the chunk: the same blocks
-    *sum = quant::nf4_absmax_sum(local.data(), local.size(), *sum);
+  // Pieces of 64 rows or a multiple: whole 64-element blocks, flat layout included.
+  auto compute = [&](Worker& w, Chunk& c) -> Status {
+    w.scalesf.clear();
+    return for_each_piece(j, w, c, 64, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t, uint64_t count) -> Status {
+      const uint64_t i0 = (c.m * j.n + r0) * j.k;
+      const size_t s0 = w.scalesf.size();
+      w.scalesf.resize(s0 + ceil_div(count, 64));
+      quant::nf4_block_absmax(x, 0, count, numel - i0, w.scalesf.data() + s0);  // relative to the piece: the same blocks
+      return Status::ok();
+    });
+  };
+  auto emit = [&](Worker& w, const Chunk&) -> Status {
+    *sum = quant::nf4_absmax_sum(w.scalesf.data(), w.scalesf.size(), *sum);
     return Status::ok();
-  });
+  };
+  return run_chunks(j, compute, emit);
 }
 
-// One pass: each chunk's block absmax and codes; each group of 256 blocks double-quantized as
-// soon as all its blocks are known; the quality decode-back of elements whose group is not
-// complete yet (at most one group's worth) waits in a carry until it is.
+// One pass. Each chunk's block absmax and codes are computed by its worker, and so are the
+// double quantization and the quality decode-back of the groups of 256 blocks that lie
+// wholly inside the chunk. A group that straddles chunks is finished in chunk order, once its
+// last chunk's absmax is known: its elements from earlier chunks wait in a carry (at most one
+// group's worth) and are decoded back then.
 Status produce_nf4(Job& j, ByteSink& sink) {
   const uint64_t numel = j.batch * j.n * j.k, nabs = ceil_div(numel, 64), nnest = ceil_div(nabs, 256), group = 64 * 256;
   const float offset = j.nf4_offset;
@@ -242,42 +358,75 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   p.nested_map = map.data();
   p.nested_offset = offset;
   const bool tiled = j.desc.layout.kind == LayoutKind::kTiled;
+  // The groups complete once the chunk ending at element i1 is known: all of them at the end.
+  auto groups_complete = [&](uint64_t i1) { return i1 == numel ? nnest : i1 / group; };
+  // The groups wholly inside [i0, i1), which its worker finishes: [first, last) (may be empty).
+  auto inner_groups = [&](uint64_t i0, uint64_t i1) { return std::pair(ceil_div(i0, group), groups_complete(i1)); };
   uint64_t groups_done = 0, carry_start = 0;
-  std::vector<float> carry_x;
+  std::vector<float> carry_x, back_carry(group);
   std::vector<uint8_t> carry_codes;
   double sum = 0;
-  IRIS_TRY(for_each_chunk(j, [&](uint64_t m, uint64_t r0, uint64_t r1, const float* x, uint64_t count) -> Status {
-    const uint64_t i0 = (m * j.n + r0) * j.k, i1 = i0 + count;
-    uint8_t* codes = scratches().codes.get(ceil_div(count, 2));
-    quant::nf4_block_absmax(x, i0, count, numel, absmax.data());
-    sum = quant::nf4_absmax_sum(absmax.data() + i0 / 64, ceil_div(count, 64), sum);
-    quant::nf4_encode_codes(x, i0, count, numel, absmax.data(), codes);
-    const uint64_t g_end = i1 == numel ? nnest : i1 / group;  // groups whose blocks are all known
-    if (g_end > groups_done) {
-      quant::nf4_quantize_absmax_groups(absmax.data(), groups_done, g_end, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
-      groups_done = g_end;
+  Scratch<uint8_t> row_codes_scratch;
+  auto compute = [&](Worker& w, Chunk& c) -> Status {
+    // The whole chunk in one piece: emit reads its head and tail values.
+    IRIS_TRY(for_each_piece(j, w, c, 1, c.count, [&](const float* x, uint64_t, uint64_t, uint64_t) {
+      c.x = x;
+      return Status::ok();
+    }));
+    const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
+    uint8_t* codes = w.codes.get(ceil_div(c.count, 2));
+    quant::nf4_block_absmax(c.x, i0, c.count, numel, absmax.data());  // this chunk's blocks: no other worker's
+    quant::nf4_encode_codes(c.x, i0, c.count, numel, absmax.data(), codes);
+    const auto [g0, g1] = inner_groups(i0, i1);
+    w.quality = QualityStats();
+    if (g0 < g1) {
+      quant::nf4_quantize_absmax_groups(absmax.data(), g0, g1, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
+      const uint64_t e0 = g0 * group, e1 = std::min(numel, g1 * group);
+      float* back = w.back.get(e1 - e0);
+      quant::bnb4_decode_window(codes, i0, e0, e1, p, back);
+      chunk_quality(w, c.x + (e0 - i0), back, e1 - e0);
     }
-    const uint64_t ready = std::min(numel, g_end * group);  // elements below this decode exactly as stored
-    float* back = scratches().back.get(std::max<uint64_t>(count, group));
+    if (tiled) tile_rows(j, w, codes, c.r0, c.r1);
+    else w.out = {codes, ceil_div(c.count, 2)};  // flat: chunks are whole 64-element blocks, so whole bytes
+    return Status::ok();
+  };
+  auto emit = [&](Worker& w, const Chunk& c) -> Status {
+    const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
+    const uint8_t* codes = w.codes.get(0);  // the worker's row-major codes of this chunk
+    sum = quant::nf4_absmax_sum(absmax.data() + i0 / 64, ceil_div(c.count, 64), sum);
+    const auto [g0, g1] = inner_groups(i0, i1);
+    const uint64_t g_end = groups_complete(i1);
+    // The groups before this chunk's inner ones that this chunk completes (a straddling one).
+    const uint64_t straddle_end = std::min(g0, g_end);
+    if (straddle_end > groups_done)
+      quant::nf4_quantize_absmax_groups(absmax.data(), groups_done, straddle_end, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
+    groups_done = std::max(groups_done, g_end);
+    const uint64_t ready = std::min(numel, straddle_end * group);  // elements below this decode exactly as stored, outside the inner groups
+    QualityStats before;  // the carry and this chunk's head, ahead of the inner groups' sums
     if (!carry_x.empty() && ready > carry_start) {
-      quant::bnb4_decode_window(carry_codes.data(), carry_start, carry_start, carry_start + carry_x.size(), p, back);
-      j.quality->add(carry_x.data(), back, carry_x.size());
+      quant::bnb4_decode_window(carry_codes.data(), carry_start, carry_start, carry_start + carry_x.size(), p, back_carry.data());
+      before.add(carry_x.data(), back_carry.data(), carry_x.size());
       carry_x.clear();
       carry_codes.clear();
     }
-    const uint64_t done_end = std::clamp(ready, i0, i1);
-    if (done_end > i0) {
-      quant::bnb4_decode_window(codes, i0, i0, done_end, p, back);
-      j.quality->add(x, back, done_end - i0);
+    const uint64_t head_end = std::clamp(ready, i0, i1);
+    if (head_end > i0) {
+      quant::bnb4_decode_window(codes, i0, i0, head_end, p, back_carry.data());
+      before.add(c.x, back_carry.data(), head_end - i0);
     }
-    if (done_end < i1) {  // the rest waits for its group (done_end is a group start, or i0: even)
-      if (carry_x.empty()) carry_start = done_end;
-      carry_x.insert(carry_x.end(), x + (done_end - i0), x + count);
-      carry_codes.insert(carry_codes.end(), codes + (done_end - i0) / 2, codes + ceil_div(count, 2));
+    // The tail after the inner groups (or the whole chunk, when it has none and completes
+    // nothing) waits for its group.
+    const uint64_t tail_start = g0 < g1 ? std::min(numel, g1 * group) : head_end;
+    if (tail_start < i1) {  // tail_start is a group start, or i0: even
+      if (carry_x.empty()) carry_start = tail_start;
+      carry_x.insert(carry_x.end(), c.x + (tail_start - i0), c.x + c.count);
+      carry_codes.insert(carry_codes.end(), codes + (tail_start - i0) / 2, codes + ceil_div(c.count, 2));
     }
-    if (tiled) return write_tiled(j, codes, r0, r1, sink);
-    return sink.write({codes, ceil_div(count, 2)});  // flat: chunks are whole 64-element blocks, so whole bytes
-  }));
+    before.merge(w.quality);
+    w.quality = before;
+    return write_chunk(j, w, sink);
+  };
+  IRIS_TRY(run_chunks(j, compute, emit));
   if (groups_done != nnest || !carry_x.empty()) return internal_error("tensor '" + j.desc.name + "': NF4 groups left unfinished");
   // The planned offset is in the manifest already: a source that changed on disk since planning
   // would no longer match it.
@@ -287,24 +436,29 @@ Status produce_nf4(Job& j, ByteSink& sink) {
 }
 
 Status produce_bf16(Job& j, ByteSink& sink) {
-  return for_each_chunk(j, [&](uint64_t, uint64_t, uint64_t, const float* x, uint64_t count) -> Status {
-    auto* out = reinterpret_cast<uint16_t*>(scratches().codes.get(count * 2));
-    float* back = scratches().back.get(count);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < int64_t(count); ++i) {
-      out[i] = f32_to_bf16(x[i]);
-      back[i] = bf16_to_f32(out[i]);
-    }
-    j.quality->add(x, back, count);
-    return sink.write({reinterpret_cast<const uint8_t*>(out), count * 2});
-  });
+  auto compute = [&](Worker& w, Chunk& c) -> Status {
+    auto* out = reinterpret_cast<uint16_t*>(w.codes.get(c.count * 2));
+    IRIS_TRY(for_each_piece(j, w, c, 1, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t, uint64_t count) -> Status {
+      uint16_t* po = out + (r0 - c.r0) * j.k;
+      float* back = w.back.get(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        po[i] = f32_to_bf16(x[i]);
+        back[i] = bf16_to_f32(po[i]);
+      }
+      chunk_quality(w, x, back, count);
+      return Status::ok();
+    }));
+    w.out = {reinterpret_cast<const uint8_t*>(out), c.count * 2};
+    return Status::ok();
+  };
+  return run_chunks(j, compute, [&](Worker& w, const Chunk&) { return write_chunk(j, w, sink); });
 }
 
 // The producer of the streamed component; the job's decoder is dropped once it has run.
 ComponentProducer codes_producer(std::shared_ptr<Job> j, Status (*produce)(Job&, ByteSink&)) {
   return [j, produce](ByteSink& s) {
     Status st = produce(*j, s);
-    release_scratch(*j);
+    j->decoder.reset();  // the producers, and so the job, live until the whole archive is written
     return st;
   };
 }
@@ -335,6 +489,8 @@ json part(const std::string& role, const std::string& name, const char* dtype, s
 }
 
 }  // namespace
+
+int default_requant_workers() { return std::max(1, omp_get_max_threads()); }
 
 uint64_t requant_chunk_rows(uint64_t tile_n, uint64_t k, uint64_t chunk_floats) {
   const uint64_t base = std::lcm<uint64_t>(std::max<uint64_t>(tile_n, 1), 128);

@@ -28,7 +28,14 @@ struct RequantOptions {
   // snapshot 1.85-1.91x faster than 16M on the 2-core machine (single runs; command and
   // figures in docs/BENCHMARKS.md, issue 12). Tests make it small to cross chunk edges.
   uint64_t chunk_floats = 2ull << 20;
+  // Chunks computed at once, one per worker thread, each wholly on one core and written in
+  // order (converter/requantize.cpp): 0 = one per core (default_requant_workers()). Every
+  // worker holds its own chunk buffers, which the memory plan counts.
+  int workers = 0;
 };
+
+// The worker count a RequantOptions with workers = 0 uses: the OpenMP thread count.
+int default_requant_workers();
 
 struct RequantPlan {
   TensorDesc desc;               // the target tensor

@@ -27,8 +27,9 @@ class RawDecoder final : public SourceDecoder {
     es_ = dtype_bits(d.dtype) / 8;
     return Status::ok();
   }
-  Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
+  Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
     // Reused across calls: a fresh buffer per chunk costs a zero fill and page faults.
+    std::vector<uint8_t>& buf_ = scratch.codes;
     if (buf_.size() < (r1 - r0) * k_ * es_) buf_.resize((r1 - r0) * k_ * es_);
     IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf_.data(), (r1 - r0) * k_ * es_));
     const int64_t n = int64_t((r1 - r0) * k_);
@@ -58,7 +59,6 @@ class RawDecoder final : public SourceDecoder {
  private:
   SnapshotTensor t_;
   uint64_t es_ = 2;
-  mutable std::vector<uint8_t> buf_;
 };
 
 // Quantized sources are read per row range, like unquantized ones: a decoder holds only its
@@ -93,20 +93,20 @@ class QuantizedDecoder final : public SourceDecoder {
     return Status::ok();
   }
 
-  Status decode_rows(uint64_t r0, uint64_t r1, float* out) const override {
+  Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
     switch (d_.format) {
       case Format::kMxfp4: {
         const uint64_t blocks = (k_ + 31) / 32;
-        IRIS_TRY(read_slice(Role::kCodes, r0 * blocks * 16, (r1 - r0) * blocks * 16, &codes_));
-        IRIS_TRY(read_slice(Role::kScales, r0 * blocks, (r1 - r0) * blocks, &aux_));
-        quant::mxfp4_decode(codes_.data(), aux_.data(), r1 - r0, k_, out);
+        IRIS_TRY(read_slice(Role::kCodes, r0 * blocks * 16, (r1 - r0) * blocks * 16, &scratch.codes));
+        IRIS_TRY(read_slice(Role::kScales, r0 * blocks, (r1 - r0) * blocks, &scratch.aux));
+        quant::mxfp4_decode(scratch.codes.data(), scratch.aux.data(), r1 - r0, k_, out);
         return Status::ok();
       }
       case Format::kNf4:
-      case Format::kBnbFp4: return decode_bnb4(r0 * k_, r1 * k_, out);
+      case Format::kBnbFp4: return decode_bnb4(r0 * k_, r1 * k_, out, scratch);
       case Format::kFp8E4M3: {
-        IRIS_TRY(read_slice(Role::kCodes, r0 * k_, (r1 - r0) * k_, &codes_));
-        quant::fp8_decode_rows(codes_.data(), r0, r1, n_, k_, s_, out);  // one scale lookup per run of columns
+        IRIS_TRY(read_slice(Role::kCodes, r0 * k_, (r1 - r0) * k_, &scratch.codes));
+        quant::fp8_decode_rows(scratch.codes.data(), r0, r1, n_, k_, s_, out);  // one scale lookup per run of columns
         return Status::ok();
       }
       default: return internal_error("not a quantized source");
@@ -117,7 +117,8 @@ class QuantizedDecoder final : public SourceDecoder {
   // Elements [i0, i1) of a bitsandbytes 4-bit tensor. Decoded in coordinates relative to e0,
   // the start of the group of blocks that shares one nested absmax (or of the first block
   // without double quantization), so that the slices read here index like whole arrays.
-  Status decode_bnb4(uint64_t i0, uint64_t i1, float* out) const {
+  Status decode_bnb4(uint64_t i0, uint64_t i1, float* out, DecodeScratch& scratch) const {
+    std::vector<uint8_t>&codes_ = scratch.codes, &aux_ = scratch.aux, &nested_ = scratch.nested;
     const uint64_t group = bnb_.block_size * (bnb_.double_quant ? bnb_.nested_block_size : 1);
     const uint64_t e0 = i0 / group * group;
     const uint64_t b0 = e0 / bnb_.block_size, b1 = (i1 + bnb_.block_size - 1) / bnb_.block_size;
@@ -159,8 +160,6 @@ class QuantizedDecoder final : public SourceDecoder {
   uint64_t n_ = 1;
   Bnb4Params bnb_;
   quant::Fp8Scales s_;
-  // Per-call buffers, reused: decode_rows runs one chunk at a time.
-  mutable std::vector<uint8_t> codes_, aux_, nested_;
 };
 
 }  // namespace

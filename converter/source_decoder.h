@@ -10,6 +10,12 @@
 
 namespace iris {
 
+// A caller's buffers for decode_rows: the source bytes of the chunk being decoded. One per
+// thread, so that several threads can decode row ranges of one tensor at once.
+struct DecodeScratch {
+  std::vector<uint8_t> codes, aux, nested;
+};
+
 class SourceDecoder {
  public:
   static Result<std::unique_ptr<SourceDecoder>> create(const SourceTensor& source);
@@ -17,11 +23,17 @@ class SourceDecoder {
   // The tensor as rows x k (k = last dimension; rank <= 1 is one row).
   uint64_t rows() const { return rows_; }
   uint64_t k() const { return k_; }
-  // Exact FP32 values of rows [r0, r1), row-major, into out.
-  virtual Status decode_rows(uint64_t r0, uint64_t r1, float* out) const = 0;
+  // Exact FP32 values of rows [r0, r1), row-major, into out. Safe to call from several
+  // threads at once, each with its own scratch.
+  virtual Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const = 0;
+  // The same with the decoder's own scratch: one thread at a time.
+  Status decode_rows(uint64_t r0, uint64_t r1, float* out) { return decode_rows(r0, r1, out, own_); }
 
  protected:
   uint64_t rows_ = 0, k_ = 0;
+
+ private:
+  DecodeScratch own_;
 };
 
 

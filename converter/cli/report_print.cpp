@@ -36,8 +36,8 @@ void print_plan(const ConvertReport& r, std::FILE* out) {
   std::fprintf(out, "total: %zu tensors, %zu quantized, %s of tensor data (source %s)", r.tensors, r.quantized_tensors,
                human_bytes(double(r.planned_bytes)).c_str(), human_bytes(double(r.source_bytes)).c_str());
   if (r.written.file_bytes) std::fprintf(out, "; the archive: %llu bytes", (unsigned long long)r.written.file_bytes);
-  std::fprintf(out, "\npredicted peak memory: %s (requantizing in chunks of %.1fM values)\n", human_bytes(double(r.predicted_peak_rss)).c_str(),
-               double(r.chunk_floats) / 1e6);
+  std::fprintf(out, "\npredicted peak memory: %s (requantizing in chunks of %.1fM values, %d at a time)\n",
+               human_bytes(double(r.predicted_peak_rss)).c_str(), double(r.chunk_floats) / 1e6, r.workers);
 }
 
 void print_quality_summary(const ConvertReport& r, std::FILE* out) {
