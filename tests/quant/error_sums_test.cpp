@@ -1,6 +1,7 @@
 // add_error_sums (quant/error_sums.h) against a plain double loop over the finite sources, on
-// random values with NaN and infinities among them and lengths around the lane and block
-// sizes; and the same bits whatever the thread count.
+// random values with NaN and infinities among them and lengths around the lane, group and
+// block sizes, and on values whose squares leave float's range; and the same bits whatever
+// the thread count.
 #include "quant/error_sums.h"
 
 #include <gtest/gtest.h>
@@ -44,9 +45,35 @@ TEST(ErrorSums, EqualsThePlainLoopOverFiniteSources) {
     const ErrorSums want = oracle(ref, got);
     ErrorSums s;
     add_error_sums(ref.data(), got.data(), n, &s);
-    EXPECT_NEAR(s.sum_sq_ref, want.sum_sq_ref, 1e-12 * want.sum_sq_ref) << n;
-    EXPECT_NEAR(s.sum_sq_err, want.sum_sq_err, 1e-12 * want.sum_sq_err) << n;
-    EXPECT_EQ(s.max_abs_err, want.max_abs_err) << n;
+    // Float partial sums of 16 terms: a few roundings of 2^-24 each.
+    EXPECT_NEAR(s.sum_sq_ref, want.sum_sq_ref, 1e-6 * want.sum_sq_ref) << n;
+    EXPECT_NEAR(s.sum_sq_err, want.sum_sq_err, 1e-6 * want.sum_sq_err) << n;
+    EXPECT_EQ(s.max_abs_err, double(float(want.max_abs_err))) << n;  // the exact maximum, rounded once
+  }
+}
+
+// Groups whose squares overflow float (|x| near 1e30) or would vanish in it (near 1e-30) are
+// summed in double: the sums keep their relative precision at both ends of the range.
+TEST(ErrorSums, ValuesBeyondTheRangeOfFloatSquares) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> w(0.f, 1.f), noise(0.f, 0.01f);
+  for (float scale : {1e30f, 1e-30f, 1e-42f}) {
+    for (uint64_t n : {255ull, 256ull, 4096ull, 70000ull}) {
+      std::vector<float> ref(n), got(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        ref[i] = w(rng) * scale;
+        got[i] = ref[i] + noise(rng) * scale;
+      }
+      if (n > 300) ref[n / 2] = 1.f;  // one ordinary value among extreme ones
+      const ErrorSums want = oracle(ref, got);
+      ErrorSums s;
+      add_error_sums(ref.data(), got.data(), n, &s);
+      SCOPED_TRACE(std::to_string(scale) + " x " + std::to_string(n));
+      ASSERT_TRUE(std::isfinite(s.sum_sq_ref) && std::isfinite(s.sum_sq_err));
+      EXPECT_NEAR(s.sum_sq_ref, want.sum_sq_ref, 1e-6 * want.sum_sq_ref);
+      EXPECT_NEAR(s.sum_sq_err, want.sum_sq_err, 1e-6 * want.sum_sq_err);
+      EXPECT_EQ(s.max_abs_err, double(float(want.max_abs_err)));
+    }
   }
 }
 
