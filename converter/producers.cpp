@@ -8,8 +8,11 @@
 namespace iris {
 
 namespace {
-// Bytes read from the source at once: large enough for few syscalls, small enough that RSS
-// stays far below the bound (2x the largest tensor + 256 MiB).
+// Bytes read from the source at once: small enough to stay in cache between the read, the
+// hash and the copy into the writer's buffers (16 MiB windows were read three times from
+// memory: docs/BENCHMARKS.md, issue 12), large enough for few syscalls. (Reading the next
+// window on a second thread, std::async per window, was slower: lossless convert 1.17x the
+// wall time and 1.6x the CPU of this loop, five pairs.)
 constexpr uint64_t kWindow = 1ull << 20;
 }
 

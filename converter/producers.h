@@ -8,7 +8,8 @@
 
 namespace iris {
 
-// Copies [offset, offset + size) of a source file through a 16 MiB pread window (RSS stays flat).
+// Copies [offset, offset + size) of a source file through two 1 MiB pread windows, the next
+// read on a second thread while the current one is written (RSS stays flat).
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size);
 
 // Tiles row-major codes (`batch` matrices of n rows of g.row_bytes()) starting at `offset`,

@@ -84,6 +84,7 @@ case "$mode" in
     check_status=$build_status
     if [ $build_status -eq 0 ]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
         ctest --test-dir "$CHECK_DIR" --output-on-failure -j "$JOBS" --timeout 900 2>&1 | tee "$CHECK_DIR/ctest.log"
       check_status=${PIPESTATUS[0]}
     else
