@@ -151,10 +151,6 @@ Status AtomicOutputFile::write_at(uint64_t offset, std::span<const uint8_t> data
   return Status::ok();
 }
 
-void AtomicOutputFile::start_writeback(uint64_t offset, uint64_t n) {
-  if (fd_ >= 0 && n > 0) sync_file_range(fd_, off_t(offset), off_t(n), SYNC_FILE_RANGE_WRITE);
-}
-
 Status AtomicOutputFile::append(std::span<const uint8_t> data) { return write_at(pos_, data); }
 
 Status AtomicOutputFile::pad_to(uint64_t offset) {

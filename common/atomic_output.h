@@ -47,9 +47,6 @@ class AtomicOutputFile {
   Status write_at(uint64_t offset, std::span<const uint8_t> data);
   Status append(std::span<const uint8_t> data);  // at the current end position
   uint64_t position() const { return pos_; }
-  // Starts asynchronous writeback of [offset, offset+n) so that commit()'s fsync overlaps
-  // the writing instead of following it.
-  void start_writeback(uint64_t offset, uint64_t n);
   Status pad_to(uint64_t offset);                 // zero-fill up to `offset`
   Status truncate_to(uint64_t size);              // the file's size and end position become `size`
 

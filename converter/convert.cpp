@@ -155,7 +155,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     for (const auto& s : policy.unmatched_skips())
       return usage_error("--skip '" + s + "' matches no tensor (--allow-unmatched to accept)");
   }
-  const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, ro.workers > 0 ? ro.workers : default_requant_workers(), o.max_rss);
+  const MemoryPlan memory = fit_memory(planned, ro.chunk_floats, o.tile_n, requant_workers(ro), o.max_rss);
   report.predicted_peak_rss = memory.peak_bytes;
   report.chunk_floats = memory.chunk_floats;
   report.workers = memory.workers;

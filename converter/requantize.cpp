@@ -59,13 +59,15 @@ class Scratch {
     }
     return buf_.get();
   }
+  T* data() const { return buf_.get(); }  // what the last get() returned
 
  private:
   std::unique_ptr<T[]> buf_;
   uint64_t cap_ = 0;
 };
 
-// Rows [r0, r1) of matrix m: count values, decoded into x.
+// Rows [r0, r1) of matrix m: count values. x: the chunk's values, for NF4 only, which decodes
+// a chunk whole (its emit step reads them); the other targets decode it piece by piece.
 struct Chunk {
   uint64_t m = 0, r0 = 0, r1 = 0, count = 0;
   const float* x = nullptr;
@@ -81,7 +83,7 @@ struct Worker {
   std::span<const uint8_t> out;   // what the chunk writes
   QualityStats quality;           // the chunk's sums
   std::vector<uint8_t> scales8;   // MXFP4 scales of the chunk
-  std::vector<float> scalesf;     // FP8 scales, NF4 block absmax sums
+  std::vector<float> scalesf;     // FP8 scales; the NF4 planning pass's block absmax
   float amax = 0;                 // FP8 tensor granularity: the chunk's amax
 };
 
@@ -128,10 +130,7 @@ std::string py_float(double v) {
 
 std::string torch_dtype_name(DType d) { return d == DType::kF16 ? "float16" : d == DType::kF32 ? "float32" : "bfloat16"; }
 
-int worker_count(const Job& j, uint64_t chunks) {
-  const int want = j.opts.workers > 0 ? j.opts.workers : default_requant_workers();
-  return int(std::clamp<uint64_t>(chunks, 1, uint64_t(std::max(want, 1))));
-}
+int worker_count(const Job& j, uint64_t chunks) { return int(std::clamp<uint64_t>(chunks, 1, uint64_t(requant_workers(j.opts)))); }
 
 // Every chunk of the job, several at once: `compute(worker, chunk)` runs on one worker per
 // chunk, all workers in parallel (inside a worker the codecs' own OpenMP loops are nested and
@@ -175,9 +174,10 @@ Status run_chunks(Job& j, Compute&& compute, Emit&& emit) {
 }
 
 // Values per piece: the rows of a chunk are decoded, checked, encoded, decoded back and summed
-// a piece at a time, so that every pass after the first finds the piece in cache. Whole 8 MB
-// chunks were read from memory five times over, and on two cores that traffic, not the
-// arithmetic, set the speed (docs/BENCHMARKS.md, issue 12).
+// a piece at a time, each pass finding the piece in cache, and a worker's FP32 buffers stay at
+// a piece. Measured (docs/BENCHMARKS.md, issue 12): peak RSS 89.8 -> 39.6 MiB with two
+// workers (mxfp4, 1.83 GB BF16); the time moved within noise (0.98x -> 0.96x of the previous
+// binary's wall time).
 constexpr uint64_t kPieceFloats = uint64_t(64) << 10;
 
 // Rows [c.r0, c.r1) of the chunk in pieces of a multiple of `row_multiple` rows, about
@@ -209,11 +209,6 @@ void tile_rows(const Job& j, Worker& w, const uint8_t* rows, uint64_t r0, uint64
   w.out = {tiled, bytes};
 }
 
-// The chunk's quality sums from its values and their decode-back.
-void chunk_quality(Worker& w, const float* x, const float* back, uint64_t n) {
-  w.quality.add(x, back, n);
-}
-
 // The emit step common to every target: the chunk's sums merged and its bytes written.
 Status write_chunk(Job& j, Worker& w, ByteSink& sink) {
   j.quality->merge(w.quality);
@@ -233,7 +228,7 @@ Status produce_mxfp4(Job& j, ByteSink& sink) {
       quant::mxfp4_encode(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps);
       float* back = w.back.get(count);
       quant::mxfp4_decode(pc, ps, r1 - r0, j.k, back);
-      chunk_quality(w, x, back, count);
+      w.quality.add(x, back, count);
       return Status::ok();
     }));
     tile_rows(j, w, codes, c.r0, c.r1);
@@ -296,7 +291,7 @@ Status produce_fp8(Job& j, ByteSink& sink) {
       s.data = w.scalesf.data() + s0;
       float* back = w.back.get(count);
       quant::fp8_decode(pc, 1, rows, j.k, s, back);
-      chunk_quality(w, x, back, count);
+      w.quality.add(x, back, count);
       return Status::ok();
     }));
     tile_rows(j, w, codes, c.r0, c.r1);
@@ -366,7 +361,6 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   std::vector<float> carry_x, back_carry(group);
   std::vector<uint8_t> carry_codes;
   double sum = 0;
-  Scratch<uint8_t> row_codes_scratch;
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     // The whole chunk in one piece: emit reads its head and tail values.
     IRIS_TRY(for_each_piece(j, w, c, 1, c.count, [&](const float* x, uint64_t, uint64_t, uint64_t) {
@@ -384,7 +378,7 @@ Status produce_nf4(Job& j, ByteSink& sink) {
       const uint64_t e0 = g0 * group, e1 = std::min(numel, g1 * group);
       float* back = w.back.get(e1 - e0);
       quant::bnb4_decode_window(codes, i0, e0, e1, p, back);
-      chunk_quality(w, c.x + (e0 - i0), back, e1 - e0);
+      w.quality.add(c.x + (e0 - i0), back, e1 - e0);
     }
     if (tiled) tile_rows(j, w, codes, c.r0, c.r1);
     else w.out = {codes, ceil_div(c.count, 2)};  // flat: chunks are whole 64-element blocks, so whole bytes
@@ -392,7 +386,7 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   };
   auto emit = [&](Worker& w, const Chunk& c) -> Status {
     const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
-    const uint8_t* codes = w.codes.get(0);  // the worker's row-major codes of this chunk
+    const uint8_t* codes = w.codes.data();  // the worker's row-major codes of this chunk
     sum = quant::nf4_absmax_sum(absmax.data() + i0 / 64, ceil_div(c.count, 64), sum);
     const auto [g0, g1] = inner_groups(i0, i1);
     const uint64_t g_end = groups_complete(i1);
@@ -445,7 +439,7 @@ Status produce_bf16(Job& j, ByteSink& sink) {
         po[i] = f32_to_bf16(x[i]);
         back[i] = bf16_to_f32(po[i]);
       }
-      chunk_quality(w, x, back, count);
+      w.quality.add(x, back, count);
       return Status::ok();
     }));
     w.out = {reinterpret_cast<const uint8_t*>(out), c.count * 2};
@@ -490,7 +484,7 @@ json part(const std::string& role, const std::string& name, const char* dtype, s
 
 }  // namespace
 
-int default_requant_workers() { return std::max(1, omp_get_max_threads()); }
+int requant_workers(const RequantOptions& o) { return o.workers > 0 ? o.workers : std::max(1, omp_get_max_threads()); }
 
 uint64_t requant_chunk_rows(uint64_t tile_n, uint64_t k, uint64_t chunk_floats) {
   const uint64_t base = std::lcm<uint64_t>(std::max<uint64_t>(tile_n, 1), 128);

@@ -29,13 +29,13 @@ struct RequantOptions {
   // figures in docs/BENCHMARKS.md, issue 12). Tests make it small to cross chunk edges.
   uint64_t chunk_floats = 2ull << 20;
   // Chunks computed at once, one per worker thread, each wholly on one core and written in
-  // order (converter/requantize.cpp): 0 = one per core (default_requant_workers()). Every
-  // worker holds its own chunk buffers, which the memory plan counts.
+  // order (converter/requantize.cpp): 0 = one per core. Every worker holds its own chunk
+  // buffers, which the memory plan counts.
   int workers = 0;
 };
 
-// The worker count a RequantOptions with workers = 0 uses: the OpenMP thread count.
-int default_requant_workers();
+// The workers `o` asks for: o.workers, or the OpenMP thread count when it is 0.
+int requant_workers(const RequantOptions& o);
 
 struct RequantPlan {
   TensorDesc desc;               // the target tensor

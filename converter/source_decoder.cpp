@@ -29,27 +29,28 @@ class RawDecoder final : public SourceDecoder {
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
     // Reused across calls: a fresh buffer per chunk costs a zero fill and page faults.
-    std::vector<uint8_t>& buf_ = scratch.codes;
-    if (buf_.size() < (r1 - r0) * k_ * es_) buf_.resize((r1 - r0) * k_ * es_);
-    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf_.data(), (r1 - r0) * k_ * es_));
+    std::vector<uint8_t>& buf = scratch.codes;
+    if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
+    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_));
     const int64_t n = int64_t((r1 - r0) * k_);
     // One loop per dtype (no per-element switch), in parallel: this runs over every value.
+    // (Called from a requantizing worker, the region is nested and runs on that one core.)
     switch (t_.tensor->dtype) {
       case DType::kBF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(buf_.data());
+        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
         break;
       }
       case DType::kF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(buf_.data());
+        const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
         break;
       }
-      case DType::kF32: std::memcpy(out, buf_.data(), size_t(n) * 4); break;
+      case DType::kF32: std::memcpy(out, buf.data(), size_t(n) * 4); break;
       default: {
-        const auto* d = reinterpret_cast<const double*>(buf_.data());
+        const auto* d = reinterpret_cast<const double*>(buf.data());
         for (int64_t i = 0; i < n; ++i) out[i] = float(d[i]);
       }
     }
@@ -118,25 +119,25 @@ class QuantizedDecoder final : public SourceDecoder {
   // the start of the group of blocks that shares one nested absmax (or of the first block
   // without double quantization), so that the slices read here index like whole arrays.
   Status decode_bnb4(uint64_t i0, uint64_t i1, float* out, DecodeScratch& scratch) const {
-    std::vector<uint8_t>&codes_ = scratch.codes, &aux_ = scratch.aux, &nested_ = scratch.nested;
+    std::vector<uint8_t>&codes = scratch.codes, &aux = scratch.aux, &nested = scratch.nested;
     const uint64_t group = bnb_.block_size * (bnb_.double_quant ? bnb_.nested_block_size : 1);
     const uint64_t e0 = i0 / group * group;
     const uint64_t b0 = e0 / bnb_.block_size, b1 = (i1 + bnb_.block_size - 1) / bnb_.block_size;
     const uint64_t first = (i0 - e0) & ~uint64_t(1);  // relative element held by byte 0 of the codes read
-    IRIS_TRY(read_slice(Role::kCodes, (e0 + first) / 2, (i1 - e0 - first + 1) / 2, &codes_));
+    IRIS_TRY(read_slice(Role::kCodes, (e0 + first) / 2, (i1 - e0 - first + 1) / 2, &codes));
     ComponentBytes bytes;
     for (Role r : {Role::kCodeTable, Role::kNestedCodeTable}) bytes[int(r)] = small_[int(r)];
     if (bnb_.double_quant) {
-      IRIS_TRY(read_slice(Role::kAbsmax, b0, b1 - b0, &aux_));
+      IRIS_TRY(read_slice(Role::kAbsmax, b0, b1 - b0, &aux));
       const uint64_t n0 = b0 / bnb_.nested_block_size, n1 = (b1 + bnb_.nested_block_size - 1) / bnb_.nested_block_size;
-      IRIS_TRY(read_slice(Role::kNestedAbsmax, n0 * 4, (n1 - n0) * 4, &nested_));
-      bytes[int(Role::kNestedAbsmax)] = nested_;
+      IRIS_TRY(read_slice(Role::kNestedAbsmax, n0 * 4, (n1 - n0) * 4, &nested));
+      bytes[int(Role::kNestedAbsmax)] = nested;
     } else {
-      IRIS_TRY(read_slice(Role::kAbsmax, b0 * 4, (b1 - b0) * 4, &aux_));
+      IRIS_TRY(read_slice(Role::kAbsmax, b0 * 4, (b1 - b0) * 4, &aux));
     }
-    bytes[int(Role::kAbsmax)] = aux_;
+    bytes[int(Role::kAbsmax)] = aux;
     const quant::Bnb4bitParams p = bnb4_decode_params(bnb_, bytes);
-    quant::bnb4_decode_window(codes_.data(), first, i0 - e0, i1 - e0, p, out);
+    quant::bnb4_decode_window(codes.data(), first, i0 - e0, i1 - e0, p, out);
     return Status::ok();
   }
 

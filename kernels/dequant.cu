@@ -59,7 +59,7 @@ __device__ __forceinline__ uint4 undecoded(const typename F::Word& w, const type
 // (512 bytes within a tile row). All loads of the kUnroll items, scales included, are issued
 // before the first is decoded. BF16 output decodes two elements per instruction
 // (packed_decode.cuh); items it declines, and F16/F32 output, take the scalar decoder.
-template <typename F, int OutKind, int kUnroll, bool kProbe = false>
+template <typename F, int OutKind, int kUnroll, bool kProbe>
 __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kThreads) dequant_flat(const QuantView v, void
   }
 }
 
-template <typename F, int OutKind, int kUnroll, bool kProbe = false>
+template <typename F, int OutKind, int kUnroll, bool kProbe>
 Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sms, cudaStream_t s) {
   int per_sm = 0;
   IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll, kProbe>, kThreads, 0));
@@ -143,9 +143,18 @@ Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sm
   return Status::ok();
 }
 
+// The per-format (or requested) items per thread of the tiled dequant.
+template <typename F, int OutKind, bool kProbe>
+Status launch_unrolled(const QuantView& v, const ItemGeometry& g, void* out, const LaunchConfig& c, cudaStream_t s) {
+  switch (dequant_unroll(c.variants, int(v.format))) {
+    case 2: return launch_items<F, OutKind, 2, kProbe>(v, g, out, c.sm_count, s);
+    case 8: return launch_items<F, OutKind, 8, kProbe>(v, g, out, c.sm_count, s);
+    default: return launch_items<F, OutKind, 4, kProbe>(v, g, out, c.sm_count, s);
+  }
+}
+
 template <typename F, int OutKind>
 Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaStream_t s) {
-  const int sms = c.sm_count;
   const uint64_t ipr = v.tile_k / F::kItem, ipt = ipr * v.tile_n;
   const uint64_t tps = v.padded_k / v.tile_k, tpm = tps * (v.padded_n / v.tile_n);
   const uint64_t total = tpm * (v.rows / v.n) * ipt;
@@ -161,18 +170,10 @@ Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaSt
   if constexpr (OutKind == 0) {
     if (c.variants.dequant_probe) {  // a measurement aid (KernelVariants): whole aligned items only
       if (!g.vector_out) return unsupported("dequantize probe: needs K % 8 == 0 and an aligned output");
-      switch (dequant_unroll(c.variants, int(v.format))) {
-        case 2: return launch_items<F, 0, 2, true>(v, g, out, sms, s);
-        case 8: return launch_items<F, 0, 8, true>(v, g, out, sms, s);
-        default: return launch_items<F, 0, 4, true>(v, g, out, sms, s);
-      }
+      return launch_unrolled<F, 0, true>(v, g, out, c, s);
     }
   }
-  switch (dequant_unroll(c.variants, int(v.format))) {
-    case 2: return launch_items<F, OutKind, 2>(v, g, out, sms, s);
-    case 8: return launch_items<F, OutKind, 8>(v, g, out, sms, s);
-    default: return launch_items<F, OutKind, 4>(v, g, out, sms, s);
-  }
+  return launch_unrolled<F, OutKind, false>(v, g, out, c, s);
 }
 
 template <typename F>

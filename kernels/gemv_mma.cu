@@ -478,6 +478,7 @@ Status launch_p(const QuantView& v, const uint16_t* x, int batch, void* y, bool 
   return f32 ? launch_u<P, 2, true>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
+// launch_p for the probe, BF16 output only: the probe's F32 kernels would be compiled for nothing.
 template <typename P>
 Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const MmaGeometry g = geometry_of<P>(v, v.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0);

@@ -15,6 +15,20 @@ constexpr int kGroup = 256;                     // elements summed in float befo
 constexpr uint64_t kBlock = uint64_t(1) << 16;  // elements per parallel block
 constexpr float kBig = 0x1p60f, kSmall = 0x1p-40f;  // the range summed in float (below)
 
+// Elements [0, n) exactly, in double, element j into lane j % kLanes, and their largest error
+// into mx unless it is null: the rare groups out of float's range (whose maximum the float
+// pass already took) and the tail.
+IRIS_INLINE void exact_sums(const float* ref, const float* got, uint64_t n, double* sr, double* se, float* mx) {
+  for (uint64_t j = 0; j < n; ++j) {
+    const float r = ref[j];
+    if ((f32_bits(r) & 0x7f800000u) == 0x7f800000u) continue;
+    const double e = double(got[j]) - double(r);
+    sr[j % kLanes] += double(r) * double(r);
+    se[j % kLanes] += e * e;
+    if (mx) mx[j % kLanes] = std::max(mx[j % kLanes], float(std::fabs(e)));
+  }
+}
+
 // One block, kGroup elements at a time: lane l takes the elements l, l + 16, ... of the group
 // and sums r^2 and e^2 (e = got - r) in float, 16 terms per lane, which then go into double
 // accumulators. So the error of a sum is a few float roundings per group (about 1e-6
@@ -48,13 +62,7 @@ IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, Er
       redo |= !(gmr[l] <= kBig && gme[l] <= kBig) || (gmr[l] < kSmall && gmr[l] != 0.f) || (gme[l] < kSmall && gme[l] != 0.f);
     }
     if (redo) {
-      for (int j = 0; j < kGroup; ++j) {
-        const float r = ref[i + j];
-        if ((f32_bits(r) & 0x7f800000u) == 0x7f800000u) continue;
-        const double e = double(got[i + j]) - double(r);
-        sr[j % kLanes] += double(r) * double(r);
-        se[j % kLanes] += e * e;
-      }
+      exact_sums(ref + i, got + i, kGroup, sr, se, nullptr);
       continue;
     }
     for (int l = 0; l < kLanes; ++l) {
@@ -62,14 +70,7 @@ IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, Er
       se[l] += double(ge[l]);
     }
   }
-  for (int l = 0; i < n; ++i, l = (l + 1) % kLanes) {  // the tail, element by element in double
-    const float r = ref[i];
-    if ((f32_bits(r) & 0x7f800000u) == 0x7f800000u) continue;
-    const double e = double(got[i]) - double(r);
-    sr[l] += double(r) * double(r);
-    se[l] += e * e;
-    mx[l] = std::max(mx[l], float(std::fabs(e)));
-  }
+  exact_sums(ref + i, got + i, n - i, sr, se, mx);  // the tail
   for (int l = 0; l < kLanes; ++l) out->merge({sr[l], se[l], double(mx[l])});
 }
 

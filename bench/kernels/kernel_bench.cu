@@ -219,6 +219,11 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
   const LaunchConfig launch = device.launch_config(o.variants);
   IRIS_ASSIGN_OR_RETURN(CopyCeiling ceiling, copy_bandwidth_gbps(o.replays, device.sm_count));
   const double copy_gbps = std::max(ceiling.memcpy_gbps, ceiling.kernel_gbps);
+  // A result row: its time and bytes, also as GB/s and as a share of the copy ceiling.
+  auto row = [copy_gbps](const char* kernel, const std::string& name, int batch, double us, double bytes) {
+    const double gbps = bytes / (us * 1e-6) / 1e9;
+    return json{{"kernel", kernel}, {"case", name}, {"batch", batch}, {"us", us}, {"bytes", bytes}, {"gbps", gbps}, {"pct_copy", 100.0 * gbps / copy_gbps}};
+  };
   json results = json::array();
   for (const auto& c : cases) {
     IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(c.desc));
@@ -251,9 +256,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     }));
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
     const double bytes = double(in_bytes + out_bytes);
-    results.push_back({{"kernel", "dequant"}, {"case", c.name}, {"batch", 0}, {"us", us}, {"bytes", bytes},
-                       {"tile", std::to_string(c.desc.layout.tile_n) + "x" + std::to_string(c.desc.layout.tile_k)},
-                       {"gbps", bytes / (us * 1e-6) / 1e9}, {"pct_copy", 100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbps}});
+    results.push_back(row("dequant", c.name, 0, us, bytes));
+    results.back()["tile"] = std::to_string(c.desc.layout.tile_n) + "x" + std::to_string(c.desc.layout.tile_k);
     if (o.floors) {
       const uint64_t in_words = iris::ceil_div(in_bytes, 16), out_words = out_bytes / 16;
       std::vector<DeviceBuffer> srcs(rot);
@@ -277,11 +281,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         return Status::ok();
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const double rb = double(in_words * 16), sb = double(in_words + out_words) * 16;
-      results.push_back({{"kernel", "floor-read"}, {"case", c.name}, {"batch", 0}, {"us", read_us}, {"bytes", rb},
-                         {"gbps", rb / (read_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * rb / (read_us * 1e-6) / 1e9 / copy_gbps}});
-      results.push_back({{"kernel", "floor-stream"}, {"case", c.name}, {"batch", 0}, {"us", stream_us}, {"bytes", sb},
-                         {"gbps", sb / (stream_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * sb / (stream_us * 1e-6) / 1e9 / copy_gbps}});
+      results.push_back(row("floor-read", c.name, 0, read_us, double(in_words * 16)));
+      results.push_back(row("floor-stream", c.name, 0, stream_us, double(in_words + out_words) * 16));
     }
     for (int batch : c.batches) {
       std::vector<DeviceBuffer> xs(rot), ys(rot);
@@ -295,9 +296,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
-      results.push_back({{"kernel", "gemv"}, {"case", c.name}, {"batch", batch}, {"us", g_us}, {"bytes", gb},
-                         {"path", cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores"},
-                         {"gbps", gb / (g_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * gb / (g_us * 1e-6) / 1e9 / copy_gbps}});
+      results.push_back(row("gemv", c.name, batch, g_us, gb));
+      results.back()["path"] = cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores";
     }
     // An expert stack ([E, N, K]): the grouped expert GEMV of one decoding token routed to
     // 4 distinct experts (gpt-oss's top-4), bytes counted on the selected experts alone.
@@ -326,8 +326,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double eb = double(in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
-      results.push_back({{"kernel", "gemv_experts"}, {"case", c.name + " top-4"}, {"batch", pairs}, {"us", e_us}, {"bytes", eb},
-                         {"path", sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores"}, {"gbps", eb / (e_us * 1e-6) / 1e9}, {"pct_copy", 100.0 * eb / (e_us * 1e-6) / 1e9 / copy_gbps}});
+      results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
+      results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
     }
   }
   return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
