@@ -8,11 +8,11 @@
 namespace iris {
 
 namespace {
-// Bytes read from the source at once: small enough to stay in cache between the read, the
-// hash and the copy into the writer's buffers (16 MiB windows were read three times from
-// memory: docs/BENCHMARKS.md, issue 12), large enough for few syscalls. (Reading the next
-// window on a second thread, std::async per window, was slower: lossless convert 1.17x the
-// wall time and 1.6x the CPU of this loop, five pairs.)
+// Bytes read from the source at once, large enough for few syscalls. 1 MiB rather than 16:
+// a lossless convert took 0.79x the wall time and 0.75x the CPU (docs/BENCHMARKS.md, issue
+// 12), presumably because the window stays in cache between the read, the hash and the copy
+// into the writer's buffers. (Reading the next window on a second thread, std::async per
+// window, was slower: 1.17x the wall time and 1.6x the CPU of this loop, five pairs.)
 constexpr uint64_t kWindow = 1ull << 20;
 }
 
