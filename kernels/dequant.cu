@@ -23,8 +23,9 @@ __device__ __forceinline__ void store(void* out, uint64_t o, const float (&vals)
   else dev::store_f32(static_cast<float*>(out) + o, vals, count);
 }
 
-// Where item i (8 elements, in storage order) of a tiled tensor lies: the tile, then the row
-// and column inside it, by multiply-shift divisions (fast_div.h) set up once on the host.
+// Where item i (kWords code words of 8 elements, in storage order) of a tiled tensor lies: the
+// tile, then the row and column inside it, by multiply-shift divisions (fast_div.h) set up
+// once on the host.
 struct ItemGeometry {
   FastDiv items_per_tile, items_per_row, tiles_per_matrix, tiles_per_stripe;
   uint32_t total;  // items in the tensor, padding included (< 2^31)
@@ -32,6 +33,7 @@ struct ItemGeometry {
 };
 
 // Row and first column of item `it`; false for padding items (never stored).
+template <int kElems>
 __device__ __forceinline__ bool item_pos(const ItemGeometry& g, uint32_t tile_n, uint32_t tile_k, uint32_t n_rows, uint64_t k, uint32_t it,
                                          uint64_t& row, uint32_t& k0) {
   const uint32_t tile = g.items_per_tile.div(it), j = it - tile * g.items_per_tile.d;
@@ -39,9 +41,30 @@ __device__ __forceinline__ bool item_pos(const ItemGeometry& g, uint32_t tile_n,
   const uint32_t b = g.tiles_per_matrix.div(tile), tm = tile - b * g.tiles_per_matrix.d;
   const uint32_t s = g.tiles_per_stripe.div(tm), t = tm - s * g.tiles_per_stripe.d;
   const uint32_t n = s * tile_n + r;
-  k0 = t * tile_k + c * 8;
+  k0 = t * tile_k + c * kElems;
   row = uint64_t(b) * n_rows + n;
   return n < n_rows && k0 < k;
+}
+
+// kWords consecutive code words of one item in one load (8 or 16 bytes for two words; the
+// item's offset is a multiple of that, and components are 16-byte aligned).
+template <typename F, int kWords>
+__device__ __forceinline__ void load_words(const QuantView& v, uint64_t byte_offset, typename F::Word (&w)[kWords]) {
+  if constexpr (kWords == 1) {
+    w[0] = F::load(v, byte_offset);
+  } else {
+    static_assert(kWords == 2 && (sizeof(typename F::Word) == 4 || sizeof(typename F::Word) == 8), "two 4- or 8-byte words");
+    if constexpr (sizeof(typename F::Word) == 4) {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(v.codes + byte_offset));
+      memcpy(&w[0], &q.x, 4);
+      memcpy(&w[1], &q.y, 4);
+    } else {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(v.codes + byte_offset));
+      const uint2 a = make_uint2(q.x, q.y), b = make_uint2(q.z, q.w);
+      memcpy(&w[0], &a, 8);
+      memcpy(&w[1], &b, 8);
+    }
+  }
 }
 
 // A measurement aid (KernelVariants::dequant_probe): the item's code word and the first four
@@ -59,16 +82,20 @@ __device__ __forceinline__ uint4 undecoded(const typename F::Word& w, const type
 // (512 bytes within a tile row). All loads of the kUnroll items, scales included, are issued
 // before the first is decoded. BF16 output decodes two elements per instruction
 // (packed_decode.cuh); items it declines, and F16/F32 output, take the scalar decoder.
-template <typename F, int OutKind, int kUnroll, bool kProbe>
+// v37: an item may be kWords = 2 code words (16 elements) sharing one position and one scale
+// input, where the host has checked that one scale covers every aligned run of 16
+// (dequant_words): the position and scale arithmetic is paid once per 16 elements.
+template <typename F, int OutKind, int kUnroll, int kWords, bool kProbe>
 __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
   const bool tables_ok = __syncthreads_and(F::tables_finite(v, tables));
-  constexpr uint32_t kItemBytes = F::kItem * F::kBits / 8;
+  constexpr int kElems = F::kItem * kWords;
+  constexpr uint32_t kItemBytes = kElems * F::kBits / 8;
   const uint32_t tile_n = uint32_t(v.tile_n), tile_k = uint32_t(v.tile_k), n_rows = uint32_t(v.n);
   const uint64_t k = v.k;
   for (uint32_t base = blockIdx.x * kThreads * kUnroll; base < g.total; base += gridDim.x * kThreads * kUnroll) {
-    typename F::Word w[kUnroll];
+    typename F::Word w[kUnroll][kWords];
     typename F::Aux aux[kUnroll];
     uint64_t row[kUnroll];
     uint32_t k0[kUnroll];
@@ -76,9 +103,9 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const uint32_t it = base + u * kThreads + threadIdx.x;
-      if (it >= g.total || !item_pos(g, tile_n, tile_k, n_rows, k, it, row[u], k0[u])) continue;
+      if (it >= g.total || !item_pos<kElems>(g, tile_n, tile_k, n_rows, k, it, row[u], k0[u])) continue;
       live |= 1u << u;
-      w[u] = F::load(v, uint64_t(it) * kItemBytes);
+      load_words<F, kWords>(v, uint64_t(it) * kItemBytes, w[u]);
       if constexpr (OutKind == 0) aux[u] = F::load_aux(v, tables, row[u], k0[u]);
     }
     uint32_t scalar = OutKind == 0 ? 0 : live;  // items for the scalar decoder
@@ -86,15 +113,23 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (!(live >> u & 1u)) continue;
-        uint4 q;
+        uint4* dst = reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]);
         if constexpr (kProbe) {
-          __stcs(reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]), undecoded<F>(w[u], aux[u]));
+#pragma unroll
+          for (int h = 0; h < kWords; ++h) __stcs(dst + h, undecoded<F>(w[u][h], aux[u]));
           continue;  // the probe needs K % 8 == 0 (checked at launch): no partial items
         }
-        if (g.vector_out && k0[u] + F::kItem <= k && F::decode_bf16(v, w[u], aux[u], tables, tables_ok, q))
-          __stcs(reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row[u] * k + k0[u]), q);  // streaming: never re-read
-        else
+        // Two-word items exist only where K % 16 == 0 (dequant_words), so they are whole.
+        uint4 q[kWords];
+        bool ok = g.vector_out && k0[u] + kElems <= k;
+#pragma unroll
+        for (int h = 0; h < kWords; ++h) ok = ok && F::decode_bf16(v, w[u][h], aux[u], tables, tables_ok, q[h]);
+        if (ok) {
+#pragma unroll
+          for (int h = 0; h < kWords; ++h) __stcs(dst + h, q[h]);  // streaming: never re-read
+        } else {
           scalar |= 1u << u;
+        }
       }
     }
     // The scalar decoder (the CPU reference's arithmetic, canonical NaN) for F16/F32 output and
@@ -107,10 +142,13 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
       const uint32_t it = base + u * kThreads + threadIdx.x;
       uint64_t r;
       uint32_t kk;
-      item_pos(g, tile_n, tile_k, n_rows, k, it, r, kk);
-      float vals[F::kItem];
-      F::decode_word(v, tables, r, kk, F::load(v, uint64_t(it) * kItemBytes), vals);
-      store<OutKind>(out, r * k + kk, vals, int(min(uint64_t(F::kItem), k - kk)));
+      item_pos<kElems>(g, tile_n, tile_k, n_rows, k, it, r, kk);
+      for (int h = 0; h < kWords && kk + h * F::kItem < k; ++h) {
+        const uint32_t kh = kk + h * F::kItem;
+        float vals[F::kItem];
+        F::decode_word(v, tables, r, kh, F::load(v, uint64_t(it) * kItemBytes + h * (F::kItem * F::kBits / 8)), vals);
+        store<OutKind>(out, r * k + kh, vals, int(min(uint64_t(F::kItem), k - kh)));
+      }
     }
   }
 }
@@ -131,35 +169,38 @@ __global__ void __launch_bounds__(kThreads) dequant_flat(const QuantView v, void
   }
 }
 
-template <typename F, int OutKind, int kUnroll, bool kProbe>
+template <typename F, int OutKind, int kUnroll, int kWords, bool kProbe>
 Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sms, cudaStream_t s) {
   int per_sm = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll, kProbe>, kThreads, 0));
+  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll, kWords, kProbe>, kThreads, 0));
   // A grid that fills every SM once; the loop covers the rest (no tail wave).
   const uint64_t need = (uint64_t(g.total) + kThreads * kUnroll - 1) / (kThreads * kUnroll);
   const unsigned blocks = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(need, uint64_t(sms) * std::max(per_sm, 1))));
-  dequant_items<F, OutKind, kUnroll, kProbe><<<blocks, kThreads, 0, s>>>(v, g, out);
+  dequant_items<F, OutKind, kUnroll, kWords, kProbe><<<blocks, kThreads, 0, s>>>(v, g, out);
   IRIS_CUDA_LAUNCHED("dequant");
   return Status::ok();
 }
 
 // The per-format (or requested) items per thread of the tiled dequant.
-template <typename F, int OutKind, bool kProbe>
+template <typename F, int OutKind, int kWords, bool kProbe>
 Status launch_unrolled(const QuantView& v, const ItemGeometry& g, void* out, const LaunchConfig& c, cudaStream_t s) {
-  switch (dequant_unroll(c.variants, int(v.format))) {
-    case 2: return launch_items<F, OutKind, 2, kProbe>(v, g, out, c.sm_count, s);
-    case 8: return launch_items<F, OutKind, 8, kProbe>(v, g, out, c.sm_count, s);
-    default: return launch_items<F, OutKind, 4, kProbe>(v, g, out, c.sm_count, s);
+  switch (dequant_unroll(c.variants, int(v.format), kWords)) {
+    case 1: return launch_items<F, OutKind, 1, kWords, kProbe>(v, g, out, c.sm_count, s);
+    case 2: return launch_items<F, OutKind, 2, kWords, kProbe>(v, g, out, c.sm_count, s);
+    case 8: return launch_items<F, OutKind, 8, kWords, kProbe>(v, g, out, c.sm_count, s);
+    default: return launch_items<F, OutKind, 4, kWords, kProbe>(v, g, out, c.sm_count, s);
   }
 }
 
 template <typename F, int OutKind>
 Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaStream_t s) {
-  const uint64_t ipr = v.tile_k / F::kItem, ipt = ipr * v.tile_n;
+  // Two-word items only for BF16 output, where the packed path shares their scale input.
+  const int words = OutKind == 0 ? dequant_words(c.variants, v) : 1;
+  const uint64_t ipr = v.tile_k / (F::kItem * words), ipt = ipr * v.tile_n;
   const uint64_t tps = v.padded_k / v.tile_k, tpm = tps * (v.padded_n / v.tile_n);
   const uint64_t total = tpm * (v.rows / v.n) * ipt;
   if (total >= (uint64_t(1) << 31) || v.k >= (uint64_t(1) << 32) || v.n >= (uint64_t(1) << 32))
-    return unsupported("dequantize: more than 2^31 code items of 8 elements in one tensor");
+    return unsupported("dequantize: more than 2^31 code items in one tensor");
   ItemGeometry g;
   g.items_per_tile = FastDiv(uint32_t(ipt));
   g.items_per_row = FastDiv(uint32_t(ipr));
@@ -170,10 +211,11 @@ Status launch_tiled(const QuantView& v, void* out, const LaunchConfig& c, cudaSt
   if constexpr (OutKind == 0) {
     if (c.variants.dequant_probe) {  // a measurement aid (KernelVariants): whole aligned items only
       if (!g.vector_out) return unsupported("dequantize probe: needs K % 8 == 0 and an aligned output");
-      return launch_unrolled<F, 0, true>(v, g, out, c, s);
+      return words == 2 ? launch_unrolled<F, 0, 2, true>(v, g, out, c, s) : launch_unrolled<F, 0, 1, true>(v, g, out, c, s);
     }
+    if (words == 2) return launch_unrolled<F, 0, 2, false>(v, g, out, c, s);
   }
-  return launch_unrolled<F, OutKind, false>(v, g, out, c, s);
+  return launch_unrolled<F, OutKind, 1, false>(v, g, out, c, s);
 }
 
 template <typename F>

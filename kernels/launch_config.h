@@ -10,7 +10,8 @@ namespace iris {
 // won). The defaults (0 / true) are the measured best; every variant computes the same result
 // and the kernel tests run each (the two probes, below, are the exceptions).
 struct KernelVariants {
-  int dequant_unroll = 0;         // items per thread per step of the tiled dequant: 0 (per-format best), 2, 4, 8
+  int dequant_unroll = 0;         // items per thread per step of the tiled dequant: 0 (per-format best), 1, 2, 4, 8
+  int dequant_words = 0;          // code words of 8 elements per item of the tiled BF16 dequant: 0 (per-format best), 1, 2
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
   int gemv_unroll = 0;            // chunks per warp of the tensor-core GEMV: 0 (per-format best), 1, 2
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8

@@ -2,12 +2,29 @@
 
 namespace iris {
 
-int dequant_unroll(const KernelVariants& variants, int view_format) {
+int dequant_unroll(const KernelVariants& variants, int view_format, int words) {
   if (variants.dequant_unroll) return variants.dequant_unroll;
-  // Runs v8 and v10 (14336x4096, H100, us at 2 / 4 / 8; docs/device-runs/*-v8/v10-variants.txt): MXFP4 58.0 / 59.7 / 59.8 and
+  // One-word items, runs v8 and v10 (14336x4096, H100, us at 2 / 4 / 8; docs/device-runs/*-v8/v10-variants.txt): MXFP4 58.0 / 59.7 / 59.8 and
   // 57.9 / 58.9 / 59.5; NF4 62.9 / 62.8 / 75.2 and 62.1 / 62.6 / 75.3; FP8 72.3 / 73.2 / 90.2
   // and 71.7 / 72.3 / 89.4 (8 items per thread cost occupancy).
+  // Two-word items, run v37 (us at 1 / 2 / 4; docs/device-runs/2026-11-23-v37-sweep.txt): NF4 14336x4096 57.45 / 58.46 /
+  // 59.61, 32x5760x2880 505.9 / 553.0 / 549.5; FP8 91.07 / 69.26 / 68.37 and 737.3 / 647.8 / 606.7.
+  if (words == 2) return view_format == 3 ? 4 : 1;
   return view_format == 3 ? 4 : 2;
+}
+
+int dequant_words(const KernelVariants& variants, const QuantView& v) {
+  // Run v37: two-word items make NF4 and FP8 8-9% faster (fewer instructions per element in an
+  // issue-bound kernel) and MXFP4 20% slower (memory-bound already; kernels/NOTES.md).
+  const int want = variants.dequant_words ? variants.dequant_words : v.format == ViewFormat::kMxfp4 ? 1 : 2;
+  if (want != 2 || !v.tiled || v.k % 16 != 0 || v.tile_k % 16 != 0) return 1;
+  switch (v.format) {
+    case ViewFormat::kMxfp4: return 2;  // tile_k and K multiples of 16 keep a run inside one 32-block
+    case ViewFormat::kNf4: return v.block_size % 16 == 0 ? 2 : 1;  // and the flat index of a run is 16-aligned
+    case ViewFormat::kFp8:  // tensor and channel scales; block and group scales whose width 16 divides
+      return v.granularity < 2 || (v.granularity == 2 ? v.block_k % 16 == 0 : v.group_size % 16 == 0) ? 2 : 1;
+  }
+  return 1;
 }
 
 int gemv_unroll(const KernelVariants& variants, int view_format, int batch) {

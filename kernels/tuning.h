@@ -3,11 +3,18 @@
 #pragma once
 
 #include "kernels/launch_config.h"
+#include "kernels/quant_view.h"
 
 namespace iris {
 
-// Items (8 elements each) per thread per loop step of the tiled dequant kernel: 2, 4 or 8.
-int dequant_unroll(const KernelVariants& variants, int view_format);
+// Items per thread per loop step of the tiled dequant kernel (1, 2, 4 or 8), for items of
+// `words` code words (8 elements each).
+int dequant_unroll(const KernelVariants& variants, int view_format, int words);
+
+// Code words (8 elements each) per item of the tiled BF16 dequant: 2 where the variant or the
+// format's default asks for it and the tensor allows it (one scale input covers every aligned
+// run of 16 elements, K and tile_k multiples of 16), else 1.
+int dequant_words(const KernelVariants& variants, const QuantView& view);
 
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
 int gemv_unroll(const KernelVariants& variants, int view_format, int batch);

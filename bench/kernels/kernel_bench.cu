@@ -338,8 +338,11 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
 Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* v) {
   auto bad = [&] { return invalid_argument("kernel variant " + name + "=" + value + ": unknown variant or value"); };
   if (name == "dequant-unroll") {
-    if (value != "auto" && value != "2" && value != "4" && value != "8") return bad();
+    if (value != "auto" && value != "1" && value != "2" && value != "4" && value != "8") return bad();
     v->dequant_unroll = value == "auto" ? 0 : std::stoi(value);
+  } else if (name == "dequant-item") {  // elements per item of the BF16 dequant
+    if (value != "auto" && value != "8" && value != "16") return bad();
+    v->dequant_words = value == "auto" ? 0 : std::stoi(value) / 8;
   } else if (name == "gemv") {
     if (value != "auto" && value != "cuda-cores") return bad();
     v->gemv_tensor_cores = value == "auto";

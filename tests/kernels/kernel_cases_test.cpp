@@ -31,7 +31,7 @@ namespace {
 enum class Scales { kNormal, kExtreme, kWithNaN };
 
 struct Case {
-  std::string format;  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-bf16
+  std::string format;  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16
   std::vector<uint64_t> shape;
   uint64_t tile_n, tile_k;  // 0: the converter's default choice
   Scales scales = Scales::kNormal;
@@ -130,8 +130,9 @@ Built build(const Case& c, std::mt19937& rng) {
     rows = bytes(numel);
     if (nan_free)
       for (auto& x : rows) if ((x & 0x7f) == 0x7f) x &= 0xfe;
-    std::string g = c.format == "fp8-bf16" ? "block" : c.format == "fp8-group128" ? "group" : c.format.substr(4);
-    const uint64_t group = c.format == "fp8-group128" ? 128 : 48;
+    const bool sized_group = c.format == "fp8-group128" || c.format == "fp8-group24";
+    std::string g = c.format == "fp8-bf16" ? "block" : sized_group ? "group" : c.format.substr(4);
+    const uint64_t group = sized_group ? std::stoull(c.format.substr(9)) : 48;
     uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, 128) * ceil_div(k, 128) : batch * n * ceil_div(k, group);
     d.params = {{"scale_granularity", g}, {"scale_dtype", c.format == "fp8-bf16" ? "bf16" : "f32"}, {"scale_shape", std::vector<uint64_t>{ns}},
                 {"scale_name", "weight_scale_inv"}};
@@ -233,13 +234,17 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
 
-  // Every dequant variant (items per thread) must give the same bits; BF16 takes the packed
-  // fast path, F32 the scalar decoder.
-  struct Run { DType out; const char* unroll; };
-  for (Run run : {Run{DType::kF32, "auto"}, Run{DType::kF16, "auto"}, Run{DType::kBF16, "2"}, Run{DType::kBF16, "4"}, Run{DType::kBF16, "8"}}) {
+  // Every dequant variant (items per thread, 8- or 16-element items) must give the same bits;
+  // BF16 takes the packed fast path, F32 the scalar decoder. 16-element items fall back to 8
+  // where the tensor does not allow them (dequant_words), and the cases include such tensors.
+  struct Run { DType out; const char* unroll; int item; };
+  for (Run run : {Run{DType::kF32, "auto", 0}, Run{DType::kF16, "auto", 0}, Run{DType::kBF16, "auto", 0}, Run{DType::kBF16, "2", 8},
+                  Run{DType::kBF16, "4", 8}, Run{DType::kBF16, "8", 8}, Run{DType::kBF16, "1", 16}, Run{DType::kBF16, "2", 16},
+                  Run{DType::kBF16, "4", 16}}) {
     const DType out = run.out;
     LaunchConfig launch = device_.launch_config();
     launch.variants.dequant_unroll = std::string(run.unroll) == "auto" ? 0 : std::stoi(run.unroll);
+    launch.variants.dequant_words = run.item / 8;
     const size_t es = out == DType::kF32 ? 4 : 2;
     void* d_out = nullptr;
     ASSERT_EQ(cudaMalloc(&d_out, std::max<size_t>(numel * es, 16)), cudaSuccess);
@@ -253,7 +258,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
       uint32_t g = 0, want = out == DType::kF32 ? f32_bits(ref[i]) : out == DType::kF16 ? f32_to_f16(ref[i]) : f32_to_bf16(ref[i]);
       std::memcpy(&g, &got[i * es], es);
       if (g != want) {
-        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : out == DType::kF16 ? " f16" : " bf16") << " unroll " << run.unroll << ": first mismatch at element " << i << " (row "
+        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : out == DType::kF16 ? " f16" : " bf16") << " unroll " << run.unroll << " item " << run.item << ": first mismatch at element " << i << " (row "
                       << i / view->k << ", col " << i % view->k << "): gpu " << std::hex << g << " cpu " << want;
         break;
       }
@@ -457,6 +462,9 @@ std::vector<Case> all_cases() {
   cs.push_back({"nf4", {3, 50}, 0, 0});      // flat: blocks cross rows
   cs.push_back({"nf4", {1, 1}, 0, 0});       // flat, one element
   cs.push_back({"nf4", {7, 129}, 0, 0});     // flat, odd element count
+  // K a multiple of 16, groups of 24: a 16-element dequant item would need two scales, so
+  // the 8-element kernel runs (dequant_words).
+  cs.push_back({"fp8-group24", {9, 96}, 0, 0});
   // Tensor-core GEMV: 16-row stripes with 64, 128, 192 and 512-column tiles, K not a multiple
   // of the chunk (64) or the tile, a partial last stripe, NF4 blocks of 128.
   for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-group128"}) {
