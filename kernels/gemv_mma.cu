@@ -485,16 +485,20 @@ Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, c
   return batch <= 8 ? launch_u<P, 1, false>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
-template <typename P, int U>
-Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
+template <typename P, bool kF32, int U>
+Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
   IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, 1, U>(g.stripes, c)));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
-  if (f32) experts_mma_kernel<P, true, U><<<blocks, warps * 32, 0, s>>>(a, g);
-  else experts_mma_kernel<P, false, U><<<blocks, warps * 32, 0, s>>>(a, g);
+  experts_mma_kernel<P, kF32, U><<<blocks, warps * 32, 0, s>>>(a, g);
   IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
   return Status::ok();
+}
+
+template <typename P, int U>
+Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
+  return f32 ? launch_experts_kernel<P, true, U>(geometry, a, s, c) : launch_experts_kernel<P, false, U>(geometry, a, s, c);
 }
 
 template <typename P>
@@ -503,6 +507,13 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
     case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
     default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
   }
+}
+
+// launch_experts for the probe, BF16 output only, at the format's unroll.
+template <typename P>
+Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
+  return gemv_unroll(c.variants, int(geometry.format), 8) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
+                                                               : launch_experts_kernel<P, false, 1>(geometry, a, s, c);
 }
 
 }  // namespace
@@ -550,6 +561,14 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   if (!gemv_mma_supports(geometry, 1)) return unsupported("expert gemv: the tensor-core kernel does not take this layout");
   if (a.pairs * (geometry.padded_n / 16) >= (uint64_t(1) << 31)) return invalid_argument("expert gemv: too many pairs for one launch");
   auto s = static_cast<cudaStream_t>(stream);
+  if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
+    if (y_f32) return unsupported("expert gemv probe: BF16 output only");
+    switch (geometry.format) {
+      case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
+      case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<false>>>(geometry, a, s, c);
+      case ViewFormat::kFp8: return launch_experts_probe<SkipDecode<MmaFp8<false>>>(geometry, a, s, c);
+    }
+  }
   switch (geometry.format) {
     case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
     case ViewFormat::kNf4:

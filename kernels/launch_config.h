@@ -17,8 +17,9 @@ struct KernelVariants {
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table
-  // A measurement aid, not a variant: the tensor-core GEMV with its decode left out, so its
-  // outputs are meaningless (kernels/NOTES.md, run v33). Only `iris bench` sets it.
+  // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
+  // left out, so its outputs are meaningless (kernels/NOTES.md, runs v33 and v37). Only
+  // `iris bench` sets it.
   bool gemv_probe = false;
   // The same for the tiled dequant to BF16: its loads, item arithmetic and stores, the code
   // words stored undecoded (kernels/NOTES.md, run v35). Only `iris bench` sets it.
