@@ -8,7 +8,7 @@
 #   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
 #   cmake --build build-device --target iris kernels_tests api_tests api_cuda_tests libiris iris_upload_bench iris_make_snapshot
 #   bash bench/pack_device_bin.sh      # gzipped binaries + libiris.so.1 + the cuda_gemv example into .device-bin
-#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|api|full|bench|variants|ncu]
+#   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|limits|dequant|experts|api|full|bench|variants|ncu]
 #
 # SKIP_UPLOAD=1 leaves out the upload benchmark, VARIANTS=0 the variant and tile sweeps,
 # VARIANT_LIST / TILE_LIST the sweeps' entries (TILE_LIST= none), PROBES=1 adds the
@@ -18,13 +18,16 @@
 # has 10 minutes, and the driver's compile of a PTX-only build takes about 4 of them.
 # Modes: quick = kernel cases + verify; limits = quick + what bounds each kernel goal (the
 # floors of each case's bytes, the filled wave 16896x4096, both probes, Nsight Compute on the
-# dequants: kernels/NOTES.md run v35); api = quick + the C API on the GPU (api_cuda_tests, the
+# dequants: kernels/NOTES.md run v35); dequant = quick + the dequant's item size against its
+# unroll, floors, probes, Nsight Compute (run v37); experts = quick + the expert GEMV with and
+# without its decode over 2880-8448 rows per expert (run v37b); api = quick + the C API on the GPU (api_cuda_tests, the
 # cuda_gemv example, the upload benchmark of a 4 GB archive); full = api + peers, bench,
 # variants; bench = peers, bench, variants alone; variants = the variant and tile sweeps and
 # Nsight Compute alone (the second command of a session whose first ran full with VARIANTS=0);
 # sanitize / ncu add compute-sanitizer / Nsight Compute.
 # Files back: env.txt, tests.log, tests-ptx.log, tests-ptx75.log, verify.log, api.log, python.log, upload.json,
-# peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log, limits.txt + ncu-dequant.txt in those modes).
+# peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log, limits.txt + ncu-dequant.txt, sweep.txt,
+# experts.txt in those modes).
 set -uo pipefail
 B=${B:-.device-bin}
 # The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
@@ -111,6 +114,47 @@ if [ "$mode" = limits ]; then
     done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu-dequant.txt"
     grep -E "dequant_items|DRAM Throughput|Memory Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Achieved Occupancy|Duration" "$OUT/ncu-dequant.txt" | head -n 60
   fi
+  exit "$tests_rc"
+fi
+if [ "$mode" = dequant ]; then
+  # The dequant's item size (8 or 16 elements) against its unroll, with the floors and the
+  # decode-free probes at both sizes, then Nsight Compute on NF4 and FP8 at both sizes
+  # (kernels/NOTES.md run v37).
+  cases="--synthetic mxfp4:14336x4096 --synthetic nf4:14336x4096 --synthetic fp8:14336x4096 --synthetic mxfp4:32x5760x2880 \
+    --synthetic nf4:32x5760x2880 --synthetic fp8:32x5760x2880"
+  {
+    for it in 8 16; do for u in 1 2 4; do
+      echo "--- --variant dequant-item=$it --variant dequant-unroll=$u"
+      "$B/iris" bench --batch 1 --variant dequant-item=$it --variant dequant-unroll=$u $cases | grep -E "dequant|copy"
+    done; done
+    echo "--- defaults, floors"; "$B/iris" bench --batch 1 --floors $cases
+    for it in 8 16; do
+      echo "--- probe, item $it (unroll defaults)"
+      "$B/iris" bench --batch 1 --variant dequant-item=$it --variant dequant-probe=skip-decode $cases | grep -E "dequant|copy"
+    done
+  } > "$OUT/sweep.txt" 2>&1
+  cat "$OUT/sweep.txt"
+  if command -v ncu >/dev/null; then
+    for f in nf4:14336x4096 fp8:14336x4096; do for it in 8 16; do
+      echo "### $f item $it"
+      ncu --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats -k "regex:dequant_items" \
+        --launch-count 1 "$B/iris" bench --synthetic "$f" --batch 1 --replays 1 --variant dequant-item=$it
+    done; done 2>&1 | sed "s|$PWD/||g" > "$OUT/ncu-dequant.txt"
+    grep -E "^###|DRAM Throughput|No Eligible|Achieved Occupancy|Duration|SM Frequency" "$OUT/ncu-dequant.txt"
+  fi
+  exit "$tests_rc"
+fi
+if [ "$mode" = experts ]; then
+  # The expert GEMV as it is and without its decode, from 2880 to 8448 rows per expert: what
+  # its loop costs when decoding is free, and at which size its per-byte rate is best
+  # (kernels/NOTES.md run v37b).
+  cases=""
+  for n in 2880 4224 5280 5760 6336 7392 8448; do for f in mxfp4 nf4 fp8; do cases="$cases --synthetic $f:32x${n}x2880"; done; done
+  {
+    echo "--- defaults"; "$B/iris" bench --batch 1 $cases | grep -E "gemv_experts|copy"
+    echo "--- --variant gemv-probe=skip-decode (time only)"; "$B/iris" bench --batch 1 --variant gemv-probe=skip-decode $cases | grep -E "gemv_experts|copy"
+  } > "$OUT/experts.txt" 2>&1
+  cat "$OUT/experts.txt"
   exit "$tests_rc"
 fi
 fi  # not upload
