@@ -225,9 +225,8 @@ Status produce_mxfp4(Job& j, ByteSink& sink) {
     IRIS_TRY(for_each_piece(j, w, c, 1, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
       uint8_t* pc = codes + (r0 - c.r0) * blocks * 16;
       uint8_t* ps = w.scales8.data() + (r0 - c.r0) * blocks;
-      quant::mxfp4_encode(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps);
       float* back = w.back.get(count);
-      quant::mxfp4_decode(pc, ps, r1 - r0, j.k, back);
+      quant::mxfp4_encode_decoded(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, back);  // the decoded values too
       w.quality.add(x, back, count);
       return Status::ok();
     }));
@@ -278,19 +277,19 @@ Status produce_fp8(Job& j, ByteSink& sink) {
       const uint64_t rows = r1 - r0;
       uint8_t* pc = codes + (r0 - c.r0) * j.k;
       const size_t s0 = w.scalesf.size();
+      float* back = w.back.get(count);  // the decoded values, written with the codes
       if (g == quant::Fp8Granularity::kTensor) {
-        const float mm = mul[c.m];
-        for (uint64_t i = 0; i < count; ++i) pc[i] = quant::e4m3_encode(std::clamp(x[i] * mm, -448.f, 448.f));
-        w.scalesf.push_back(j.stash.fp8_scales[c.m]);
+        const float mm = mul[c.m], scale = j.stash.fp8_scales[c.m];
+        for (uint64_t i = 0; i < count; ++i) {  // fp8_decode's product: the code's value times the stored scale
+          const float y = std::clamp(x[i] * mm, -448.f, 448.f);
+          pc[i] = quant::e4m3_encode(y);
+          back[i] = canonical_nan_if_nan(quant::e4m3_round(y) * scale);
+        }
+        w.scalesf.push_back(scale);
       } else {
         w.scalesf.resize(s0 + quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
-        quant::fp8_encode(x, 1, rows, j.k, g, 128, 128, pc, w.scalesf.data() + s0);
+        quant::fp8_encode_decoded(x, 1, rows, j.k, g, 128, 128, pc, w.scalesf.data() + s0, back);
       }
-      quant::Fp8Scales s;
-      s.granularity = g;
-      s.data = w.scalesf.data() + s0;
-      float* back = w.back.get(count);
-      quant::fp8_decode(pc, 1, rows, j.k, s, back);
       w.quality.add(x, back, count);
       return Status::ok();
     }));

@@ -50,6 +50,23 @@ IRIS_HD uint8_t e4m3_encode(float x) {
   return uint8_t(nan ? 0x7fu : (sign | code));
 }
 
+// The value of the code e4m3_encode(x) picks, as e4m3_to_f32 gives it (NaN: the canonical
+// NaN), from e4m3_encode's own arithmetic rather than from the code: branch-free, so an
+// encoder's loop can write the decoded values beside the codes and stay vectorised. Normal
+// results keep the rounded FP32 bits (exponent and 3 mantissa bits); subnormal ones are the
+// rounded multiple of 2^-9. tests/quant checks it against e4m3_to_f32(e4m3_encode(x)).
+IRIS_HD float e4m3_round(float x) {
+  const uint32_t bits = f32_bits(x), sign = bits & 0x80000000u;
+  uint32_t a = bits & 0x7fffffffu;
+  const bool nan = a > 0x7f800000u;
+  a = a > 0x43e00000u ? 0x43e00000u : a;  // saturate to 448
+  const uint32_t normal = (a + 0x7ffffu + ((a >> 20) & 1u)) & 0xfff00000u;
+  const float q = (f32_from_bits(a) * 512.0f + 8388608.0f) - 8388608.0f;  // as in e4m3_encode
+  const uint32_t sub = f32_bits(q * 0.001953125f);                          // exact: q * 2^-9
+  const uint32_t v = a >= 0x3c800000u ? normal : sub;
+  return f32_from_bits(nan ? kCanonicalNanBits : (sign | v));
+}
+
 // NF4 code of x (already normalized by the block absmax): bitsandbytes' dQuantizeNF4, the
 // same comparisons in the same order. This is the definition; nf4_encode_fast is the same
 // function written for vector units and is tested against it.

@@ -69,6 +69,11 @@ void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Gran
                 uint64_t block_k, uint8_t* codes, float* scales);
 void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                      uint64_t block_k, uint8_t* codes, float* scales);
+// fp8_encode that also writes, in `decoded` (batch x n x k), exactly what fp8_decode gives
+// back for the codes and scales it wrote: the quality report's decoded values without a
+// second pass over the codes (tests/quant checks the bits).
+void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
+                        uint64_t block_k, uint8_t* codes, float* scales, float* decoded);
 // mul of one scaling unit from its amax, by the rules above (for callers that find the amax
 // themselves, e.g. a per-tensor amax over streamed chunks): 448 * (1 / amax) clamped to
 // FLT_MAX, 1 for amax = 0. Encode with e4m3_encode(x * mul); store the scale 1 / mul.

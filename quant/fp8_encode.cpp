@@ -3,6 +3,7 @@
 // e4m3_encode, which saturates, so the clamp to +-448 is part of it.
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "quant/fp8.h"
 #include "quant/simd.h"
@@ -34,6 +35,26 @@ IRIS_INLINE void encode_run(const T* x, uint64_t count, float mul, uint8_t* out)
   for (uint64_t c = 0; c < count; ++c) out[c] = e4m3_encode(detail::load_f32(x[c]) * mul);
 }
 
+// encode_run that also writes what fp8_decode gives back for each code: the same FP32
+// product of the code's value (e4m3_round: branch-free, so the loop stays vectorised) and the
+// stored scale (1 / mul), canonical NaN for NaN codes.
+IRIS_INLINE void encode_run_decoded(const float* x, uint64_t count, float mul, float scale, uint8_t* out, float* decoded) {
+  for (uint64_t c = 0; c < count; ++c) {
+    const float y = x[c] * mul;
+    out[c] = e4m3_encode(y);
+    decoded[c] = canonical_nan_if_nan(e4m3_round(y) * scale);
+  }
+}
+
+// One run of `count` values: codes, and with decoded != null their decoded values too.
+template <typename T>
+IRIS_INLINE void encode_any(const T* x, uint64_t count, float mul, float scale, uint8_t* out, float* decoded) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (decoded) return encode_run_decoded(x, count, mul, scale, out, decoded);
+  }
+  encode_run(x, count, mul, out);
+}
+
 // Max |x| bits over rows [r0, r1) x all k columns (kTensor, kChannel).
 template <typename T>
 IRIS_HOT_LOOP uint32_t rows_amax_bits(const T* m, uint64_t k, uint64_t r0, uint64_t r1) {
@@ -43,8 +64,8 @@ IRIS_HOT_LOOP uint32_t rows_amax_bits(const T* m, uint64_t k, uint64_t r0, uint6
 }
 
 template <typename T>
-IRIS_HOT_LOOP void rows_encode(const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, uint8_t* codes) {
-  for (uint64_t r = r0; r < r1; ++r) encode_run(m + r * k, k, mul, codes + r * k);
+IRIS_HOT_LOOP void rows_encode(const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, float scale, uint8_t* codes, float* decoded) {
+  for (uint64_t r = r0; r < r1; ++r) encode_any(m + r * k, k, mul, scale, codes + r * k, decoded ? decoded + r * k : nullptr);
 }
 
 // kBlock: tiles [j0, j1) (at most kMaxRun) of the band of rows [r0, r1). The amax pass reads
@@ -53,7 +74,7 @@ IRIS_HOT_LOOP void rows_encode(const T* m, uint64_t k, uint64_t r0, uint64_t r1,
 constexpr uint64_t kMaxRun = 64;
 template <typename T>
 IRIS_HOT_LOOP void encode_band(const T* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint64_t j0, uint64_t j1, float* scales,
-                               uint8_t* codes) {
+                               uint8_t* codes, float* decoded) {
   uint32_t amax[kMaxRun] = {};
   float mul[kMaxRun];
   for (uint64_t r = r0; r < r1; ++r)
@@ -68,13 +89,14 @@ IRIS_HOT_LOOP void encode_band(const T* m, uint64_t k, uint64_t r0, uint64_t r1,
   for (uint64_t r = r0; r < r1; ++r)
     for (uint64_t j = j0; j < j1; ++j) {
       const uint64_t c0 = j * bk, c1 = std::min(k, c0 + bk);
-      encode_run(m + r * k + c0, c1 - c0, mul[j - j0], codes + r * k + c0);
+      encode_any(m + r * k + c0, c1 - c0, mul[j - j0], scales[j], codes + r * k + c0, decoded ? decoded + r * k + c0 : nullptr);
     }
 }
 
 // One [n, k] matrix.
 template <typename T>
-void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales) {
+void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
+                   float* decoded) {
   if (g == Fp8Granularity::kTensor) {
     const uint64_t rows_per_chunk = std::max<uint64_t>(1, (1 << 16) / std::max<uint64_t>(k, 1));
     const int64_t chunks = int64_t((n + rows_per_chunk - 1) / rows_per_chunk);
@@ -89,7 +111,7 @@ void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
       const uint64_t r0 = uint64_t(c) * rows_per_chunk;
-      rows_encode(m, k, r0, std::min(n, r0 + rows_per_chunk), mul, codes);
+      rows_encode(m, k, r0, std::min(n, r0 + rows_per_chunk), mul, scales[0], codes, decoded);
     }
     return;
   }
@@ -98,7 +120,7 @@ void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_
     for (int64_t r = 0; r < int64_t(n); ++r) {
       const float mul = unit_mul(rows_amax_bits(m, k, uint64_t(r), uint64_t(r) + 1));
       scales[r] = 1.0f / mul;
-      rows_encode(m, k, uint64_t(r), uint64_t(r) + 1, mul, codes);
+      rows_encode(m, k, uint64_t(r), uint64_t(r) + 1, mul, scales[r], codes, decoded);
     }
     return;
   }
@@ -108,16 +130,17 @@ void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_
 #pragma omp parallel for schedule(static)
   for (int64_t u = 0; u < int64_t(gn * runs); ++u) {
     const uint64_t i = uint64_t(u) / runs, j0 = uint64_t(u) % runs * run;
-    encode_band(m, k, i * bn, std::min(n, (i + 1) * bn), bk, j0, std::min(gk, j0 + run), scales + i * gk, codes);
+    encode_band(m, k, i * bn, std::min(n, (i + 1) * bn), bk, j0, std::min(gk, j0 + run), scales + i * gk, codes, decoded);
   }
 }
 
 template <typename T>
 void encode(const T* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
-            float* scales) {
+            float* scales, float* decoded = nullptr) {
   if (g == Fp8Granularity::kGroup) return;  // not an encoder target (fp8.h)
   const uint64_t per = fp8_scale_count(1, n, k, g, bn, bk);
-  for (uint64_t b = 0; b < batch; ++b) encode_matrix(in + b * n * k, n, k, g, bn, bk, codes + b * n * k, scales + b * per);
+  for (uint64_t b = 0; b < batch; ++b)
+    encode_matrix(in + b * n * k, n, k, g, bn, bk, codes + b * n * k, scales + b * per, decoded ? decoded + b * n * k : nullptr);
 }
 
 }  // namespace
@@ -125,6 +148,11 @@ void encode(const T* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity 
 void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
                 float* scales) {
   encode(in, batch, n, k, g, bn, bk, codes, scales);
+}
+
+void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
+                        uint8_t* codes, float* scales, float* decoded) {
+  encode(in, batch, n, k, g, bn, bk, codes, scales, decoded);
 }
 
 void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,

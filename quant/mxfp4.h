@@ -54,6 +54,11 @@ void mxfp4_encode_ref(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule
 // The same bytes, vectorised, blocks in parallel (OpenMP); FP32 or BF16 input.
 void mxfp4_encode(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
 void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
+// mxfp4_encode that also writes, row-major in `decoded` (rows x k), exactly what
+// mxfp4_decode gives back for the codes and scales it wrote: the quality report's decoded
+// values without a second pass over the codes (tests/quant checks the bits).
+void mxfp4_encode_decoded(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                          float* decoded);
 
 // The oracle's element rounding (e2m1_encode in element_encode.h is the fast form): the
 // nearest E2M1 magnitude by exhaustive comparison in double, ties to the even code,

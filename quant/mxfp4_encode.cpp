@@ -61,15 +61,33 @@ IRIS_INLINE bool plus_one_is_better(const T* v, int e) {
   return s1 < s0;
 }
 
+// What mxfp4_decode gives back for the codes of 32 values scaled by 2^-e (e in [-127, 125]),
+// computed from the values rather than the codes: |y| rounded to the grid by
+// e2m1_round_magnitude (e2m1_encode's comparisons), the sign of v unless that rounds to zero
+// (the encoder writes +0 there), times the block's scale. Each product is exact (a grid value
+// of two significant bits times a power of two), as is the decoder's, so the bits are the same.
+template <typename T>
+IRIS_INLINE void block_decoded(const T* v, int e, float* out) {
+  const float inv = pow2f(-e), scale = e8m0_to_f32(uint8_t(e + 127));
+  for (int i = 0; i < 32; ++i) {
+    const uint32_t bits = f32_bits(detail::load_f32(v[i]));
+    const float r = e2m1_round_magnitude(f32_from_bits(bits & 0x7fffffffu) * inv);
+    const uint32_t sign = (bits & 0x80000000u) * uint32_t(r != 0.0f);
+    out[i] = f32_from_bits(f32_bits(r) | sign) * scale;
+  }
+}
+
 // One block of 32 values, read straight from the input (a staging copy would cost a
-// store-forwarding stall per block).
-template <bool kSearch, typename T>
-IRIS_INLINE void encode_block(const T* v, uint8_t* codes, uint8_t* scale) {
+// store-forwarding stall per block). With kDecoded, also the 32 decoded values (decoded != null).
+template <bool kSearch, bool kDecoded = false, typename T>
+IRIS_INLINE void encode_block(const T* v, uint8_t* codes, uint8_t* scale, float* decoded = nullptr) {
   uint32_t amax = 0;  // |v| bits; NaN and Inf are >= 0x7f800000
   for (int i = 0; i < 32; ++i) amax = std::max(amax, f32_bits(detail::load_f32(v[i])) & 0x7fffffffu);
   if (amax == 0 || amax >= 0x7f800000u) {
     std::memset(codes, 0, 16);
     *scale = amax == 0 ? 0 : 0xff;
+    if constexpr (kDecoded)  // code 0 times the scale: +0, or the canonical NaN of scale 0xFF
+      for (int i = 0; i < 32; ++i) decoded[i] = amax == 0 ? 0.0f : f32_from_bits(kCanonicalNanBits);
     return;
   }
   int e = floor_log2_bits(amax) - 2;
@@ -85,6 +103,7 @@ IRIS_INLINE void encode_block(const T* v, uint8_t* codes, uint8_t* scale) {
   alignas(64) uint8_t c[32];
   block_codes(v, e, c);
   for (int j = 0; j < 16; ++j) codes[j] = detail::pack_low_first(detail::load_pair(c + 2 * j));
+  if constexpr (kDecoded) block_decoded(v, e, decoded);
 }
 
 // Blocks [b0, b1) of the row-major input, `blocks` per row of k values. (The rule is a
@@ -105,6 +124,25 @@ IRIS_HOT_LOOP void encode_blocks(const T* in, uint64_t k, uint64_t blocks, uint6
   }
 }
 
+// encode_blocks that also writes the decoded values of the row-major output, `decoded`.
+template <bool kSearch>
+IRIS_HOT_LOOP void encode_blocks_decoded(const float* in, uint64_t k, uint64_t blocks, uint64_t b0, uint64_t b1, uint8_t* codes,
+                                         uint8_t* scales, float* decoded) {
+  for (uint64_t i = b0; i < b1; ++i) {
+    const uint64_t r = i / blocks, b = i % blocks, count = b + 1 < blocks ? 32 : k - b * 32;
+    const float* src = in + r * k + b * 32;
+    float* dst = decoded + r * k + b * 32;
+    if (count == 32) {
+      encode_block<kSearch, true>(src, codes + i * 16, scales + i, dst);
+    } else {  // the last block of a row, zero padded; only its `count` decoded values are kept
+      float v[32], d[32];
+      for (uint64_t j = 0; j < 32; ++j) v[j] = j < count ? src[j] : 0.0f;
+      encode_block<kSearch, true>(v, codes + i * 16, scales + i, d);
+      std::memcpy(dst, d, count * sizeof(float));
+    }
+  }
+}
+
 template <typename T>
 void encode(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
   const uint64_t blocks = mxfp4_row_scales(k), total = rows * blocks, chunk = 1024;
@@ -121,6 +159,18 @@ void encode(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t
 
 void mxfp4_encode(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {
   encode(in, rows, k, rule, codes, scales);
+}
+
+void mxfp4_encode_decoded(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                          float* decoded) {
+  const uint64_t blocks = mxfp4_row_scales(k), total = rows * blocks, chunk = 1024;
+  const int64_t chunks = int64_t((total + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t b0 = uint64_t(c) * chunk, b1 = b0 + chunk < total ? b0 + chunk : total;
+    if (rule == Mxfp4ScaleRule::kSearch) encode_blocks_decoded<true>(in, k, blocks, b0, b1, codes, scales, decoded);
+    else encode_blocks_decoded<false>(in, k, blocks, b0, b1, codes, scales, decoded);
+  }
 }
 
 void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales) {

@@ -81,6 +81,18 @@ TEST(ElementEncode, E4m3FastEqualsTheOracleEverywhere) {
   EXPECT_GT(checked, 400000);
 }
 
+TEST(ElementEncode, E4m3RoundIsTheValueOfTheEncodedCodeEverywhere) {
+  std::vector<float> grid;
+  for (int c = 0; c <= 0x7e; ++c) grid.push_back(e4m3_to_f32(uint8_t(c)));
+  for (float v : {464.f, 480.f, 1e4f}) grid.push_back(v);
+  int64_t checked = 0;
+  sweep(10007, grid_and_midpoints(grid), [&](float x) {
+    ASSERT_EQ(f32_bits(e4m3_round(x)), f32_bits(e4m3_to_f32(e4m3_encode(x)))) << "x = " << x << " (bits 0x" << std::hex << f32_bits(x) << ")";
+    ++checked;
+  });
+  EXPECT_GT(checked, 400000);
+}
+
 TEST(ElementEncode, E4m3RoundsToNearestEvenAndSaturates) {
   for (int b = 0; b < 256; ++b)
     if ((b & 0x7f) != 0x7f) {
