@@ -85,7 +85,7 @@ print(data + c["offset"] + c["bytes"] // 2)' "$T/bad.iris")
   printf "\\$(printf '%03o' $(( byte ^ 0x10 )))" | dd of="$T/bad.iris" bs=1 seek="$off" conv=notrunc status=none
   "$B/iris" verify "$T/bad.iris" --device cuda; echo "corrupted tile: exit $?"
   set +x
-} > "$OUT/verify.log" 2>&1
+} 2>&1 | sed "s|$T/|\$T/|g" > "$OUT/verify.log"  # the temporary folder as $T: no machine paths in committed logs
 grep -E "corrupted tile|FAIL|error" "$OUT/verify.log" | head -n 20
 
 if [ "$mode" = sanitize ]; then
