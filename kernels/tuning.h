@@ -13,7 +13,7 @@ int dequant_unroll(const KernelVariants& variants, int view_format, int words);
 
 // Code words (8 elements each) per item of the tiled BF16 dequant: 2 where the variant or the
 // format's default asks for it and the tensor allows it (one scale input covers every aligned
-// run of 16 elements, K and tile_k multiples of 16), else 1.
+// run of 16 elements, K a multiple of 16), else 1.
 int dequant_words(const KernelVariants& variants, const QuantView& view);
 
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
