@@ -19,6 +19,21 @@ std::string errno_message() { return std::strerror(errno); }
 
 }  // namespace
 
+DirectIo::DirectIo(int fd, bool want) : fd_(fd) {
+  original_ = fcntl(fd_, F_GETFL);
+  if (want && original_ >= 0 && fcntl(fd_, F_SETFL, original_ | O_DIRECT) == 0) on_ = true;
+}
+
+void DirectIo::give_up() {
+  std::lock_guard<std::mutex> lock(mu_);  // a second stream refused at once waits for the first's fcntl
+  if (on_.exchange(false)) fcntl(fd_, F_SETFL, original_);
+}
+
+bool DirectIo::restore() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !on_.exchange(false) || fcntl(fd_, F_SETFL, original_) == 0;
+}
+
 StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options options)
     : fd_(fd), what_(std::move(what)), options_(options), cursor_(start) {
   options_.buffer_bytes = std::max<size_t>(kPage, options_.buffer_bytes / kPage * kPage);
@@ -32,8 +47,12 @@ StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options opt
     storage_.push_back(p);
     free_.push_back(p);
   }
-  original_flags_ = fcntl(fd_, F_GETFL);
-  if (options_.direct && original_flags_ >= 0 && fcntl(fd_, F_SETFL, original_flags_ | O_DIRECT) == 0) direct_ = true;
+  if (options_.shared_direct) {
+    direct_ = options_.shared_direct;
+  } else {
+    own_direct_ = std::make_unique<DirectIo>(fd_, options_.direct);
+    direct_ = own_direct_.get();
+  }
   writeback_from_ = start;
   // The first buffer begins at the page holding `start`.
   current_.file_offset = start / kPage * kPage;
@@ -48,7 +67,7 @@ StreamWriter::~StreamWriter() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (original_flags_ >= 0 && direct_) fcntl(fd_, F_SETFL, original_flags_);
+  own_direct_.reset();  // the descriptor's flags back
   for (uint8_t* p : storage_) std::free(p);
 }
 
@@ -102,6 +121,18 @@ Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
   return append(bytes.data(), bytes.size());
 }
 
+Status StreamWriter::skip_to(uint64_t offset) {
+  const uint64_t page_end = (cursor_ + kPage - 1) / kPage * kPage;
+  if (offset % kPage != 0 || offset < page_end)
+    return internal_error(what_ + ": stream skip to " + std::to_string(offset) + ", not a page boundary at or after " + std::to_string(page_end));
+  IRIS_TRY(append(nullptr, page_end - cursor_));
+  if (offset == page_end) return Status::ok();
+  if (have_current_ && current_.used > 0) IRIS_TRY(submit_current());  // whole pages: used is a multiple of 4 KiB
+  cursor_ = offset;
+  current_.file_offset = offset;
+  return Status::ok();
+}
+
 Status StreamWriter::finish(uint64_t end) {
   if (end > cursor_) IRIS_TRY(append(nullptr, end - cursor_));
   if (have_current_ && current_.used > 0) {
@@ -117,10 +148,8 @@ Status StreamWriter::finish(uint64_t end) {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  direct_used_ = direct_;
-  if (original_flags_ >= 0 && direct_ && fcntl(fd_, F_SETFL, original_flags_) != 0)
-    return io_error(what_ + ": cannot leave direct I/O: " + errno_message());
-  direct_ = false;
+  direct_used_ = direct_->on();
+  if (own_direct_ && !own_direct_->restore()) return io_error(what_ + ": cannot leave direct I/O: " + errno_message());
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
@@ -150,14 +179,15 @@ void StreamWriter::run() {
 Status StreamWriter::write_out(const Buffer& b) {
   const uint8_t* p = b.data;
   uint64_t left = b.used, off = b.file_offset;
+  bool refused = false;
   while (left > 0) {
     ssize_t n = pwrite(fd_, p, left, off_t(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EINVAL && direct_) {
-      // The filesystem took O_DIRECT at open but refuses these writes (alignment it wants
-      // larger than a page): the rest goes through the page cache.
-      if (fcntl(fd_, F_SETFL, original_flags_) != 0) return io_error(what_ + ": write failed: " + errno_message());
-      direct_ = false;
+    if (n < 0 && errno == EINVAL && !refused) {
+      // The filesystem took O_DIRECT but refuses these writes (alignment it wants larger than
+      // a page): the rest goes through the page cache.
+      refused = true;
+      direct_->give_up();
       continue;
     }
     if (n <= 0) return io_error(what_ + ": write failed: " + (n < 0 ? errno_message() : std::string("no progress")));
@@ -165,7 +195,7 @@ Status StreamWriter::write_out(const Buffer& b) {
     left -= uint64_t(n);
     off += uint64_t(n);
   }
-  if (!direct_ && off - writeback_from_ >= kWritebackChunk) {
+  if (!direct_->on() && off - writeback_from_ >= kWritebackChunk) {
     // Hand finished ranges to writeback now, so the final fsync has little left to do.
     sync_file_range(fd_, off_t(writeback_from_), off_t(off - writeback_from_), SYNC_FILE_RANGE_WRITE);
     writeback_from_ = off;

@@ -12,11 +12,17 @@
 // page holding `start` is written from its beginning (zeros before `start`) and the last one
 // to its end: finish() reports the logical end, and the owner truncates the file to it and
 // writes whatever lies before `start` afterwards, through the page cache.
+//
+// Several streams may write one file at once, each its own pages: skip_to() leaves a range of
+// whole pages to the others. They then share one DirectIo, since O_DIRECT is a flag of the
+// open file, not of a stream.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -27,12 +33,37 @@
 
 namespace iris {
 
+// O_DIRECT on a descriptor while the object lives (when asked for and the filesystem takes it).
+class DirectIo {
+ public:
+  DirectIo(int fd, bool want);
+  DirectIo(const DirectIo&) = delete;
+  DirectIo& operator=(const DirectIo&) = delete;
+  ~DirectIo() { restore(); }
+
+  bool on() const { return on_.load(std::memory_order_relaxed); }
+  // A direct write was refused (an alignment larger than a page): the page cache from now on,
+  // for every stream of the descriptor. On return the flag is off.
+  void give_up();
+  // The descriptor's original flags back; false if fcntl failed.
+  bool restore();
+
+ private:
+  int fd_;
+  int original_ = -1;
+  std::atomic<bool> on_{false};
+  std::mutex mu_;
+};
+
 class StreamWriter {
  public:
   struct Options {
     bool direct = true;                  // try O_DIRECT (falls back by itself when refused)
     size_t buffer_bytes = size_t(4) << 20;  // per buffer, a multiple of 4 KiB
     int buffers = 3;                     // one being filled, the rest in flight or free
+    // The descriptor's O_DIRECT, owned by the caller and shared with other streams of the same
+    // file; null: the stream sets it itself (per `direct`) and restores it at finish().
+    DirectIo* shared_direct = nullptr;
   };
 
   // `fd` stays owned by the caller and open until finish() or destruction; `what` names the
@@ -45,6 +76,10 @@ class StreamWriter {
 
   // Places `bytes` at file offset `offset` (>= the end of the previous write).
   Status write(uint64_t offset, std::span<const uint8_t> bytes);
+  // Ends the page holding the current end with zeros and leaves the pages from there up to
+  // `offset` (a multiple of 4 KiB, at or past that page's end) to another stream: the next
+  // write may start at `offset`.
+  Status skip_to(uint64_t offset);
   // Writes everything up to `end` (>= the last write's end) and stops the thread. The file may
   // then extend past `end` to the next 4 KiB: the owner truncates it. Also restores the file
   // descriptor's flags.
@@ -68,8 +103,8 @@ class StreamWriter {
   int fd_;
   std::string what_;
   Options options_;
-  int original_flags_ = -1;
-  bool direct_ = false;  // O_DIRECT set on fd_ (the writer thread clears it on a refusal)
+  std::unique_ptr<DirectIo> own_direct_;  // when not shared
+  DirectIo* direct_;
   bool direct_used_ = false;
   uint64_t writeback_from_ = 0;  // page-cache mode: start of the range not yet handed to writeback
   std::vector<uint8_t*> storage_;

@@ -175,7 +175,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     TensorDesc desc;
     json source_record;
     std::vector<ComponentProducer> producers;
+    ProducerCost cost = ProducerCost::kCompute;
     if (already_in_target(st.desc, decision.target)) {
+      cost = ProducerCost::kCopy;
       // Same format: carried over byte for byte, codes re-tiled.
       desc = st.desc;
       desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
@@ -197,7 +199,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = tensor_desc_to_json(desc)["layout"];
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    writer.add_tensor(desc, source_record, std::move(producers));
+    writer.add_tensor(desc, source_record, std::move(producers), cost);
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }

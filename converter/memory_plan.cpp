@@ -5,6 +5,7 @@
 #include "common/checked_math.h"
 #include "converter/requantize.h"
 #include "formats/dtype.h"
+#include "formats/iris_writer.h"
 
 namespace iris {
 
@@ -68,8 +69,15 @@ TensorNeed need_of(const PlannedTensor& p, uint64_t chunk_floats, uint64_t tile_
 MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t chunk_floats, uint64_t tile_n, int workers) {
   workers = std::max(workers, 1);
   TensorNeed most;
+  bool requantized = false, big_copy = false;
   for (const auto& p : tensors) {
-    if (!p.requantized) continue;
+    if (!p.requantized) {
+      uint64_t bytes = 0;
+      for (const auto& part : p.source->parts) bytes += part.ref.tensor->size;
+      big_copy = big_copy || bytes >= kOverlappedCopyMinBytes;
+      continue;
+    }
+    requantized = true;
     const TensorNeed t = need_of(p, chunk_floats, tile_n);
     // A tensor of fewer chunks than workers keeps only that many busy; each worker's buffers
     // grow to the largest chunk it ever takes, so count every worker at the largest chunk.
@@ -80,7 +88,9 @@ MemoryPlan predict_memory(const std::vector<PlannedTensor>& tensors, uint64_t ch
     most.transient = std::max(most.transient, t.transient);
   }
   const uint64_t per_worker = most.x + most.back + most.codes + most.read;
-  return {chunk_floats, workers, kBaseRssBytes + uint64_t(workers) * per_worker + most.transient};
+  // Large copies beside requantized tensors get a second stream (formats/iris_writer.h).
+  const uint64_t copy_stream = requantized && big_copy ? kOverlappedCopyStreamBytes : 0;
+  return {chunk_floats, workers, kBaseRssBytes + uint64_t(workers) * per_worker + most.transient + copy_stream};
 }
 
 MemoryPlan fit_memory(const std::vector<PlannedTensor>& tensors, uint64_t preferred, uint64_t tile_n, int workers, uint64_t max_rss) {

@@ -6,8 +6,9 @@
 // the manifest and the writer; the chunk buffers of each worker (one chunk in flight per
 // worker), which are reused across tensors and so grow to the largest any tensor needs (FP32
 // values and their decode-back, the codes before and after tiling, the source bytes of the
-// chunk); and the largest per-tensor transient (the side components waiting for their turn,
-// NF4's block absmax, a quantized source's tables).
+// chunk); the largest per-tensor transient (the side components waiting for their turn,
+// NF4's block absmax, a quantized source's tables); and, when large copies are written beside
+// requantized tensors, the second stream's buffers (formats/iris_writer.h).
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,16 @@
 namespace iris {
 
 
+// What a tensor's producers spend: kCompute (decoding and encoding, on every core) or kCopy
+// (moving source bytes: a read, a hash, the disk).
+enum class ProducerCost { kCompute, kCopy };
+
+// Copies at least this large are written on a stream of their own, beside the computed
+// tensors, when the archive has both: the disk then works while the cores encode.
+constexpr uint64_t kOverlappedCopyMinBytes = uint64_t(8) << 20;
+// What that second stream holds: its buffers and a copy's read window.
+constexpr uint64_t kOverlappedCopyStreamBytes = uint64_t(14) << 20;
+
 struct WriteOptions {
   bool overwrite = false;
   // Called with (bytes written so far, total bytes) after each chunk.
@@ -31,6 +41,9 @@ struct WriteOptions {
   // The data section goes to the disk by direct I/O (no page-cache copy) where the filesystem
   // takes it, else through the page cache (common/stream_writer.h). False: the page cache always.
   bool direct_io = true;
+  // Large kCopy tensors written on a second thread and stream, alongside the computed ones
+  // (the same bytes either way). False: one stream, in file order.
+  bool overlap_copies = true;
 };
 
 struct WriteSummary {
@@ -44,8 +57,10 @@ class IrisWriter {
   void set_model_type(std::string t) { manifest_.model_type = std::move(t); }
   void set_tool(nlohmann::json t) { manifest_.tool = std::move(t); }
   void set_provenance(nlohmann::json p) { manifest_.provenance = std::move(p); }
-  // One producer per component of component_specs(desc), in that order.
-  void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers);
+  // One producer per component of component_specs(desc), in that order. Producers of kCopy
+  // tensors may run on another thread than the caller's, concurrently with other tensors'.
+  void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers,
+                  ProducerCost cost = ProducerCost::kCompute);
   // Embedded small files (config, tokenizer): stored zstd-compressed.
   void add_file(std::string name, std::string bytes);
 
@@ -65,6 +80,7 @@ class IrisWriter {
     TensorDesc desc;
     nlohmann::json source;
     std::vector<ComponentProducer> producers;
+    ProducerCost cost = ProducerCost::kCompute;
   };
   Manifest manifest_;
   std::vector<Pending> pending_;

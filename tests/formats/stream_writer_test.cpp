@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "tests/test_files.h"
@@ -82,6 +83,81 @@ TEST_P(StreamWriterContent, FileHoldsTheWrittenBytesAndZerosInTheGaps) {
 INSTANTIATE_TEST_SUITE_P(Shapes, StreamWriterContent,
                          ::testing::Values(Shape{true, 4096, 2}, Shape{true, 64 << 10, 3}, Shape{false, 64 << 10, 2},
                                            Shape{true, size_t(4) << 20, 3}));
+
+// Two streams on one descriptor, each on its own thread, share the file page by page: each
+// writes its ranges and skip_to()s over the other's. The file holds both, and the
+// descriptor's flags come back once, from the shared DirectIo.
+TEST(StreamWriter, TwoStreamsSkippingEachOthersPagesFillOneFile) {
+  for (bool direct : {true, false}) {
+    std::mt19937_64 rng(direct ? 11 : 12);
+    TempDir dir;
+    const std::string path = dir / "out.bin";
+    int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    const int flags = fcntl(fd, F_GETFL);
+    // Alternating page-aligned ranges of random lengths; a range's tail pads to its page.
+    struct Range {
+      uint64_t at;
+      std::vector<uint8_t> bytes;
+    };
+    std::vector<Range> ranges[2];
+    std::vector<uint8_t> want;
+    for (int i = 0; i < 14; ++i) {
+      const uint64_t n = 1 + rng() % (i % 3 == 0 ? 300000 : 9000);
+      Range r{want.size(), std::vector<uint8_t>(n)};
+      for (auto& b : r.bytes) b = uint8_t(rng());
+      want.insert(want.end(), r.bytes.begin(), r.bytes.end());
+      want.resize((want.size() + 4095) / 4096 * 4096, 0);
+      ranges[i % 2].push_back(std::move(r));
+    }
+    const uint64_t end = ranges[1].back().at + ranges[1].back().bytes.size();
+    want.resize(end);
+    Status st[2];
+    {
+      DirectIo shared(fd, direct);
+      auto run = [&](int s) {
+        StreamWriter w(fd, ranges[s][0].at, path, {direct, 64 << 10, 3, &shared});
+        for (const auto& r : ranges[s]) {
+          st[s] = w.skip_to(r.at);
+          if (st[s].is_ok()) st[s] = w.write(r.at, r.bytes);
+          if (!st[s].is_ok()) return;
+        }
+        const auto& last = ranges[s].back();
+        st[s] = w.finish(last.at + last.bytes.size());
+      };
+      std::thread other(run, 1);
+      run(0);
+      other.join();
+      EXPECT_TRUE(shared.restore());
+    }
+    ASSERT_TRUE(st[0].is_ok()) << st[0].message();
+    ASSERT_TRUE(st[1].is_ok()) << st[1].message();
+    EXPECT_EQ(fcntl(fd, F_GETFL), flags);
+    ASSERT_EQ(ftruncate(fd, off_t(end)), 0);
+    ::close(fd);
+    const std::vector<uint8_t> got = read_all(path);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TRUE(got == want) << "direct " << direct << ": the file differs from what the two streams wrote";
+  }
+}
+
+// skip_to() only to a page boundary at or past the end of the current page.
+TEST(StreamWriter, SkippingIntoTheCurrentPageOrOffAPageIsAnError) {
+  TempDir dir;
+  int fd = ::open((dir / "f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  {
+    StreamWriter w(fd, 0, "f");
+    const std::vector<uint8_t> b(5000, 1);
+    ASSERT_TRUE(w.write(0, b).is_ok());
+    EXPECT_FALSE(w.skip_to(4096).is_ok());   // inside the page holding byte 5000
+    EXPECT_FALSE(w.skip_to(12289).is_ok());  // not a page boundary
+    EXPECT_TRUE(w.skip_to(8192).is_ok());    // the end of the current page: no skip at all
+    EXPECT_TRUE(w.skip_to(16384).is_ok());
+    EXPECT_TRUE(w.write(16384, b).is_ok());
+  }
+  ::close(fd);
+}
 
 TEST(StreamWriter, WritingBackwardsIsAnError) {
   TempDir dir;
