@@ -38,10 +38,9 @@ for ((r = 0; r < ROUNDS; ++r)); do
   for pair in "mxfp4 MXFP4_MOE --pure" "fp8-block Q8_0" "nf4 Q4_K_M"; do
     set -- $pair
     iq=$1 pq=$2 extra=${3:-}
-    n=$r
-    timed "iris:$iq" "$IRIS" convert "$W/snap" -o "$W/out/i$n.iris" --quant "$iq" -q
-    timed "peer:$pq" "$Q" $extra --token-embedding-type bf16 --output-tensor-type bf16 "$W/snap.gguf" "$W/out/p$n.gguf" "$pq" "$T"
-    timed "peer+sync:$pq" sh -c "\"$Q\" $extra --token-embedding-type bf16 --output-tensor-type bf16 \"$W/snap.gguf\" \"$W/out/s$n.gguf\" $pq $T && sync \"$W/out/s$n.gguf\""
+    timed "iris:$iq" "$IRIS" convert "$W/snap" -o "$W/out/i$r.iris" --quant "$iq" -q
+    timed "peer:$pq" "$Q" $extra --token-embedding-type bf16 --output-tensor-type bf16 "$W/snap.gguf" "$W/out/p$r.gguf" "$pq" "$T"
+    timed "peer+sync:$pq" sh -c "\"$Q\" $extra --token-embedding-type bf16 --output-tensor-type bf16 \"$W/snap.gguf\" \"$W/out/s$r.gguf\" $pq $T && sync \"$W/out/s$r.gguf\""
   done
 done
 python3 - "$W/times.txt" "$bf16_bytes" <<'PY'

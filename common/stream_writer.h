@@ -80,6 +80,8 @@ class StreamWriter {
   // `offset` (a multiple of 4 KiB, at or past that page's end) to another stream: the next
   // write may start at `offset`.
   Status skip_to(uint64_t offset);
+  // File offset of the next byte: the end of the last write (or of a skip).
+  uint64_t position() const { return cursor_; }
   // Writes everything up to `end` (>= the last write's end) and stops the thread. The file may
   // then extend past `end` to the next 4 KiB: the owner truncates it. Also restores the file
   // descriptor's flags.

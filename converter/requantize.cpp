@@ -279,13 +279,8 @@ Status produce_fp8(Job& j, ByteSink& sink) {
       const size_t s0 = w.scalesf.size();
       float* back = w.back.get(count);  // the decoded values, written with the codes
       if (g == quant::Fp8Granularity::kTensor) {
-        const float mm = mul[c.m], scale = j.stash.fp8_scales[c.m];
-        for (uint64_t i = 0; i < count; ++i) {  // fp8_decode's product: the code's value times the stored scale
-          const float y = std::clamp(x[i] * mm, -448.f, 448.f);
-          pc[i] = quant::e4m3_encode(y);
-          back[i] = canonical_nan_if_nan(quant::e4m3_round(y) * scale);
-        }
-        w.scalesf.push_back(scale);
+        quant::fp8_encode_unit(x, count, mul[c.m], pc, back);
+        w.scalesf.push_back(j.stash.fp8_scales[c.m]);
       } else {
         w.scalesf.resize(s0 + quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
         quant::fp8_encode_decoded(x, 1, rows, j.k, g, 128, 128, pc, w.scalesf.data() + s0, back);

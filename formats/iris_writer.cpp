@@ -65,7 +65,7 @@ class FileSink final : public ByteSink {
 
 // Flushes a file to the disk every 100 ms while it lives, on a thread of its own. Why: the disk
 // of the machine we measure on keeps direct writes in a cache that only an fsync empties, in
-// time proportional to what it holds (0.1 s for 128 MB, 0.6 s for 880 MB). Flushed while the
+// time proportional to what it holds (0.09-0.11 s for 134 MB, 0.46-0.53 s for 872 MB). Flushed while the
 // cores encode, and the disk would otherwise wait, little is left for the final fsync:
 // converting to mxfp4 took 0.92x the wall time (nine pairs, docs/BENCHMARKS.md).
 class PeriodicFlush {
@@ -100,8 +100,6 @@ class PeriodicFlush {
 // The tensors one stream writes, in file order, and how it ended.
 struct Lane {
   std::vector<size_t> tensors;
-  bool files = false;  // the embedded files too (they close the data section)
-  uint64_t end = 0;    // absolute end of its last component
   Status status;
   size_t failed_tensor = SIZE_MAX;
   bool cancelled = false;  // it stopped because the other lane failed
@@ -217,7 +215,6 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     std::sort(lanes[0].tensors.begin(), lanes[0].tensors.end());
     lanes[1].tensors.clear();
   }
-  lanes[0].files = true;
   const bool two = !lanes[1].tensors.empty();
 
   uint64_t done = 0;
@@ -228,39 +225,33 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     if (options.progress) options.progress(done, total);
   };
   std::atomic<bool> cancel{false};
-  // Writes one lane's components, skipping the pages of the other lane's tensors.
+  // Writes one lane's components (lanes[0]: and the embedded files, which close the data
+  // section). Each non-empty one starts on a page: skip_to() pads the previous one's last page
+  // with zeros and passes over the pages of the other lane's tensors in between, if any.
   auto write_lane = [&](Lane& lane, StreamWriter& stream) -> Status {
-    uint64_t cursor = data_offset;
-    auto place = [&](uint64_t at) -> Status {
-      if (round_up(cursor, kIrisAlignment) < at) IRIS_TRY(stream.skip_to(at));
-      return Status::ok();
-    };
     for (size_t i : lane.tensors) {
       auto& t = m.tensors[i];
       for (size_t c = 0; c < t.components.size(); ++c) {
         auto& comp = t.components[c];
         const uint64_t at = data_offset + comp.offset;
-        if (comp.spec.bytes) IRIS_TRY(place(at));
+        Status s = comp.spec.bytes ? stream.skip_to(at) : Status::ok();
         FileSink sink(&stream, at, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes, cancel);
-        Status s = pending_[i].producers[c](sink);
+        if (s.is_ok()) s = pending_[i].producers[c](sink);
         if (s.is_ok()) s = sink.finish(&comp.xxh3);
         if (!s.is_ok()) {
           lane.failed_tensor = i;
           lane.cancelled = sink.cancelled();
           return s;
         }
-        if (comp.spec.bytes) cursor = at + comp.spec.bytes;
       }
     }
-    if (lane.files)
+    if (&lane == &lanes[0])
       for (size_t i = 0; i < m.files.size(); ++i) {
         const uint64_t at = data_offset + m.files[i].offset;
         if (!m.files[i].size) continue;
-        IRIS_TRY(place(at));
+        IRIS_TRY(stream.skip_to(at));
         IRIS_TRY(stream.write(at, {reinterpret_cast<const uint8_t*>(compressed[i].data()), compressed[i].size()}));
-        cursor = at + m.files[i].size;
       }
-    lane.end = cursor;
     return Status::ok();
   };
   {
@@ -271,17 +262,12 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     so.direct = options.direct_io;
     so.shared_direct = &direct;
     auto run_lane = [&](Lane& lane) {
-      uint64_t first = data_offset + data_size;  // where the lane's stream starts: its first component
-      for (size_t i : lane.tensors)
-        for (const auto& c : m.tensors[i].components)
-          if (c.spec.bytes) first = std::min(first, data_offset + c.offset);
-      if (&lane == &lanes[0]) first = data_offset;
-      StreamWriter stream(out.fd(), first, out.partial_path(), so);
+      StreamWriter stream(out.fd(), data_offset, out.partial_path(), so);
       lane.status = write_lane(lane, stream);
       // Each stream up to its own end (never into the other's pages); the data section ends
       // with the last non-empty component, so one of them ends there. The truncation below
       // removes what direct I/O wrote past it.
-      if (lane.status.is_ok()) lane.status = stream.finish(lane.end);
+      if (lane.status.is_ok()) lane.status = stream.finish(stream.position());
       if (!lane.status.is_ok()) cancel = true;
     };
     std::thread copier;
@@ -294,10 +280,9 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     if (copier.joinable()) copier.join();
     // The first real failure in file order (not a lane stopped because of the other's).
     const Lane* failed = nullptr;
+    auto rank = [](const Lane& l) { return std::pair(l.cancelled, l.failed_tensor); };
     for (const Lane& l : lanes)
-      if (!l.status.is_ok() && (!failed || (failed->cancelled && !l.cancelled) ||
-                                (failed->cancelled == l.cancelled && l.failed_tensor < failed->failed_tensor)))
-        failed = &l;
+      if (!l.status.is_ok() && (!failed || rank(l) < rank(*failed))) failed = &l;
     if (failed) return failed->status;
     if (!direct.restore()) return io_error(out.partial_path() + ": cannot leave direct I/O");
   }

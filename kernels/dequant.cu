@@ -184,7 +184,7 @@ Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sm
 // The per-format (or requested) items per thread of the tiled dequant.
 template <typename F, int OutKind, int kWords, bool kProbe>
 Status launch_unrolled(const QuantView& v, const ItemGeometry& g, void* out, const LaunchConfig& c, cudaStream_t s) {
-  switch (dequant_unroll(c.variants, int(v.format), kWords)) {
+  switch (dequant_unroll(c.variants, v.format, kWords)) {
     case 1: return launch_items<F, OutKind, 1, kWords, kProbe>(v, g, out, c.sm_count, s);
     case 2: return launch_items<F, OutKind, 2, kWords, kProbe>(v, g, out, c.sm_count, s);
     case 8: return launch_items<F, OutKind, 8, kWords, kProbe>(v, g, out, c.sm_count, s);

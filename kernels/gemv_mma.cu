@@ -452,7 +452,7 @@ Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_unroll(c.variants, int(v.format), NT * 8)) {
+  switch (gemv_unroll(c.variants, v.format, NT * 8)) {
     case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
     default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
   }
@@ -503,7 +503,7 @@ Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_unroll(c.variants, int(geometry.format), 8)) {
+  switch (gemv_unroll(c.variants, geometry.format, 8)) {
     case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
     default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
   }
@@ -512,7 +512,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
 // launch_experts for the probe, BF16 output only, at the format's unroll.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return gemv_unroll(c.variants, int(geometry.format), 8) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
+  return gemv_unroll(c.variants, geometry.format, 8) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
                                                                : launch_experts_kernel<P, false, 1>(geometry, a, s, c);
 }
 

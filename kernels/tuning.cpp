@@ -2,15 +2,15 @@
 
 namespace iris {
 
-int dequant_unroll(const KernelVariants& variants, int view_format, int words) {
+int dequant_unroll(const KernelVariants& variants, ViewFormat format, int words) {
   if (variants.dequant_unroll) return variants.dequant_unroll;
   // One-word items, runs v8 and v10 (14336x4096, H100, us at 2 / 4 / 8; docs/device-runs/*-v8/v10-variants.txt): MXFP4 58.0 / 59.7 / 59.8 and
   // 57.9 / 58.9 / 59.5; NF4 62.9 / 62.8 / 75.2 and 62.1 / 62.6 / 75.3; FP8 72.3 / 73.2 / 90.2
   // and 71.7 / 72.3 / 89.4 (8 items per thread cost occupancy).
   // Two-word items, run v37 (us at 1 / 2 / 4; docs/device-runs/2026-11-23-v37-sweep.txt): NF4 14336x4096 57.45 / 58.46 /
   // 59.61, 32x5760x2880 505.9 / 553.0 / 549.5; FP8 91.07 / 69.26 / 68.37 and 737.3 / 647.8 / 606.7.
-  if (words == 2) return view_format == 3 ? 4 : 1;
-  return view_format == 3 ? 4 : 2;
+  if (words == 2) return format == ViewFormat::kFp8 ? 4 : 1;
+  return format == ViewFormat::kFp8 ? 4 : 2;
 }
 
 int dequant_words(const KernelVariants& variants, const QuantView& v) {
@@ -29,11 +29,11 @@ int dequant_words(const KernelVariants& variants, const QuantView& v) {
   return 1;
 }
 
-int gemv_unroll(const KernelVariants& variants, int view_format, int batch) {
+int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch) {
   if (variants.gemv_unroll) return variants.gemv_unroll;
   // Run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 / 22.9, NF4 34.5 /
   // 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
-  return view_format == 3 && batch <= 8 ? 2 : 1;
+  return format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
 }
 
 bool fp8_bit_decode(const LaunchConfig& c) {

@@ -9,7 +9,7 @@ namespace iris {
 
 // Items per thread per loop step of the tiled dequant kernel (1, 2, 4 or 8), for items of
 // `words` code words (8 elements each).
-int dequant_unroll(const KernelVariants& variants, int view_format, int words);
+int dequant_unroll(const KernelVariants& variants, ViewFormat format, int words);
 
 // Code words (8 elements each) per item of the tiled BF16 dequant: 2 where the variant or the
 // format's default asks for it and the tensor allows it (one scale input covers every aligned
@@ -17,7 +17,7 @@ int dequant_unroll(const KernelVariants& variants, int view_format, int words);
 int dequant_words(const KernelVariants& variants, const QuantView& view);
 
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
-int gemv_unroll(const KernelVariants& variants, int view_format, int batch);
+int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch);
 
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);

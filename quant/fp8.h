@@ -74,6 +74,11 @@ void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k,
 // second pass over the codes (tests/quant checks the bits).
 void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                         uint64_t block_k, uint8_t* codes, float* scales, float* decoded);
+// One scaling unit's values with its multiplier already known (from fp8_multiplier): the codes
+// of in[i] * mul and, unless `decoded` is null, the values fp8_decode gives back for them with
+// the stored scale 1 / mul. Serial, for callers that find the amax themselves and run units in
+// parallel (the requantizer's per-tensor FP8 over streamed chunks); the bits of fp8_encode's.
+void fp8_encode_unit(const float* in, uint64_t count, float mul, uint8_t* codes, float* decoded);
 // mul of one scaling unit from its amax, by the rules above (for callers that find the amax
 // themselves, e.g. a per-tensor amax over streamed chunks): 448 * (1 / amax) clamped to
 // FLT_MAX, 1 for amax = 0. Encode with e4m3_encode(x * mul); store the scale 1 / mul.

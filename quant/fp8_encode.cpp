@@ -155,6 +155,10 @@ void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k,
   encode(in, batch, n, k, g, bn, bk, codes, scales, decoded);
 }
 
+IRIS_HOT_LOOP void fp8_encode_unit(const float* in, uint64_t count, float mul, uint8_t* codes, float* decoded) {
+  encode_any(in, count, mul, 1.0f / mul, codes, decoded);  // the scale fp8_encode stores
+}
+
 void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
                      uint8_t* codes, float* scales) {
   encode(in, batch, n, k, g, bn, bk, codes, scales);

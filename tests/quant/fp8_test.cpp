@@ -117,6 +117,17 @@ TEST(Fp8, EncodeDecodedGivesTheDecodersValues) {
       fp8_decode_ref(f.codes.data(), b, n, k, f32_scales(f, g, bn, bk), want.data());
       const int64_t at = first_difference(want, got);  // bit for bit: -0 against +0 and NaN payloads count
       ASSERT_EQ(at, -1) << "input " << x[at] << " decoded " << want[at] << " fused " << got[at];
+      if (g == Fp8Granularity::kTensor && b == 1) {
+        // One unit with its multiplier found by the caller (the requantizer's streamed form):
+        // fp8_encode's codes and the reference decoder's values again.
+        std::vector<uint8_t> codes(x.size(), 0x55);
+        std::vector<float> unit(x.size(), 12345.f);
+        float amax = 0;
+        for (float v : x) amax = std::isnan(v) ? amax : std::max(amax, std::fabs(v));
+        fp8_encode_unit(x.data(), x.size(), fp8_multiplier(amax), codes.data(), unit.data());
+        ASSERT_EQ(first_difference(f.codes, codes), -1);
+        ASSERT_EQ(first_difference(want, unit), -1);
+      }
     }
 }
 
