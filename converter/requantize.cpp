@@ -17,6 +17,7 @@
 #include "formats/tile_layout.h"
 #include "quant/fp8.h"
 #include "quant/nf4.h"
+#include "quant/nonfinite.h"
 #include "quant/tables.h"
 
 namespace iris {
@@ -66,11 +67,9 @@ class Scratch {
   uint64_t cap_ = 0;
 };
 
-// Rows [r0, r1) of matrix m: count values. x: the chunk's values, for NF4 only, which decodes
-// a chunk whole (its emit step reads them); the other targets decode it piece by piece.
+// Rows [r0, r1) of matrix m: count values.
 struct Chunk {
   uint64_t m = 0, r0 = 0, r1 = 0, count = 0;
-  const float* x = nullptr;
 };
 
 // What one worker turns a chunk into, kept until the chunk's turn to be written: the bytes,
@@ -85,6 +84,7 @@ struct Worker {
   std::vector<uint8_t> scales8;   // MXFP4 scales of the chunk
   std::vector<float> scalesf;     // FP8 scales; the NF4 planning pass's block absmax
   float amax = 0;                 // FP8 tensor granularity: the chunk's amax
+  std::vector<float> head, tail, pending;  // NF4: values kept past their piece (produce_nf4)
 };
 
 // One worker per thread of the chunk loop, reused across tensors.
@@ -103,11 +103,9 @@ Status ensure_decoder(Job& j) {
 // Serial: it runs inside a worker, one chunk per core.
 Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
   if (j.opts.allow_nonfinite) return Status::ok();
-  uint64_t bad = 0;
-  for (uint64_t i = 0; i < count; ++i) bad += (f32_bits(v[i]) & 0x7f800000u) == 0x7f800000u;
-  if (!bad) return Status::ok();
   uint64_t first = 0;
-  while (std::isfinite(v[first])) ++first;
+  const uint64_t bad = quant::count_nonfinite(v, count, &first);  // vectorised (quant/simd.h)
+  if (!bad) return Status::ok();
   char val[32];
   std::snprintf(val, sizeof val, "%g", double(v[first]));
   return invalid_input("tensor '" + j.source.desc.name + "': " + std::to_string(bad) + " non-finite value(s) in elements [" +
@@ -147,7 +145,7 @@ Status run_chunks(Job& j, Compute&& compute, Emit&& emit) {
   for (uint64_t m = 0; m < j.batch; ++m)
     for (uint64_t r0 = 0; r0 < j.n; r0 += step) {
       const uint64_t r1 = std::min(j.n, r0 + step);
-      chunks.push_back({m, r0, r1, (r1 - r0) * j.k, nullptr});
+      chunks.push_back({m, r0, r1, (r1 - r0) * j.k});
     }
   const int workers = worker_count(j, chunks.size());
   auto& pool = worker_pool(workers);
@@ -323,11 +321,21 @@ Status nf4_offset_pass(Job& j, double* sum) {
   return run_chunks(j, compute, emit);
 }
 
-// One pass. Each chunk's block absmax and codes are computed by its worker, and so are the
-// double quantization and the quality decode-back of the groups of 256 blocks that lie
-// wholly inside the chunk. A group that straddles chunks is finished in chunk order, once its
-// last chunk's absmax is known: its elements from earlier chunks wait in a carry (at most one
-// group's worth) and are decoded back then.
+// Appends the values of elements [max(s, p0), min(e, p0 + count)) of a piece whose first
+// element is p0 to v.
+void append_range(std::vector<float>& v, const float* x, uint64_t p0, uint64_t count, uint64_t s, uint64_t e) {
+  const uint64_t a = std::max(s, p0), b = std::min(e, p0 + count);
+  if (a < b) v.insert(v.end(), x + (a - p0), x + (b - p0));
+}
+
+// One pass. Each chunk's block absmax and codes are computed by its worker, a piece at a
+// time, and so are the double quantization and the quality decode-back of the groups of 256
+// blocks that lie wholly inside the chunk, each as soon as its last piece is encoded (the
+// values of a group begun in an earlier piece wait in the worker's `pending`, less than a
+// group). A group that straddles chunks is finished in chunk order, once its last chunk's
+// absmax is known: its elements from earlier chunks wait in a carry (at most one group's
+// worth) and are decoded back then; the worker keeps the chunk's values outside its inner
+// groups (`head`, `tail`) for that.
 Status produce_nf4(Job& j, ByteSink& sink) {
   const uint64_t numel = j.batch * j.n * j.k, nabs = ceil_div(numel, 64), nnest = ceil_div(nabs, 256), group = 64 * 256;
   const float offset = j.nf4_offset;
@@ -351,34 +359,53 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   auto groups_complete = [&](uint64_t i1) { return i1 == numel ? nnest : i1 / group; };
   // The groups wholly inside [i0, i1), which its worker finishes: [first, last) (may be empty).
   auto inner_groups = [&](uint64_t i0, uint64_t i1) { return std::pair(ceil_div(i0, group), groups_complete(i1)); };
+  // Pieces start on 64-element blocks: every row does when 64 divides K.
+  const uint64_t piece_rows = 64 / std::gcd<uint64_t>(j.k, 64);
   uint64_t groups_done = 0, carry_start = 0;
   std::vector<float> carry_x, back_carry(group);
   std::vector<uint8_t> carry_codes;
   double sum = 0;
   auto compute = [&](Worker& w, Chunk& c) -> Status {
-    // The whole chunk in one piece: emit reads its head and tail values.
-    IRIS_TRY(for_each_piece(j, w, c, 1, c.count, [&](const float* x, uint64_t, uint64_t, uint64_t) {
-      c.x = x;
-      return Status::ok();
-    }));
     const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
     uint8_t* codes = w.codes.get(ceil_div(c.count, 2));
-    quant::nf4_block_absmax(c.x, i0, c.count, numel, absmax.data());  // this chunk's blocks: no other worker's
-    quant::nf4_encode_codes(c.x, i0, c.count, numel, absmax.data(), codes);
     const auto [g0, g1] = inner_groups(i0, i1);
+    const bool inner = g0 < g1;
+    // The values emit needs: [i0, a) and [b, i1), less than two groups (the whole chunk when
+    // it holds no inner group, which only a chunk under two groups does).
+    const uint64_t a = inner ? std::min(i1, g0 * group) : i1, b = inner ? std::min(i1, g1 * group) : i1;
+    w.head.clear();
+    w.tail.clear();
+    w.pending.clear();  // the values of [done * group, the piece's start) while that is not empty
     w.quality = QualityStats();
-    if (g0 < g1) {
-      quant::nf4_quantize_absmax_groups(absmax.data(), g0, g1, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
-      const uint64_t e0 = g0 * group, e1 = std::min(numel, g1 * group);
-      float* back = w.back.get(e1 - e0);
-      quant::bnb4_decode_window(codes, i0, e0, e1, p, back);
-      w.quality.add(c.x + (e0 - i0), back, e1 - e0);
-    }
+    uint64_t done = g0;  // the inner groups finished so far
+    IRIS_TRY(for_each_piece(j, w, c, piece_rows, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t, uint64_t count) -> Status {
+      const uint64_t p0 = (c.m * j.n + r0) * j.k, p1 = p0 + count;
+      quant::nf4_encode_first_level(x, p0, count, numel, absmax.data(), codes + (p0 - i0) / 2);  // this chunk's blocks: no other worker's
+      append_range(w.head, x, p0, count, i0, a);
+      append_range(w.tail, x, p0, count, b, i1);
+      if (!inner) return Status::ok();
+      const uint64_t gc = p1 == i1 ? g1 : std::min(g1, p1 / group);  // inner groups complete after this piece
+      if (gc > done) {
+        quant::nf4_quantize_absmax_groups(absmax.data(), done, gc, nabs, offset, dq.absmax_codes.data(), dq.nested_absmax.data());
+        const uint64_t e0 = done * group, e1 = std::min(numel, gc * group), s = std::max(e0, p0);
+        float* back = w.back.get(std::max<uint64_t>(w.pending.size(), e1 - s));
+        if (!w.pending.empty()) {  // [e0, p0)
+          quant::bnb4_decode_window(codes, i0, e0, p0, p, back);
+          w.quality.add(w.pending.data(), back, p0 - e0);
+          w.pending.clear();
+        }
+        quant::bnb4_decode_window(codes, i0, s, e1, p, back);
+        w.quality.add(x + (s - p0), back, e1 - s);
+        done = gc;
+      }
+      append_range(w.pending, x, p0, count, done * group, b);  // the open group's values
+      return Status::ok();
+    }));
     if (tiled) tile_rows(j, w, codes, c.r0, c.r1);
     else w.out = {codes, ceil_div(c.count, 2)};  // flat: chunks are whole 64-element blocks, so whole bytes
     return Status::ok();
   };
-  auto emit = [&](Worker& w, const Chunk& c) -> Status {
+  auto finish_chunk = [&](Worker& w, const Chunk& c) -> Status {
     const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
     const uint8_t* codes = w.codes.data();  // the worker's row-major codes of this chunk
     sum = quant::nf4_absmax_sum(absmax.data() + i0 / 64, ceil_div(c.count, 64), sum);
@@ -397,24 +424,26 @@ Status produce_nf4(Job& j, ByteSink& sink) {
       carry_x.clear();
       carry_codes.clear();
     }
-    const uint64_t head_end = std::clamp(ready, i0, i1);
+    const uint64_t head_end = std::clamp(ready, i0, i1);  // within w.head: [i0, a) holds it
     if (head_end > i0) {
       quant::bnb4_decode_window(codes, i0, i0, head_end, p, back_carry.data());
-      before.add(c.x, back_carry.data(), head_end - i0);
+      before.add(w.head.data(), back_carry.data(), head_end - i0);
     }
-    // The tail after the inner groups (or the whole chunk, when it has none and completes
-    // nothing) waits for its group.
-    const uint64_t tail_start = g0 < g1 ? std::min(numel, g1 * group) : head_end;
+    // The tail after the inner groups (w.tail), or the rest of the chunk when it has none and
+    // completes nothing (w.head past head_end), waits for its group.
+    const bool inner = g0 < g1;
+    const uint64_t tail_start = inner ? std::min(numel, g1 * group) : head_end;
     if (tail_start < i1) {  // tail_start is a group start, or i0: even
       if (carry_x.empty()) carry_start = tail_start;
-      carry_x.insert(carry_x.end(), c.x + (tail_start - i0), c.x + c.count);
+      const float* t = inner ? w.tail.data() : w.head.data() + (head_end - i0);
+      carry_x.insert(carry_x.end(), t, t + (i1 - tail_start));
       carry_codes.insert(carry_codes.end(), codes + (tail_start - i0) / 2, codes + ceil_div(c.count, 2));
     }
     before.merge(w.quality);
     w.quality = before;
     return write_chunk(j, w, sink);
   };
-  IRIS_TRY(run_chunks(j, compute, emit));
+  IRIS_TRY(run_chunks(j, compute, finish_chunk));
   if (groups_done != nnest || !carry_x.empty()) return internal_error("tensor '" + j.desc.name + "': NF4 groups left unfinished");
   // The planned offset is in the manifest already: a source that changed on disk since planning
   // would no longer match it.

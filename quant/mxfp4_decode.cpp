@@ -1,6 +1,9 @@
 // Fast MXFP4 decoding: per block, the 16 possible products code value * scale are computed
 // once (the same FP32 products as the oracle), then every element is a table lookup.
+#include <type_traits>
+
 #include "quant/mxfp4.h"
+#include "quant/nibble_lookup.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
 
@@ -13,6 +16,9 @@ IRIS_HOT_LOOP void decode_block(const uint8_t* q, uint8_t scale_byte, uint64_t c
   const float scale = e8m0_to_f32(scale_byte);
   Out lut[16];
   for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(e2m1_to_f32(uint8_t(c)) * scale));
+  if constexpr (std::is_same_v<Out, float>) {
+    if (count == 32) return detail::lookup_nibbles(q, 16, lut, detail::NibbleOrder::kLowFirst, out);
+  }
   if (count == 32) {
     for (int j = 0; j < 16; ++j) {
       out[2 * j] = lut[q[j] & 15];

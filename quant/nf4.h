@@ -92,5 +92,8 @@ void nf4_quantize_absmax_groups(const float* absmax, uint64_t g0, uint64_t g1, u
 // 3. the codes of the chunk into codes[0, (count+1)/2), normalized by the FIRST-level absmax
 //    (as bitsandbytes does: the double-quantized absmax is only used to decode)
 void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, const float* absmax, uint8_t* codes);
+// 1 and 3 in one pass over the chunk (while its values are in cache): absmax[b] for its
+//    blocks and its codes into codes[0, (count+1)/2).
+void nf4_encode_first_level(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax, uint8_t* codes);
 
 }  // namespace iris::quant

@@ -1,6 +1,9 @@
 // Fast bitsandbytes 4-bit decoding: per block, the absmax once and the 16 possible products
 // code value * absmax (the same FP32 products as the oracle), then one lookup per element.
+#include <type_traits>
+
 #include "quant/nf4.h"
+#include "quant/nibble_lookup.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
 
@@ -15,6 +18,12 @@ IRIS_HOT_LOOP void decode_span(const uint8_t* codes, uint64_t i0, uint64_t i1, c
   for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(table[c] * absmax));
   uint64_t i = i0;
   if (i % 2 == 1 && i < i1) *out++ = lut[codes[i++ / 2] & 15];
+  if constexpr (std::is_same_v<Out, float>) {  // whole bytes, vectorised (the hot case)
+    const uint64_t nbytes = i < i1 ? (i1 - i) / 2 : 0;
+    detail::lookup_nibbles(codes + i / 2, nbytes, lut, detail::NibbleOrder::kHighFirst, out);
+    i += 2 * nbytes;
+    out += 2 * nbytes;
+  }
   for (; i + 1 < i1; i += 2) {  // whole bytes: high nibble first
     const uint8_t byte = codes[i / 2];
     out[0] = lut[byte >> 4];

@@ -145,4 +145,8 @@ void nf4_encode_codes(const float* chunk, uint64_t i0, uint64_t count, uint64_t 
   first_level_parallel(chunk, i0, count, n, absmax, nullptr, codes);
 }
 
+void nf4_encode_first_level(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax, uint8_t* codes) {
+  first_level_parallel(chunk, i0, count, n, nullptr, absmax, codes);
+}
+
 }  // namespace iris::quant

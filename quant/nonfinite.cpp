@@ -9,16 +9,18 @@ namespace {
 IRIS_INLINE bool nonfinite(float x) { return (f32_bits(x) & 0x7f800000u) == 0x7f800000u; }
 IRIS_INLINE bool nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
 
-// Count over [i0, i1) and the first index there (i1 if none); branch-free so it vectorises.
+// Count over [i0, i1) (i1 - i0 < 2^32) and the first index there (i1 if none). The count is
+// a branch-free loop over 32-bit lanes, which vectorises fully; the first index is searched
+// for only when there is one (tracking it in the same loop, in 64-bit lanes, made the check
+// cost more than the encoding it guards).
 template <typename T>
 IRIS_HOT_LOOP uint64_t count_range(const T* x, uint64_t i0, uint64_t i1, uint64_t* first) {
-  uint64_t count = 0, f = i1;
-  for (uint64_t i = i0; i < i1; ++i) {
-    const bool bad = nonfinite(x[i]);
-    count += bad;
-    f = bad && i < f ? i : f;
-  }
-  *first = f;
+  uint32_t count = 0;
+  for (uint64_t i = i0; i < i1; ++i) count += nonfinite(x[i]);
+  uint64_t f = i0;
+  if (count)
+    while (!nonfinite(x[f])) ++f;
+  *first = count ? f : i1;
   return count;
 }
 

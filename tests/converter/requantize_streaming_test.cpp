@@ -99,16 +99,18 @@ TEST(RequantizeStreaming, ChunkEdgesDoNotChangeABytForEverySourceKindAndTarget) 
 }
 
 // NF4 from a snapshot whose groups of 256 blocks (16384 elements) straddle the 128-row chunks
-// and, in the stack, the matrices; and a flat tensor (K % 64 != 0). Each against the
+// and, in the stack, the matrices; a flat tensor (K % 64 != 0); and matrices over a worker's
+// piece of 64K values, whose groups straddle the pieces of a chunk. Each against the
 // whole-tensor encoder, component by component.
 TEST(RequantizeStreaming, Nf4InOnePassEqualsTheWholeTensorEncoder) {
   TempDir d;
-  write_bf16(d / "s/model.safetensors", {{"stack.weight", {3, 200, 192}}, {"flat.weight", {1000, 100}}, {"tall.weight", {700, 64}}});
+  write_bf16(d / "s/model.safetensors", {{"stack.weight", {3, 200, 192}}, {"flat.weight", {1000, 100}}, {"tall.weight", {700, 64}},
+                                               {"big.weight", {2, 1000, 192}}, {"wide.weight", {300, 2880}}});
   auto snap = Snapshot::open(d / "s");
   ASSERT_TRUE(snap.is_ok()) << snap.status().message();
   auto sources = group_source_tensors(*snap);
   ASSERT_TRUE(sources.is_ok());
-  ASSERT_EQ(sources->size(), 3u);
+  ASSERT_EQ(sources->size(), 5u);
   for (const auto& s : *sources) {
     SCOPED_TRACE(s.desc.name);
     TensorDesc desc;

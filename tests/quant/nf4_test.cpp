@@ -110,6 +110,13 @@ TEST(Nf4, FastEqualsReferenceForAnyElementCount) {
     for (uint64_t i0 = 0; i0 < n; i0 += 192)
       nf4_encode_codes(x.data() + i0, i0, std::min<uint64_t>(192, n - i0), n, absmax.data(), s.codes.data() + i0 / 2);
     expect_same(a, s, "streaming passes");
+    // Absmax and codes in one pass per chunk: the same absmax and bytes.
+    std::vector<float> absmax1(absmax.size(), -1.f);
+    s.codes.assign((n + 1) / 2, 0);
+    for (uint64_t i0 = 0; i0 < n; i0 += 192)
+      nf4_encode_first_level(x.data() + i0, i0, std::min<uint64_t>(192, n - i0), n, absmax1.data(), s.codes.data() + i0 / 2);
+    ASSERT_EQ(first_difference(absmax, absmax1), -1);
+    expect_same(a, s, "one-pass first level");
     // Decoders agree; every element within half the widest NF4 gap of its block absmax,
     // plus the error of the double-quantized absmax itself.
     const Bnb4bitParams p = dq_params(a);
