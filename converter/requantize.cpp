@@ -100,17 +100,29 @@ Status ensure_decoder(Job& j) {
   return Status::ok();
 }
 
+// The error for `bad` non-finite values among elements [first_index, first_index + count),
+// the first of them element `at`, of value v.
+Status nonfinite_error(const Job& j, uint64_t bad, uint64_t first_index, uint64_t count, uint64_t at, float v) {
+  char val[32];
+  std::snprintf(val, sizeof val, "%g", double(v));
+  return invalid_input("tensor '" + j.source.desc.name + "': " + std::to_string(bad) + " non-finite value(s) in elements [" +
+                       std::to_string(first_index) + ", " + std::to_string(first_index + count) + "), the first at index " +
+                       std::to_string(first_index + at) + " (" + val + "); refusing to quantize (--allow-nonfinite to override)");
+}
+
 // Serial: it runs inside a worker, one chunk per core.
 Status check_finite(const Job& j, const float* v, uint64_t count, uint64_t first_index) {
   if (j.opts.allow_nonfinite) return Status::ok();
   uint64_t first = 0;
   const uint64_t bad = quant::count_nonfinite(v, count, &first);  // vectorised (quant/simd.h)
-  if (!bad) return Status::ok();
-  char val[32];
-  std::snprintf(val, sizeof val, "%g", double(v[first]));
-  return invalid_input("tensor '" + j.source.desc.name + "': " + std::to_string(bad) + " non-finite value(s) in elements [" +
-                       std::to_string(first_index) + ", " + std::to_string(first_index + count) + "), the first at index " +
-                       std::to_string(first_index + first) + " (" + val + "); refusing to quantize (--allow-nonfinite to override)");
+  return bad ? nonfinite_error(j, bad, first_index, count, first, v[first]) : Status::ok();
+}
+
+Status check_finite(const Job& j, const uint16_t* bf16, uint64_t count, uint64_t first_index) {
+  if (j.opts.allow_nonfinite) return Status::ok();
+  uint64_t first = 0;
+  const uint64_t bad = quant::count_nonfinite_bf16(bf16, count, &first);
+  return bad ? nonfinite_error(j, bad, first_index, count, first, bf16_to_f32(bf16[first])) : Status::ok();
 }
 
 uint64_t chunk_rows(const Job& j) {
@@ -179,19 +191,28 @@ Status run_chunks(Job& j, Compute&& compute, Emit&& emit) {
 constexpr uint64_t kPieceFloats = uint64_t(64) << 10;
 
 // Rows [c.r0, c.r1) of the chunk in pieces of a multiple of `row_multiple` rows, about
-// max_floats values each: each piece decoded into the worker's buffer, checked for non-finite
-// values, and handed to fn(x, r0, r1, count) (rows of matrix c.m).
+// max_floats values each, handed to fn(r0, r1, count) (rows of matrix c.m).
 template <typename F>
-Status for_each_piece(const Job& j, Worker& w, const Chunk& c, uint64_t row_multiple, uint64_t max_floats, F&& fn) {
+Status for_each_piece_rows(const Job& j, const Chunk& c, uint64_t row_multiple, uint64_t max_floats, F&& fn) {
   const uint64_t piece_rows = std::max<uint64_t>(row_multiple, max_floats / std::max<uint64_t>(j.k, 1) / row_multiple * row_multiple);
   for (uint64_t r0 = c.r0; r0 < c.r1; r0 += piece_rows) {
-    const uint64_t r1 = std::min(c.r1, r0 + piece_rows), count = (r1 - r0) * j.k, row0 = c.m * j.n + r0;
+    const uint64_t r1 = std::min(c.r1, r0 + piece_rows);
+    IRIS_TRY(fn(r0, r1, (r1 - r0) * j.k));
+  }
+  return Status::ok();
+}
+
+// The same, each piece decoded into the worker's buffer, checked for non-finite values, and
+// handed to fn(x, r0, r1, count).
+template <typename F>
+Status for_each_piece(const Job& j, Worker& w, const Chunk& c, uint64_t row_multiple, uint64_t max_floats, F&& fn) {
+  return for_each_piece_rows(j, c, row_multiple, max_floats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+    const uint64_t row0 = c.m * j.n + r0;
     float* x = w.x.get(count);
     IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
     IRIS_TRY(check_finite(j, x, count, row0 * j.k));
-    IRIS_TRY(fn(static_cast<const float*>(x), r0, r1, count));
-  }
-  return Status::ok();
+    return fn(static_cast<const float*>(x), r0, r1, count);
+  });
 }
 
 // Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) into the worker's
@@ -303,14 +324,26 @@ Status produce_fp8(Job& j, ByteSink& sink) {
 Status nf4_offset_pass(Job& j, double* sum) {
   const uint64_t numel = j.batch * j.n * j.k;
   *sum = 0;
-  // Pieces of 64 rows or a multiple: whole 64-element blocks, flat layout included.
+  // Pieces of whole 64-element blocks, flat layout included. A BF16 source's blocks are
+  // measured on its bit patterns, without widening them to FP32 (the same absmax).
+  const uint64_t piece_rows = 64 / std::gcd<uint64_t>(j.k, 64);
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     w.scalesf.clear();
-    return for_each_piece(j, w, c, 64, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t, uint64_t count) -> Status {
-      const uint64_t i0 = (c.m * j.n + r0) * j.k;
+    return for_each_piece_rows(j, c, piece_rows, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+      const uint64_t row0 = c.m * j.n + r0, i0 = row0 * j.k;
       const size_t s0 = w.scalesf.size();
       w.scalesf.resize(s0 + ceil_div(count, 64));
-      quant::nf4_block_absmax(x, 0, count, numel - i0, w.scalesf.data() + s0);  // relative to the piece: the same blocks
+      float* absmax = w.scalesf.data() + s0;  // relative to the piece: the same blocks
+      IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, c.m * j.n + r1, w.decode));
+      if (bf16) {
+        IRIS_TRY(check_finite(j, bf16, count, i0));
+        quant::nf4_block_absmax_bf16(bf16, 0, count, numel - i0, absmax);
+        return Status::ok();
+      }
+      float* x = w.x.get(count);
+      IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
+      IRIS_TRY(check_finite(j, x, count, i0));
+      quant::nf4_block_absmax(x, 0, count, numel - i0, absmax);
       return Status::ok();
     });
   };

@@ -27,11 +27,14 @@ class RawDecoder final : public SourceDecoder {
     es_ = dtype_bits(d.dtype) / 8;
     return Status::ok();
   }
+  Result<const uint16_t*> raw_bf16_rows(uint64_t r0, uint64_t r1, DecodeScratch& scratch) const override {
+    if (t_.tensor->dtype != DType::kBF16) return nullptr;
+    IRIS_TRY(read_rows(r0, r1, scratch));
+    return reinterpret_cast<const uint16_t*>(scratch.codes.data());
+  }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
-    // Reused across calls: a fresh buffer per chunk costs a zero fill and page faults.
-    std::vector<uint8_t>& buf = scratch.codes;
-    if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
-    IRIS_TRY(t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_));
+    IRIS_TRY(read_rows(r0, r1, scratch));
+    const std::vector<uint8_t>& buf = scratch.codes;
     const int64_t n = int64_t((r1 - r0) * k_);
     // One loop per dtype (no per-element switch), in parallel: this runs over every value.
     // (Called from a requantizing worker, the region is nested and runs on that one core.)
@@ -58,6 +61,13 @@ class RawDecoder final : public SourceDecoder {
   }
 
  private:
+  // The source bytes of rows [r0, r1) into scratch.codes, reused across calls: a fresh
+  // buffer per chunk costs a zero fill and page faults.
+  Status read_rows(uint64_t r0, uint64_t r1, DecodeScratch& scratch) const {
+    std::vector<uint8_t>& buf = scratch.codes;
+    if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
+    return t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_);
+  }
   SnapshotTensor t_;
   uint64_t es_ = 2;
 };

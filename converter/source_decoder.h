@@ -28,6 +28,10 @@ class SourceDecoder {
   virtual Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const = 0;
   // The same with the decoder's own scratch: one thread at a time.
   Status decode_rows(uint64_t r0, uint64_t r1, float* out) { return decode_rows(r0, r1, out, own_); }
+  // BF16 sources only: the raw bit patterns of rows [r0, r1), read into scratch, for passes
+  // that can work on them directly (they widen to FP32 exactly) and so skip the widening.
+  // Null for every other source.
+  virtual Result<const uint16_t*> raw_bf16_rows(uint64_t, uint64_t, DecodeScratch&) const { return nullptr; }
 
  protected:
   uint64_t rows_ = 0, k_ = 0;

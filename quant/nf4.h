@@ -77,6 +77,8 @@ void nf4_encode_dq_bf16(const uint16_t* in, uint64_t n, Nf4DoubleQuant* out);
 // block boundary or at n.
 // 1. absmax[b] for the blocks of the chunk
 void nf4_block_absmax(const float* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax);
+//    the same from BF16 bit patterns (which widen to FP32 exactly): the same absmax
+void nf4_block_absmax_bf16(const uint16_t* chunk, uint64_t i0, uint64_t count, uint64_t n, float* absmax);
 // 2. the offset and the double quantization of all nabs absmax values (fills absmax_codes,
 //    nested_absmax and offset of *out; codes untouched)
 void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out);

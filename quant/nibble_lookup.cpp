@@ -1,9 +1,7 @@
 #include "quant/nibble_lookup.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define IRIS_HAVE_X86_DISPATCH 1
-#endif
+#include "quant/avx512.h"
+#include "quant/simd.h"
 
 namespace iris::quant::detail {
 
@@ -17,11 +15,11 @@ void lookup_scalar(const uint8_t* bytes, uint64_t nbytes, const float* lut, Nibb
   }
 }
 
-#ifdef IRIS_HAVE_X86_DISPATCH
+#ifdef IRIS_X86_INTRINSICS
 // 16 bytes -> 32 values per step: each byte duplicated into two 32-bit lanes, the even lane
 // shifted to the earlier element's nibble, then one vpermps per 16 lanes over the table held
 // in a register. Returns the bytes done (a multiple of 16).
-__attribute__((target("avx512f"))) uint64_t lookup_avx512(const uint8_t* bytes, uint64_t nbytes, const float* lut, NibbleOrder order,
+IRIS_AVX512 uint64_t lookup_avx512(const uint8_t* bytes, uint64_t nbytes, const float* lut, NibbleOrder order,
                                                          float* out) {
   const __m512 table = _mm512_loadu_ps(lut);
   const int first = order == NibbleOrder::kHighFirst ? 4 : 0, second = 4 - first;
@@ -39,18 +37,13 @@ __attribute__((target("avx512f"))) uint64_t lookup_avx512(const uint8_t* bytes, 
   }
   return j;
 }
-
-bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");  // a property of the CPU, fixed for the process
-  return has;
-}
 #endif
 
 }  // namespace
 
 void lookup_nibbles(const uint8_t* bytes, uint64_t nbytes, const float* lut, NibbleOrder order, float* out) {
   uint64_t done = 0;
-#ifdef IRIS_HAVE_X86_DISPATCH
+#ifdef IRIS_X86_INTRINSICS
   if (nbytes >= 16 && cpu_has_avx512f()) done = lookup_avx512(bytes, nbytes, lut, order, out);
 #endif
   lookup_scalar(bytes + done, nbytes - done, lut, order, out + 2 * done);

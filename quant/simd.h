@@ -20,6 +20,14 @@
 // Inlined into whichever clone calls it.
 #define IRIS_INLINE inline __attribute__((always_inline))
 
+// Loops written with AVX-512 intrinsics (where the vectoriser cannot find the instruction:
+// a permute as a 16-entry table lookup) are functions of their own with a target attribute,
+// called when the CPU has the instructions and replaced by the plain loop otherwise.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define IRIS_X86_INTRINSICS 1
+#define IRIS_AVX512 __attribute__((target("avx512f")))
+#endif
+
 namespace iris::quant::detail {
 
 // Encoder inputs are FP32 or raw BF16 bit patterns (uint16_t); both widen exactly to FP32.
@@ -47,5 +55,13 @@ IRIS_INLINE uint16_t load_pair(const uint8_t* c) {
   std::memcpy(&w, c, 2);  // little-endian host: c[0] is the low byte
   return w;
 }
+
+#ifdef IRIS_X86_INTRINSICS
+// A property of the CPU, read once for the process (like the clones' resolvers).
+inline bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+#endif
 
 }  // namespace iris::quant::detail

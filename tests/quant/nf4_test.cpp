@@ -185,5 +185,34 @@ TEST(Nf4, NanInfAndExtremeMagnitudesDoNotCrashAndMatchTheOracle) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_LE(std::fabs(double(x[i]) - y[i]), 0.16 * absmax[i / 64]) << i;
 }
 
+
+// Values exactly on a threshold (bitsandbytes compares with a strict '>') and one ulp either
+// side, in whole 64-value blocks (the vectorised path) whose absmax is 1, so that the scaled
+// values are the thresholds themselves: the fast encoder against the oracle, and the code of
+// threshold i is i (it exceeds thresholds 0 .. i-1 only).
+TEST(Nf4, ValuesOnTheThresholdsTakeTheLowerCode) {
+  std::vector<float> x(64 * 2, 0.f);
+  for (int i = 0; i < 15; ++i) {
+    const float t = nf4_threshold(i);
+    x[1 + i] = t;
+    x[16 + i] = std::nextafter(t, 2.f);
+    x[31 + i] = std::nextafter(t, -2.f);
+    x[64 + 1 + i] = t;
+  }
+  x[0] = 1.f;
+  x[64] = -1.f;  // the second block's absmax, from a negative value
+  Nf4DoubleQuant a, b;
+  nf4_encode_dq_ref(x.data(), x.size(), &a);
+  nf4_encode_dq(x.data(), x.size(), &b);
+  expect_same(a, b, "thresholds");
+  auto code = [&](const Nf4DoubleQuant& q, int i) { return i % 2 ? q.codes[i / 2] & 15 : q.codes[i / 2] >> 4; };
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_EQ(code(b, 1 + i), i) << "on threshold " << i;
+    EXPECT_EQ(code(b, 16 + i), i + 1) << "just above threshold " << i;
+    EXPECT_EQ(code(b, 31 + i), i) << "just below threshold " << i;
+    EXPECT_EQ(code(b, 64 + 1 + i), i) << "on threshold " << i << ", second block";
+  }
+}
+
 }  // namespace
 }  // namespace iris::quant
