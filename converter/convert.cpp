@@ -67,6 +67,30 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
   return out;
 }
 
+// A tensor planned with a late descriptor (NF4): its outcome's size is settled once the
+// descriptor is final.
+struct LateSize {
+  size_t outcome;
+  TensorDesc planned;
+  json source;
+  std::function<Status(TensorDesc&, json&)> finish;
+};
+
+Status settle_late_sizes(const std::vector<LateSize>& late, ConvertReport& report) {
+  for (const LateSize& l : late) {
+    TensorDesc desc = l.planned;
+    json source = l.source;
+    IRIS_TRY(l.finish(desc, source));  // the pass has run: this only reads its result
+    IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
+    uint64_t bytes = 0;
+    for (const auto& c : specs) bytes += c.bytes;
+    auto& out = report.outcomes[l.outcome];
+    report.planned_bytes = report.planned_bytes - out.bytes + bytes;
+    out.bytes = bytes;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 // A .iris v2 archive as the source. Its tensors go through `export --dtype keep` to a folder
@@ -123,6 +147,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.mxfp4_rule = o.mxfp4_scale == "search" ? quant::Mxfp4ScaleRule::kSearch : quant::Mxfp4ScaleRule::kOcpFloor;
 
   IrisWriter writer;
+  std::vector<LateSize> late_sizes;
   writer.set_model_type(snap.config().model_type);
   writer.set_tool({{"name", "iris"}, {"version", IRIS_VERSION}});
   json files = json::array();
@@ -176,6 +201,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     json source_record;
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
+    LateDesc late;
     if (already_in_target(st.desc, decision.target)) {
       cost = ProducerCost::kCopy;
       // Same format: carried over byte for byte, codes re-tiled.
@@ -192,6 +218,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       out.requantized = true;
       out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);
       out.quality = plan->quality;
+      late = plan->late;
     }
     out.to = storage_name(desc);
     IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
@@ -199,7 +226,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = tensor_desc_to_json(desc)["layout"];
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    writer.add_tensor(desc, source_record, std::move(producers), cost);
+    if (late.finish) late_sizes.push_back({report.outcomes.size(), desc, source_record, late.finish});
+    writer.add_tensor(desc, source_record, std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
@@ -208,6 +236,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (o.dry_run) {
     // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
     IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
+    IRIS_TRY(settle_late_sizes(late_sizes, report));
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }
@@ -237,6 +266,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   wo.direct_io = o.direct_io;
   // The report is written in full before the archive gets its name; it is committed after.
   wo.before_commit = [&](uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes) -> Status {
+    IRIS_TRY(settle_late_sizes(late_sizes, report));
     if (!report_file) return Status::ok();
     report.written = WriteSummary{file_bytes, data_bytes, manifest_bytes};
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

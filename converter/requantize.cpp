@@ -40,7 +40,8 @@ struct Job {
   Target target;
   RequantOptions opts;
   std::unique_ptr<SourceDecoder> decoder;  // made when the tensor's turn comes, dropped after it
-  float nf4_offset = 0.f;                  // NF4: planned (the manifest holds it)
+  bool nf4_offset_known = false;           // NF4: the offset pass has run (ensure_nf4_offset)
+  float nf4_offset = 0.f;                  // NF4: the nested offset (the manifest holds it)
   double nf4_absmax_sum = 0;               // NF4: the sum behind it, checked when writing
   uint64_t batch = 1, n = 1, k = 1;
   Stash stash;
@@ -82,7 +83,7 @@ struct Worker {
   std::span<const uint8_t> out;   // what the chunk writes
   QualityStats quality;           // the chunk's sums
   std::vector<uint8_t> scales8;   // MXFP4 scales of the chunk
-  std::vector<float> scalesf;     // FP8 scales; the NF4 planning pass's block absmax
+  std::vector<float> scalesf;     // FP8 scales; the NF4 offset pass's block absmax
   float amax = 0;                 // FP8 tensor granularity: the chunk's amax
   std::vector<float> head, tail, pending;  // NF4: values kept past their piece (produce_nf4)
 };
@@ -317,7 +318,7 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   return run_chunks(j, compute, emit);
 }
 
-// NF4 planning pass: the offset of the double quantization, the mean of every block's
+// NF4 offset pass: the offset of the double quantization, the mean of every block's
 // absmax, by a running sum over the chunks in order (no whole-tensor array). Every chunk
 // starts on a 64-element block: tiled NF4 has K % 64 == 0, and flat NF4 chunks start every
 // 128 rows of the flattened tensor.
@@ -354,6 +355,42 @@ Status nf4_offset_pass(Job& j, double* sum) {
   return run_chunks(j, compute, emit);
 }
 
+// The NF4 parameters of the job's descriptor, and bitsandbytes' quant_state JSON (so that
+// export --dtype keep writes a checkpoint transformers loads: Python json.dumps separators
+// and key order), for nested offset `off`.
+void set_nf4_params(Job& j, float off) {
+  char hex[11];
+  std::snprintf(hex, sizeof hex, "0x%08x", f32_bits(off));
+  const auto& shape = j.source.desc.shape;
+  std::string shape_txt;
+  for (size_t i = 0; i < shape.size(); ++i) shape_txt += (i ? ", " : "") + std::to_string(shape[i]);
+  j.stash.quant_state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"" + torch_dtype_name(j.source.desc.dtype) +
+                        "\", \"shape\": [" + shape_txt + "], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": " +
+                        py_float(double(off)) + "}";
+  j.desc.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", double(off)},
+                   {"nested_offset_f32_bits", hex}, {"nibble_order", "high_first"}, {"quant_state_bytes", j.stash.quant_state.size()}};
+}
+
+// How much longer an NF4 tensor's final manifest entry can be than its plan's (offset 0):
+// the offset's digits in params (a double prints in at most 25 characters, "0.0" in 3) and
+// one more digit in the quant_state's size, wherever it appears (params, the component's
+// bytes and shape, the source record's shape). 64 leaves a margin.
+constexpr uint64_t kNf4ManifestRoom = 64;
+
+// The NF4 offset pass, once: the nested offset and the final parameters. The codes producer
+// calls it first; a dry run's IrisWriter::planned(), through the tensor's LateDesc.
+Status ensure_nf4_offset(Job& j) {
+  if (j.nf4_offset_known) return Status::ok();
+  const bool had_decoder = j.decoder != nullptr;
+  IRIS_TRY(ensure_decoder(j));
+  IRIS_TRY(nf4_offset_pass(j, &j.nf4_absmax_sum));
+  if (!had_decoder) j.decoder.reset();
+  j.nf4_offset = quant::nf4_offset_from_sum(j.nf4_absmax_sum, ceil_div(j.batch * j.n * j.k, 64));
+  set_nf4_params(j, j.nf4_offset);
+  j.nf4_offset_known = true;
+  return Status::ok();
+}
+
 // Appends the values of elements [max(s, p0), min(e, p0 + count)) of a piece whose first
 // element is p0 to v.
 void append_range(std::vector<float>& v, const float* x, uint64_t p0, uint64_t count, uint64_t s, uint64_t e) {
@@ -370,6 +407,7 @@ void append_range(std::vector<float>& v, const float* x, uint64_t p0, uint64_t c
 // worth) and are decoded back then; the worker keeps the chunk's values outside its inner
 // groups (`head`, `tail`) for that.
 Status produce_nf4(Job& j, ByteSink& sink) {
+  IRIS_TRY(ensure_nf4_offset(j));
   const uint64_t numel = j.batch * j.n * j.k, nabs = ceil_div(numel, 64), nnest = ceil_div(nabs, 256), group = 64 * 256;
   const float offset = j.nf4_offset;
   std::vector<float> absmax(nabs);
@@ -633,22 +671,10 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
         j.n *= j.batch;
         j.batch = 1;
       }
-      // The offset pass now: the offset is a manifest parameter, so it must be known before
-      // writing. Only the offset is kept; writing recomputes everything else in one pass.
-      IRIS_TRY(nf4_offset_pass(j, &j.nf4_absmax_sum));
-      j.nf4_offset = quant::nf4_offset_from_sum(j.nf4_absmax_sum, ceil_div(numel, 64));
-      const float off = j.nf4_offset;
-      char hex[11];
-      std::snprintf(hex, sizeof hex, "0x%08x", f32_bits(off));
-      // bitsandbytes' quant_state JSON, so that export --dtype keep writes a checkpoint
-      // transformers loads (Python json.dumps separators and key order).
-      std::string shape_txt;
-      for (size_t i = 0; i < shape.size(); ++i) shape_txt += (i ? ", " : "") + std::to_string(shape[i]);
-      j.stash.quant_state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"" + torch_dtype_name(source.desc.dtype) +
-                            "\", \"shape\": [" + shape_txt + "], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": " +
-                            py_float(double(off)) + "}";
-      d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", double(off)},
-                  {"nested_offset_f32_bits", hex}, {"nibble_order", "high_first"}, {"quant_state_bytes", j.stash.quant_state.size()}};
+      // The nested offset (a manifest parameter) is the mean of every block's absmax: a pass
+      // over the values, which the codes producer makes when the tensor's turn comes, beside the
+      // writing of the tensors before it (formats/iris_writer.h: LateDesc). Planned with 0.
+      set_nf4_params(j, 0.0f);
       const uint64_t nabs = ceil_div(numel, 64);
       parts.push_back(part("codes", base, "U8", {ceil_div(numel, 2), 1}));
       parts.push_back(part("absmax", base + ".absmax", "U8", {nabs}));
@@ -656,6 +682,14 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       parts.push_back(part("code_table", base + ".quant_map", "F32", {16}));
       parts.push_back(part("nested_code_table", base + ".nested_quant_map", "F32", {256}));
       parts.push_back(part("quant_state", base + ".quant_state.bitsandbytes__nf4", "U8", {j.stash.quant_state.size()}));
+      plan.late.manifest_room = kNf4ManifestRoom;
+      plan.late.finish = [job](TensorDesc& desc, json& source) -> Status {
+        IRIS_TRY(ensure_nf4_offset(*job));
+        desc.params = job->desc.params;
+        for (auto& t : source["tensors"])
+          if (t["role"] == "quant_state") t["shape"] = {job->stash.quant_state.size()};
+        return Status::ok();
+      };
       plan.producers = {codes_producer(job, produce_nf4), stash_bytes(job, [](Stash& x) -> auto& { return x.nf4.absmax_codes; }),
                         stash_bytes(job, [](Stash& x) -> auto& { return x.nf4.nested_absmax; }),
                         [](ByteSink& s) { return s.write(f32_table(quant::nf4_to_f32, 16)); },

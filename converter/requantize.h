@@ -14,6 +14,7 @@
 #include "converter/quality.h"
 #include "converter/quant_policy.h"
 #include "formats/byte_sink.h"
+#include "formats/iris_writer.h"
 #include "converter/hf/source_tensors.h"
 #include "quant/mxfp4.h"
 
@@ -42,15 +43,18 @@ struct RequantPlan {
   nlohmann::json source_record;  // the checkpoint tensors export --dtype keep writes for it
   std::vector<ComponentProducer> producers;
   std::shared_ptr<QualityStats> quality;  // filled while the producers run
+  LateDesc late;                          // NF4: the nested offset, known once the codes producer has run
 };
 
 // Rows per requantization chunk of a matrix with `k` columns whose tiles hold `tile_n` rows
 // (1 untiled): whole stripes and whole 128-row FP8 blocks, about chunk_floats values.
 uint64_t requant_chunk_rows(uint64_t tile_n, uint64_t k, uint64_t chunk_floats);
 
-// Plans `source` -> `target` (not kKeep). NF4 targets decode the source once here, since
-// the double-quantization offset is a manifest parameter; writing decodes it once more. No
-// decoder or side component outlives its tensor's turn: memory is flat in the model size.
+// Plans `source` -> `target` (not kKeep), reading no values. An NF4 target's nested offset
+// (a manifest parameter) needs a pass over the values: its codes producer makes it before
+// encoding, and `late` gives the final descriptor (a dry run's planned() makes the pass
+// itself). No decoder or side component outlives its tensor's turn: memory is flat in the
+// model size.
 Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, const RequantOptions& options);
 
 }  // namespace iris

@@ -128,9 +128,69 @@ Status check_written_header(int fd, uint64_t data_offset, uint64_t file_size, co
 
 }  // namespace
 
-void IrisWriter::add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers, ProducerCost cost) {
-  pending_.push_back({std::move(desc), std::move(source), std::move(producers), cost});
+void IrisWriter::add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers, ProducerCost cost,
+                            LateDesc late) {
+  pending_.push_back({std::move(desc), std::move(source), std::move(producers), cost, std::move(late)});
 }
+
+namespace {
+
+// An empty range placed after the last byte (an empty tensor last) would lie past the data
+// section, which readers refuse: it goes to the section's last aligned offset instead.
+void place_empty_ranges(Manifest& m, uint64_t data_size) {
+  const uint64_t last_aligned = data_size / kIrisAlignment * kIrisAlignment;
+  for (auto& t : m.tensors)
+    for (auto& c : t.components)
+      if (!c.spec.bytes && c.offset > data_size) c.offset = last_aligned;
+  for (auto& f : m.files)
+    if (!f.size && f.offset > data_size) f.offset = last_aligned;
+}
+
+}  // namespace
+
+Status IrisWriter::finish_late(size_t i, ArchiveTensor& t, size_t first) const {
+  const LateDesc& late = pending_[i].late;
+  if (!late.finish) return Status::ok();
+  TensorDesc desc = t.desc;
+  nlohmann::json source = t.source;
+  IRIS_TRY(late.finish(desc, source));
+  IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
+  const std::string what = "tensor '" + t.desc.name + "': its final descriptor ";
+  if (desc.name != t.desc.name || desc.shape != t.desc.shape || desc.format != t.desc.format || desc.layout.kind != t.desc.layout.kind ||
+      specs.size() != t.components.size())
+    return internal_error(what + "changed more than its parameters");
+  for (size_t c = 0; c < specs.size(); ++c) {
+    const auto& was = t.components[c].spec;
+    const uint64_t pages_end = round_up(t.components[c].offset + was.bytes, kIrisAlignment);
+    const bool same_kind = specs[c].role == was.role && specs[c].dtype == was.dtype;
+    const bool fits = c >= first ? was.bytes && specs[c].bytes && round_up(t.components[c].offset + specs[c].bytes, kIrisAlignment) == pages_end
+                                 : specs[c].bytes == was.bytes;  // already written
+    if (!same_kind || (specs[c].bytes != was.bytes && !fits))
+      return internal_error(what + "moves component " + std::to_string(c) + " (" + std::to_string(was.bytes) + " -> " +
+                            std::to_string(specs[c].bytes) + " bytes)");
+  }
+  for (size_t c = 0; c < specs.size(); ++c) t.components[c].spec = specs[c];
+  t.desc = std::move(desc);
+  t.source = std::move(source);
+  return Status::ok();
+}
+
+namespace {
+
+// The end of the last non-empty range: the data section's size once every size is final.
+// Empty ranges placed after it are moved back into the section (place_empty_ranges).
+uint64_t data_end(Manifest& m) {
+  uint64_t end = 0;
+  for (const auto& t : m.tensors)
+    for (const auto& c : t.components)
+      if (c.spec.bytes) end = std::max(end, c.offset + c.spec.bytes);
+  for (const auto& f : m.files)
+    if (f.size) end = std::max(end, f.offset + f.size);
+  place_empty_ranges(m, end);
+  return end;
+}
+
+}  // namespace
 
 void IrisWriter::add_file(std::string name, std::string bytes) { files_.emplace_back(std::move(name), std::move(bytes)); }
 
@@ -167,33 +227,29 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
     m.files.push_back(f);
     l.compressed.push_back(std::move(z));
   }
-  // An empty range placed after the last byte (an empty tensor last) would lie past the data
-  // section, which readers refuse: it goes to the section's last aligned offset instead.
-  const uint64_t last_aligned = l.data_size / kIrisAlignment * kIrisAlignment;
-  for (auto& t : m.tensors)
-    for (auto& c : t.components)
-      if (!c.spec.bytes && c.offset > l.data_size) c.offset = last_aligned;
-  for (auto& f : m.files)
-    if (!f.size && f.offset > l.data_size) f.offset = last_aligned;
+  place_empty_ranges(m, l.data_size);
   for (const auto& t : m.tensors)
     for (const auto& c : t.components) l.total += c.spec.bytes;
 
   // 2. The manifest's length does not depend on the checksums (fixed-width hex), so the data
-  //    section can start right after a draft of it.
+  //    section can start right after a draft of it, plus the room late descriptors may take.
   l.manifest_size = manifest_to_json(m).dump(1).size();
+  for (const auto& p : pending_) l.manifest_size += p.late.manifest_room;
   l.data_offset = round_up(kPreambleSize + l.manifest_size, kIrisAlignment);
   return l;
 }
 
 Result<WriteSummary> IrisWriter::planned() const {
   IRIS_ASSIGN_OR_RETURN(Layout l, layout());
-  return WriteSummary{l.data_offset + l.data_size, l.data_size, l.manifest_size};
+  for (size_t i = 0; i < pending_.size(); ++i) IRIS_TRY(finish_late(i, l.manifest.tensors[i], 1));
+  const uint64_t data_size = data_end(l.manifest);
+  return WriteSummary{l.data_offset + data_size, data_size, manifest_to_json(l.manifest).dump(1).size()};
 }
 
 Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {
   IRIS_ASSIGN_OR_RETURN(Layout l, layout());
   Manifest& m = l.manifest;
-  const uint64_t data_offset = l.data_offset, data_size = l.data_size, total = l.total;
+  const uint64_t data_offset = l.data_offset, total = l.total;
   const std::vector<std::string>& compressed = l.compressed;
 
   // 3. Stream the components: one stream in file order, or two at once when there are both
@@ -238,6 +294,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
         FileSink sink(&stream, at, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes, cancel);
         if (s.is_ok()) s = pending_[i].producers[c](sink);
         if (s.is_ok()) s = sink.finish(&comp.xxh3);
+        if (s.is_ok() && c == 0) s = finish_late(i, t, 1);  // the sizes of the later components final
         if (!s.is_ok()) {
           lane.failed_tensor = i;
           lane.cancelled = sink.cancelled();
@@ -286,11 +343,12 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
     if (failed) return failed->status;
     if (!direct.restore()) return io_error(out.partial_path() + ": cannot leave direct I/O");
   }
+  const uint64_t data_size = data_end(m);  // l.data_size unless a late descriptor changed the last range's size
   IRIS_TRY(out.truncate_to(data_offset + data_size));  // direct I/O wrote whole pages
 
   // 4. Final manifest and preamble, then check what is on disk and publish it.
   const std::string manifest = manifest_to_json(m).dump(1);
-  if (manifest.size() != l.manifest_size) return internal_error("manifest size changed between draft and final");
+  if (manifest.size() > l.manifest_size) return internal_error("the manifest outgrew the room planned for it");
   IRIS_TRY(out.write_at(kPreambleSize, {reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()}));
   Preamble pre;
   pre.manifest_size = manifest.size();

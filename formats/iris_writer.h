@@ -54,6 +54,22 @@ struct WriteSummary {
   uint64_t manifest_bytes = 0;
 };
 
+// A tensor whose descriptor is final only once its first component is written: an NF4
+// tensor's nested offset is the mean of every block's absmax, which its codes producer
+// computes in a pass of its own, so that the pass runs while the other tensors are written
+// instead of before the first byte. The planned descriptor holds placeholders.
+struct LateDesc {
+  // Brings the planned descriptor and source record to their final form, in place. Called
+  // after the tensor's first component is written, and by planned() (it may then do the work
+  // itself). Only params and the source record may change, and of the components only the
+  // size of those after the first, each within the pages its planned size took (so no
+  // placement moves).
+  std::function<Status(TensorDesc&, nlohmann::json& source)> finish;
+  // How many bytes longer the final manifest entry may be than the planned one: room kept
+  // between the manifest and the data section (FORMAT.md allows the gap; it stays zero).
+  uint64_t manifest_room = 0;
+};
+
 class IrisWriter {
  public:
   void set_model_type(std::string t) { manifest_.model_type = std::move(t); }
@@ -62,7 +78,7 @@ class IrisWriter {
   // One producer per component of component_specs(desc), in that order. Producers of kCopy
   // tensors may run on another thread than the caller's, concurrently with other tensors'.
   void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers,
-                  ProducerCost cost = ProducerCost::kCompute);
+                  ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
   // Embedded small files (config, tokenizer): stored zstd-compressed.
   void add_file(std::string name, std::string bytes);
 
@@ -75,14 +91,18 @@ class IrisWriter {
   struct Layout {
     Manifest manifest;                    // offsets placed, checksums still 0
     std::vector<std::string> compressed;  // the embedded files, zstd
-    uint64_t total = 0, data_size = 0, data_offset = 0, manifest_size = 0;
+    uint64_t total = 0, data_size = 0, data_offset = 0;
+    uint64_t manifest_size = 0;  // the most the final manifest may take (its draft plus the late tensors' room)
   };
   Result<Layout> layout() const;
+  // Tensor i's late descriptor applied to its manifest entry (components from `first` on).
+  Status finish_late(size_t i, ArchiveTensor& t, size_t first) const;
   struct Pending {
     TensorDesc desc;
     nlohmann::json source;
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
+    LateDesc late;
   };
   Manifest manifest_;
   std::vector<Pending> pending_;

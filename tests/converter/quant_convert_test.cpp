@@ -255,7 +255,7 @@ TEST(QuantConvert, MaxRssPicksSmallerChunksOrRefusesUpFront) {
 TEST(QuantConvert, NonFiniteInputsAreRefusedUnlessAllowed) {
   TempDir d;
   write_weights(d / "s/model.safetensors", {{"a.weight", {4, 64}}}, true);
-  // nf4 finds it in its planning pass, on the BF16 bit patterns; mxfp4 while writing.
+  // nf4 finds it in its offset pass, on the BF16 bit patterns; mxfp4 while encoding.
   for (std::string q : {"mxfp4", "nf4"}) {
     SCOPED_TRACE(q);
     const std::string out = d / (q + ".iris");
