@@ -80,6 +80,39 @@ TEST(Fp8, FastEqualsReferenceAndErrorIsWithinHalfAnUlp) {
     }
 }
 
+// Every one of the 256 codes (NaN 0x7F / 0xFF, both zeros, subnormals, 448) under scales of
+// every kind (1, a non-power of two, ones that take products to subnormal or Inf, a BF16-range
+// tiny one, NaN): the fast decoder against the oracle, bit for bit, and a few values known by
+// definition.
+TEST(Fp8, EveryCodeUnderEveryKindOfScaleDecodesLikeTheOracle) {
+  std::vector<uint8_t> codes(256 * 3);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 7 % 256 + i / 256);  // every code, in scattered order
+  for (float scale : {1.0f, 0.4375f, 3.7f, 1e-40f, 1e-30f, 3e38f, std::numeric_limits<float>::quiet_NaN()}) {
+    SCOPED_TRACE(scale);
+    Fp8Scales s;
+    s.granularity = Fp8Granularity::kTensor;
+    s.data = &scale;
+    std::vector<float> want(codes.size()), got(codes.size());
+    fp8_decode_ref(codes.data(), 1, 3, 256, s, want.data());
+    fp8_decode(codes.data(), 1, 3, 256, s, got.data());
+    ASSERT_EQ(first_difference(want, got), -1);
+  }
+  const float one = 1.0f;
+  Fp8Scales s;
+  s.data = &one;
+  const std::vector<uint8_t> known = {0x00, 0x80, 0x01, 0x7e, 0xfe, 0x38, 0x7f, 0xff};
+  std::vector<float> v(known.size());
+  fp8_decode(known.data(), 1, 1, known.size(), s, v.data());
+  EXPECT_EQ(f32_bits(v[0]), 0x00000000u);
+  EXPECT_EQ(f32_bits(v[1]), 0x80000000u);  // -0
+  EXPECT_EQ(v[2], 0x1p-9f);                // the smallest subnormal
+  EXPECT_EQ(v[3], 448.0f);
+  EXPECT_EQ(v[4], -448.0f);
+  EXPECT_EQ(v[5], 1.0f);
+  EXPECT_EQ(f32_bits(v[6]), kCanonicalNanBits);
+  EXPECT_EQ(f32_bits(v[7]), kCanonicalNanBits);
+}
+
 // The fused encoder's decoded values are what the reference decoder gives back for its codes
 // and scales, bit for bit, with its codes and scales fp8_encode's: every encoder granularity,
 // awkward shapes and block sizes, values of every magnitude (subnormal results, saturation,
