@@ -31,7 +31,10 @@ timed() {  # LABEL COMMAND...: one run, appends "LABEL seconds" to $W/times.txt
   shift
   /usr/bin/time -f "%e" -o "$W/t.txt" "$@" >/dev/null 2>&1
   echo "$label $(cat "$W/t.txt")" >>"$W/times.txt"
+  # Untimed: the output removed and the disk settled, so that no run pays for the previous
+  # one's writeback or the freeing of its blocks (the peer leaves its file to the page cache).
   rm -f "$W"/out/*
+  sync
 }
 : >"$W/times.txt"
 for ((r = 0; r < ROUNDS; ++r)); do

@@ -12,6 +12,7 @@
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
 #include "formats/tensor_desc.h"
+#include "tests/formats/u8_desc.h"
 #include "tests/test_files.h"
 
 namespace iris {
@@ -33,14 +34,6 @@ TensorDesc nf4_desc(uint64_t n, float offset, uint64_t state_bytes) {
   d.params = {{"block_size", 64},        {"double_quant", true},           {"nested_block_size", 256},
               {"nested_offset", double(offset)}, {"nested_offset_f32_bits", bits}, {"nibble_order", "high_first"},
               {"quant_state_bytes", state_bytes}};
-  return d;
-}
-
-TensorDesc u8_desc(const std::string& name, uint64_t n) {
-  TensorDesc d;
-  d.name = name;
-  d.shape = {n};
-  d.dtype = DType::kU8;
   return d;
 }
 
@@ -88,7 +81,7 @@ Result<WriteSummary> run(const Plan& p, const std::string& path) {
   w.set_model_type("test");
   w.add_tensor(planned, json::object(), std::move(producers), ProducerCost::kCompute, late);
   if (p.copy_after)
-    w.add_tensor(u8_desc("after", 5000), json::object(), {[](ByteSink& s) { return s.write(std::vector<uint8_t>(5000, 7)); }},
+    w.add_tensor(flat_u8("after", 5000), json::object(), {[](ByteSink& s) { return s.write(std::vector<uint8_t>(5000, 7)); }},
                  ProducerCost::kCopy);
   if (p.file_after) w.add_file("config.json", R"({"model_type":"test"})");
   if (path.empty()) return w.planned();

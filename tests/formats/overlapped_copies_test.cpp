@@ -12,6 +12,7 @@
 #include "common/hashing.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
+#include "tests/formats/u8_desc.h"
 #include "tests/test_files.h"
 
 namespace iris {
@@ -25,14 +26,6 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
   for (auto& x : v) x = uint8_t(rng());
   return v;
-}
-
-TensorDesc flat_u8(const std::string& name, uint64_t n) {
-  TensorDesc d;
-  d.name = name;
-  d.shape = {n};
-  d.dtype = DType::kU8;
-  return d;
 }
 
 struct Item {
