@@ -439,7 +439,8 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     const uint64_t i0 = (c.m * j.n + c.r0) * j.k, i1 = i0 + c.count;
     uint8_t* codes = w.codes.get(ceil_div(c.count, 2));
-    const auto [g0, g1] = inner_groups(i0, i1);
+    const auto groups = inner_groups(i0, i1);
+    const uint64_t g0 = groups.first, g1 = groups.second;  // not a structured binding: the piece lambda captures them
     const bool inner = g0 < g1;
     // The values emit needs: [i0, a) and [b, i1), less than two groups (the whole chunk when
     // it holds no inner group, which only a chunk under two groups does).

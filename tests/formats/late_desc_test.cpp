@@ -53,7 +53,7 @@ struct Plan {
 // Writes (or, with path empty, plans) an archive of one late NF4 tensor, then a plain one
 // and an embedded file unless the plan leaves them out.
 Result<WriteSummary> run(const Plan& p, const std::string& path) {
-  const uint64_t n = 1000;
+  constexpr uint64_t n = 1000;
   auto learned = std::make_shared<Learned>();
   auto learn = [learned, p] {  // the "pass over the values"
     learned->known = true;
@@ -71,7 +71,7 @@ Result<WriteSummary> run(const Plan& p, const std::string& path) {
     });
   LateDesc late;
   late.manifest_room = p.room;
-  late.finish = [learned, learn, n](TensorDesc& d, json& source) -> Status {
+  late.finish = [learned, learn](TensorDesc& d, json& source) -> Status {
     if (!learned->known) learn();  // a dry run: the work happens here
     d = nf4_desc(n, learned->offset, learned->state_bytes);
     source["state"] = learned->state_bytes;
@@ -116,7 +116,9 @@ TEST(LateDesc, TheArchiveHoldsTheFinalDescriptorAndPlannedPredictsItExactly) {
       const auto bytes = a->bytes(*state);
       EXPECT_EQ(std::count(bytes.begin(), bytes.end(), uint8_t(0x45)), int64_t(final_state));
       for (const auto& tt : a->manifest().tensors) EXPECT_TRUE(a->verify_tensor(tt).is_ok()) << tt.desc.name;
-      if (!last) EXPECT_TRUE(a->read_file("config.json").is_ok());
+      if (!last) {
+        EXPECT_TRUE(a->read_file("config.json").is_ok());
+      }
       // The room left between the manifest and the data section is zero, as FORMAT.md requires.
       const auto& pre = a->preamble();
       const auto head = a->mapping().bytes(pre.manifest_offset + pre.manifest_size, pre.data_offset - pre.manifest_offset - pre.manifest_size);
