@@ -203,16 +203,22 @@ Status for_each_piece_rows(const Job& j, const Chunk& c, uint64_t row_multiple, 
   return Status::ok();
 }
 
-// The same, each piece decoded into the worker's buffer, checked for non-finite values, and
-// handed to fn(x, r0, r1, count).
+// Rows [r0, r1) of matrix c.m decoded into the worker's buffer and checked for non-finite
+// values.
+Result<const float*> decode_piece(const Job& j, Worker& w, const Chunk& c, uint64_t r0, uint64_t r1, uint64_t count) {
+  const uint64_t row0 = c.m * j.n + r0;
+  float* x = w.x.get(count);
+  IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
+  IRIS_TRY(check_finite(j, x, count, row0 * j.k));
+  return static_cast<const float*>(x);
+}
+
+// The same, each piece decoded (decode_piece) and handed to fn(x, r0, r1, count).
 template <typename F>
 Status for_each_piece(const Job& j, Worker& w, const Chunk& c, uint64_t row_multiple, uint64_t max_floats, F&& fn) {
   return for_each_piece_rows(j, c, row_multiple, max_floats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
-    const uint64_t row0 = c.m * j.n + r0;
-    float* x = w.x.get(count);
-    IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
-    IRIS_TRY(check_finite(j, x, count, row0 * j.k));
-    return fn(static_cast<const float*>(x), r0, r1, count);
+    IRIS_ASSIGN_OR_RETURN(const float* x, decode_piece(j, w, c, r0, r1, count));
+    return fn(x, r0, r1, count);
   });
 }
 
@@ -318,6 +324,10 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   return run_chunks(j, compute, emit);
 }
 
+// The row multiple of NF4's pieces: pieces start on 64-element blocks (every row does when
+// 64 divides K), flat layout included.
+uint64_t nf4_piece_rows(const Job& j) { return 64 / std::gcd<uint64_t>(j.k, 64); }
+
 // NF4 offset pass: the offset of the double quantization, the mean of every block's
 // absmax, by a running sum over the chunks in order (no whole-tensor array). Every chunk
 // starts on a 64-element block: tiled NF4 has K % 64 == 0, and flat NF4 chunks start every
@@ -325,9 +335,9 @@ Status produce_fp8(Job& j, ByteSink& sink) {
 Status nf4_offset_pass(Job& j, double* sum) {
   const uint64_t numel = j.batch * j.n * j.k;
   *sum = 0;
-  // Pieces of whole 64-element blocks, flat layout included. A BF16 source's blocks are
-  // measured on its bit patterns, without widening them to FP32 (the same absmax).
-  const uint64_t piece_rows = 64 / std::gcd<uint64_t>(j.k, 64);
+  // A BF16 source's blocks are measured on its bit patterns, without widening them to FP32
+  // (the same absmax).
+  const uint64_t piece_rows = nf4_piece_rows(j);
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     w.scalesf.clear();
     return for_each_piece_rows(j, c, piece_rows, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
@@ -341,9 +351,7 @@ Status nf4_offset_pass(Job& j, double* sum) {
         quant::nf4_block_absmax_bf16(bf16, 0, count, numel - i0, absmax);
         return Status::ok();
       }
-      float* x = w.x.get(count);
-      IRIS_TRY(j.decoder->decode_rows(row0, c.m * j.n + r1, x, w.decode));
-      IRIS_TRY(check_finite(j, x, count, i0));
+      IRIS_ASSIGN_OR_RETURN(const float* x, decode_piece(j, w, c, r0, r1, count));
       quant::nf4_block_absmax(x, 0, count, numel - i0, absmax);
       return Status::ok();
     });
@@ -430,8 +438,7 @@ Status produce_nf4(Job& j, ByteSink& sink) {
   auto groups_complete = [&](uint64_t i1) { return i1 == numel ? nnest : i1 / group; };
   // The groups wholly inside [i0, i1), which its worker finishes: [first, last) (may be empty).
   auto inner_groups = [&](uint64_t i0, uint64_t i1) { return std::pair(ceil_div(i0, group), groups_complete(i1)); };
-  // Pieces start on 64-element blocks: every row does when 64 divides K.
-  const uint64_t piece_rows = 64 / std::gcd<uint64_t>(j.k, 64);
+  const uint64_t piece_rows = nf4_piece_rows(j);
   uint64_t groups_done = 0, carry_start = 0;
   std::vector<float> carry_x, back_carry(group);
   std::vector<uint8_t> carry_codes;

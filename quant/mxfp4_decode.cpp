@@ -4,7 +4,6 @@
 
 #include "quant/avx512.h"
 #include "quant/mxfp4.h"
-#include "quant/nibble_lookup.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
 
@@ -17,9 +16,6 @@ IRIS_HOT_LOOP void decode_block(const uint8_t* q, uint8_t scale_byte, uint64_t c
   const float scale = e8m0_to_f32(scale_byte);
   Out lut[16];
   for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(e2m1_to_f32(uint8_t(c)) * scale));
-  if constexpr (std::is_same_v<Out, float>) {
-    if (count == 32) return detail::lookup_nibbles(q, 16, lut, detail::NibbleOrder::kLowFirst, out);
-  }
   if (count == 32) {
     for (int j = 0; j < 16; ++j) {
       out[2 * j] = lut[q[j] & 15];
@@ -34,19 +30,15 @@ IRIS_HOT_LOOP void decode_block(const uint8_t* q, uint8_t scale_byte, uint64_t c
 // `blocks` whole blocks of 32 values with AVX-512: each block's 16 products (the E2M1 values
 // times its scale, one vector multiply: the same FP32 products as decode_block's table, and
 // never NaN unless the scale is, which is then the canonical NaN) held in a register, and its
-// 16 code bytes looked up as in detail::lookup_nibbles (low nibble first).
+// 16 code bytes looked up low nibble first.
 IRIS_AVX512 void decode_blocks_avx512(const uint8_t* q, const uint8_t* scales, uint64_t blocks, float* out) {
   alignas(64) float values[16];
   for (int c = 0; c < 16; ++c) values[c] = e2m1_to_f32(uint8_t(c));
   const __m512 e2m1 = _mm512_load_ps(values), nan = _mm512_set1_ps(f32_from_bits(kCanonicalNanBits));
-  const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0), low4 = _mm512_set1_epi32(15);
+  const __m512i shift = detail::nibble_shifts(false);
   for (uint64_t b = 0; b < blocks; ++b) {
     const __m512 lut = scales[b] == 0xff ? nan : _mm512_mul_ps(e2m1, _mm512_set1_ps(e8m0_to_f32(scales[b])));
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * b));
-    const __m512i v0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes)), shift), low4);
-    const __m512i v1 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(bytes, bytes)), shift), low4);
-    _mm512_storeu_ps(out + 32 * b, _mm512_permutexvar_ps(v0, lut));
-    _mm512_storeu_ps(out + 32 * b + 16, _mm512_permutexvar_ps(v1, lut));
+    detail::lookup_16_bytes(q + 16 * b, shift, lut, out + 32 * b);
   }
 }
 #endif
