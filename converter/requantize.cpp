@@ -16,6 +16,7 @@
 #include "converter/source_decoder.h"
 #include "formats/tile_layout.h"
 #include "quant/fp8.h"
+#include "quant/mxfp4.h"
 #include "quant/nf4.h"
 #include "quant/nonfinite.h"
 #include "quant/tables.h"
@@ -248,12 +249,23 @@ Status produce_mxfp4(Job& j, ByteSink& sink) {
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     uint8_t* codes = w.codes.get((c.r1 - c.r0) * blocks * 16);
     w.scales8.resize((c.r1 - c.r0) * blocks);
-    IRIS_TRY(for_each_piece(j, w, c, 1, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+    // Each piece encoded with its error sums in one pass (quant's mxfp4_encode_sums), a BF16
+    // source straight from its bits; the encoder counts the blocks holding NaN or Inf, and
+    // only then is the piece searched for the first of them, for the error.
+    IRIS_TRY(for_each_piece_rows(j, c, 1, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+      const uint64_t row0 = c.m * j.n + r0, row1 = c.m * j.n + r1;
       uint8_t* pc = codes + (r0 - c.r0) * blocks * 16;
       uint8_t* ps = w.scales8.data() + (r0 - c.r0) * blocks;
-      float* back = w.back.get(count);
-      quant::mxfp4_encode_decoded(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, back);  // the decoded values too
-      w.quality.add(x, back, count);
+      IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, row1, w.decode));
+      if (bf16) {
+        if (quant::mxfp4_encode_sums_bf16(bf16, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality))
+          IRIS_TRY(check_finite(j, bf16, count, row0 * j.k));
+      } else {
+        float* x = w.x.get(count);
+        IRIS_TRY(j.decoder->decode_rows(row0, row1, x, w.decode));
+        if (quant::mxfp4_encode_sums(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, x, count, row0 * j.k));
+      }
+      w.quality.count += count;
       return Status::ok();
     }));
     tile_rows(j, w, codes, c.r0, c.r1);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "quant/element_encode.h"
+#include "quant/error_sums.h"
 
 namespace iris::quant {
 
@@ -59,6 +60,22 @@ void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4Scale
 // values without a second pass over the codes (tests/quant checks the bits).
 void mxfp4_encode_decoded(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
                           float* decoded);
+
+// mxfp4_encode on one thread that also adds to `sums` exactly what add_error_sums
+// (quant/error_sums.h) adds for the input values (as FP32) against the values mxfp4_decode
+// gives back for the codes and scales written, the same bits, in one pass over the input and
+// without writing the decoded values: what a requantizing converter runs, one piece of rows
+// per core. Returns the number of blocks holding NaN or Inf (encoded with scale 0xFF, and in
+// the sums as add_error_sums takes them), so a caller can refuse such input after the fact.
+uint64_t mxfp4_encode_sums(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                           ErrorSums* sums);
+uint64_t mxfp4_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                                ErrorSums* sums);
+namespace detail {
+// Its path for CPUs without AVX-512 (and for k not a multiple of 32), which tests call directly.
+uint64_t mxfp4_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                                    ErrorSums* sums);
+}  // namespace detail
 
 // The oracle's element rounding (e2m1_encode in element_encode.h is the fast form): the
 // nearest E2M1 magnitude by exhaustive comparison in double, ties to the even code,

@@ -2,10 +2,12 @@
 // within half a grid step, awkward shapes, extreme magnitudes, NaN/Inf blocks, search rule.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "common/float_bits.h"
+#include "quant/error_sums.h"
 #include "quant/mxfp4.h"
 #include "quant/tables.h"
 #include "tests/quant/test_util.h"
@@ -198,6 +200,66 @@ TEST(Mxfp4, EncodeDecodedGivesTheDecodersValues) {
       const int64_t d = first_difference(want, got);  // bit for bit: -0 against +0 and NaN payloads count
       ASSERT_EQ(d, -1) << "input " << x[d] << " decoded " << want[d] << " fused " << got[d];
     }
+}
+
+// The one-pass encoder with error sums (what the converter runs) against the two passes it
+// replaced: mxfp4_encode_decoded, then add_error_sums of the input against the decoded values
+// (each checked against its oracle above and in error_sums_test). Codes, scales and the three
+// sums must be the same bits, for FP32 and BF16 input, both rules, its AVX-512 path (k a
+// multiple of 32, where the CPU has it) and its portable one: shapes around the 256-element
+// groups and 65536-element sum blocks, partial last blocks, values whose squares leave
+// float's range (summed exactly), zeros, and NaN/Inf blocks (counted).
+TEST(Mxfp4, EncodeSumsEqualsEncodingThenSummingTheErrors) {
+  IRIS_SEED_TRACE();
+  std::mt19937 rng(test::seed());
+  std::uniform_int_distribution<int> pick(0, 63);
+  const std::vector<std::pair<uint64_t, uint64_t>> shapes{{1, 1},   {1, 32},    {3, 40},   {1, 256}, {2, 288}, {9, 96},
+                                                          {64, 1024}, {70, 1024}, {33, 2880}, {3, 4096}, {17, 4160}};
+  auto bits = [](double v) { return std::bit_cast<uint64_t>(v); };
+  for (auto [rows, k] : shapes)
+    for (auto rule : {Mxfp4ScaleRule::kOcpFloor, Mxfp4ScaleRule::kSearch})
+      for (int kind = 0; kind < 3; ++kind) {  // plain weights; extreme magnitudes; NaN and Inf among them
+        SCOPED_TRACE("rows " + std::to_string(rows) + " k " + std::to_string(k) + " kind " + std::to_string(kind) +
+                     (rule == Mxfp4ScaleRule::kSearch ? " search" : " floor"));
+        std::vector<float> x = test::random_weights(rows * k, 0.02f, rng);
+        uint64_t nonfinite_blocks_want = 0;
+        for (uint64_t i = 0; i < x.size(); ++i) {
+          const int p = pick(rng);
+          if (kind == 1 && p < 8) x[i] *= p < 3 ? 1e32f : p < 6 ? 1e-33f : 0.f;
+          if (kind == 2 && p == 0) x[i] = rng() % 2 ? std::nanf("") : -std::numeric_limits<float>::infinity();
+        }
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t b = 0; b < mxfp4_row_scales(k); ++b) {
+            bool bad = false;
+            for (uint64_t j = b * 32; j < std::min(k, b * 32 + 32); ++j) bad |= !std::isfinite(x[r * k + j]);
+            nonfinite_blocks_want += bad;
+          }
+        std::vector<uint16_t> h(x.size());
+        for (uint64_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
+        for (int input = 0; input < 3; ++input) {  // FP32; BF16; FP32 on the portable path
+          std::vector<float> in = x;
+          if (input == 1)
+            for (uint64_t i = 0; i < x.size(); ++i) in[i] = bf16_to_f32(h[i]);
+          Encoded want{std::vector<uint8_t>(rows * mxfp4_row_bytes(k), 0x55), std::vector<uint8_t>(rows * mxfp4_row_scales(k), 0x55)};
+          std::vector<float> back(x.size());
+          mxfp4_encode_decoded(in.data(), rows, k, rule, want.codes.data(), want.scales.data(), back.data());
+          ErrorSums want_sums{1.5, 2.5, 0.25};  // sums are added to what was there
+          add_error_sums(in.data(), back.data(), in.size(), &want_sums);
+          Encoded got{std::vector<uint8_t>(want.codes.size(), 0xAA), std::vector<uint8_t>(want.scales.size(), 0xAA)};
+          ErrorSums sums{1.5, 2.5, 0.25};
+          const uint64_t nonfinite =
+              input == 0   ? mxfp4_encode_sums(in.data(), rows, k, rule, got.codes.data(), got.scales.data(), &sums)
+              : input == 1 ? mxfp4_encode_sums_bf16(h.data(), rows, k, rule, got.codes.data(), got.scales.data(), &sums)
+                           : detail::mxfp4_encode_sums_portable(in.data(), rows, k, rule, got.codes.data(), got.scales.data(), &sums);
+          SCOPED_TRACE("input " + std::to_string(input));
+          ASSERT_EQ(first_difference(want.codes, got.codes), -1);
+          ASSERT_EQ(first_difference(want.scales, got.scales), -1);
+          EXPECT_EQ(nonfinite, kind == 2 ? nonfinite_blocks_want : 0u);
+          EXPECT_EQ(bits(sums.sum_sq_ref), bits(want_sums.sum_sq_ref)) << sums.sum_sq_ref << " vs " << want_sums.sum_sq_ref;
+          EXPECT_EQ(bits(sums.sum_sq_err), bits(want_sums.sum_sq_err)) << sums.sum_sq_err << " vs " << want_sums.sum_sq_err;
+          EXPECT_EQ(bits(sums.max_abs_err), bits(want_sums.max_abs_err)) << sums.max_abs_err << " vs " << want_sums.max_abs_err;
+        }
+      }
 }
 
 TEST(Mxfp4, SearchPicksTheLargerScaleOnlyWhenItIsStrictlyBetter) {

@@ -1,0 +1,227 @@
+// MXFP4 encoding with the quality report's error sums gathered in the same pass
+// (mxfp4_encode_sums in mxfp4.h): what a requantizing converter runs over every weight.
+//
+// Before, the converter widened each piece of BF16 rows to FP32, checked it for NaN/Inf,
+// encoded it writing the decoded values beside the codes, then summed the errors: four passes
+// and two FP32 buffers per piece. Here each block of 32 values is loaded once; its amax finds
+// NaN/Inf; its codes and decoded values come from the same registers; the decoded values feed
+// the error sums of error_sums_groups.h directly, in the element order add_error_sums uses,
+// so the sums are the same bits. With AVX-512 and k a multiple of 32 (every block whole, so
+// the blocks of consecutive rows are consecutive), hand-written vector code; otherwise the
+// scalar block encoder of mxfp4_block.h feeding an ErrorSumsStream.
+#include <cstring>
+
+#include "quant/avx512.h"
+#include "quant/error_sums_groups.h"
+#include "quant/mxfp4.h"
+#include "quant/mxfp4_block.h"
+
+namespace iris::quant {
+
+namespace {
+
+using detail::ErrorSumsStream;
+
+template <bool kSearch, typename T>
+uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
+  const uint64_t blocks = mxfp4_row_scales(k);
+  ErrorSumsStream stream(sums);
+  uint64_t nonfinite = 0;
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t b = 0; b < blocks; ++b) {
+      const uint64_t i = r * blocks + b, count = b + 1 < blocks ? 32 : k - b * 32;
+      const T* src = in + r * k + b * 32;
+      float v[32], d[32];
+      for (uint64_t j = 0; j < 32; ++j) v[j] = j < count ? detail::load_f32(src[j]) : 0.0f;  // zero padded
+      detail::encode_block<kSearch, true>(v, codes + i * 16, scales + i, d);
+      nonfinite += scales[i] == 0xff;  // only a block holding NaN or Inf gets scale 0xFF
+      stream.add(v, d, count);
+    }
+  stream.finish();
+  return nonfinite;
+}
+
+#ifdef IRIS_X86_INTRINSICS
+
+// 16 values as FP32: BF16 bit patterns widened (exact), or FP32 as they are.
+IRIS_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+IRIS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+
+// The E2M1 magnitude codes of a = |y| (0 <= a < 8, finite): e2m1_encode's nearest-even
+// rounding in arithmetic. Below 1 the grid is the multiples of 0.5, so the code is 2a rounded
+// to the nearest even integer (the conversion's own rounding). From 1 up the grid is FP32 with
+// one mantissa bit: the bits rounded at bit 22 (nearest even; a carry bumps the exponent) give
+// exponent and mantissa, rebased so that 1.0 (0x3F8 << 22 >> 22 = 254) is code 2; above 5
+// the code saturates at 7 (6.0).
+IRIS_AVX512 inline __m512i magnitude_codes(__m512 a) {
+  const __m512i bits = _mm512_castps_si512(a);
+  const __m512i half_ulp = _mm512_add_epi32(_mm512_set1_epi32(0x1fffff), _mm512_and_si512(_mm512_srli_epi32(bits, 22), _mm512_set1_epi32(1)));
+  const __m512i normal = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(bits, half_ulp), 22), _mm512_set1_epi32(252)),
+                                          _mm512_set1_epi32(7));
+  const __m512i small = _mm512_cvt_roundps_epi32(_mm512_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_GE_OQ), small, normal);
+}
+
+// 16 codes (one per 32-bit lane) packed two per byte, the earlier element in the low nibble,
+// into 8 bytes (the low half of the result).
+IRIS_AVX512 inline __m128i pack_codes(__m512i c) {
+  const __m512i odd_up = _mm512_sllv_epi32(c, _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0));
+  return _mm512_cvtepi64_epi8(_mm512_or_si512(odd_up, _mm512_srli_epi64(odd_up, 32)));
+}
+
+// The float lanes of one group (error_sums_groups.h: group_sums), in registers.
+struct GroupRegs {
+  __m512 gr, ge, gmr, gme;
+};
+
+// |x| (AVX-512F has no float "and": an integer one on the same bits).
+IRIS_AVX512 inline __m512 abs16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+// 16 elements into the group's lanes: group_sums' loop body, operation for operation.
+// max(x, acc) keeps acc when x is NaN, as std::max(acc, x) does.
+IRIS_AVX512 inline void sum16(__m512 r, __m512 got, GroupRegs& g) {
+  const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
+  const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(r), exp_mask), exp_mask);
+  const __m512 rf = _mm512_maskz_mov_ps(finite, r);
+  const __m512 e = _mm512_maskz_mov_ps(finite, _mm512_sub_ps(got, r));
+  g.gr = _mm512_add_ps(g.gr, _mm512_mul_ps(rf, rf));
+  g.ge = _mm512_add_ps(g.ge, _mm512_mul_ps(e, e));
+  g.gmr = _mm512_max_ps(abs16(rf), g.gmr);
+  g.gme = _mm512_max_ps(abs16(e), g.gme);
+}
+
+// A whole group's float lanes into the block's double lanes (group_sums' end), or its 256
+// values summed exactly when they are out of float's range.
+IRIS_AVX512 inline void close_group(const GroupRegs& g, const float* ref, const float* got, detail::SumLanes& s) {
+  float gmr[16], gme[16], gr[16], ge[16];
+  _mm512_storeu_ps(gmr, g.gmr);
+  _mm512_storeu_ps(gme, g.gme);
+  bool redo = false;
+  for (int l = 0; l < 16; ++l) {
+    s.mx[l] = std::max(s.mx[l], gme[l]);
+    redo |= detail::group_out_of_range(gmr[l], gme[l]);
+  }
+  if (redo) {
+    detail::exact_sums(ref, got, detail::kSumGroup, s.sr, s.se, nullptr);
+    return;
+  }
+  _mm512_storeu_ps(gr, g.gr);
+  _mm512_storeu_ps(ge, g.ge);
+  for (int l = 0; l < 16; ++l) {
+    s.sr[l] += double(gr[l]);
+    s.se[l] += double(ge[l]);
+  }
+}
+
+// One whole block at v: its codes and scale byte, its input values (FP32) and decoded values
+// into ref and got (for a group summed again exactly, or the tail), and its 32 elements into
+// the group's lanes. Returns whether it holds NaN or Inf.
+template <bool kSearch, typename T>
+IRIS_AVX512 inline bool encode_block_sums(const T* v, uint8_t* codes, uint8_t* scale, float* ref, float* got, GroupRegs& g) {
+  const __m512 v0 = load16(v), v1 = load16(v + 16);
+  const __m512i abs_bits = _mm512_set1_epi32(0x7fffffff);
+  const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), abs_bits), a1 = _mm512_and_si512(_mm512_castps_si512(v1), abs_bits);
+  const uint32_t amax = _mm512_reduce_max_epu32(_mm512_max_epu32(a0, a1));  // NaN and Inf are >= 0x7f800000
+  __m512 d0, d1;
+  bool nonfinite = false;
+  if (amax == 0 || amax >= 0x7f800000u) {  // codes 0 decode to +0, or to the canonical NaN of scale 0xFF
+    std::memset(codes, 0, 16);
+    nonfinite = amax != 0;
+    *scale = nonfinite ? 0xff : 0;
+    d0 = d1 = nonfinite ? _mm512_castsi512_ps(_mm512_set1_epi32(int(kCanonicalNanBits))) : _mm512_setzero_ps();
+  } else {
+    const int e = detail::block_exponent<kSearch>(v, amax);
+    *scale = uint8_t(e + 127);
+    const __m512 inv = _mm512_set1_ps(detail::pow2f(-e));  // |v| * 2^-e: exact, the same as |v * 2^-e|
+    const __m512i sign_bit = _mm512_set1_epi32(int(0x80000000u));
+    __m512i c[2];
+    const __m512i a[2] = {a0, a1};
+    const __m512 vv[2] = {v0, v1};
+    for (int h = 0; h < 2; ++h) {
+      const __m512i m = magnitude_codes(_mm512_mul_ps(_mm512_castsi512_ps(a[h]), inv));
+      const __m512i s = _mm512_srli_epi32(_mm512_and_si512(_mm512_castps_si512(vv[h]), sign_bit), 28);  // 8 for negative values
+      c[h] = _mm512_mask_or_epi32(m, _mm512_test_epi32_mask(m, m), m, s);  // a value rounded to 0 is +0
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm_unpacklo_epi64(pack_codes(c[0]), pack_codes(c[1])));
+    // The decoded values: the code's E2M1 value times the block's scale, exact (as in the decoder).
+    const __m512 lut = _mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
+    const __m512 sc = _mm512_set1_ps(e8m0_to_f32(uint8_t(e + 127)));
+    d0 = _mm512_mul_ps(_mm512_permutexvar_ps(c[0], lut), sc);
+    d1 = _mm512_mul_ps(_mm512_permutexvar_ps(c[1], lut), sc);
+  }
+  _mm512_storeu_ps(ref, v0);
+  _mm512_storeu_ps(ref + 16, v1);
+  _mm512_storeu_ps(got, d0);
+  _mm512_storeu_ps(got + 16, d1);
+  sum16(v0, d0, g);
+  sum16(v1, d1, g);
+  return nonfinite;
+}
+
+// k % 32 == 0: blocks i = 0 .. rows * k / 32 - 1 in element order; groups of 8 blocks; error
+// blocks of 2048 blocks (detail::kSumBlock elements).
+template <bool kSearch, typename T>
+IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
+  constexpr uint64_t kGroupBlocks = detail::kSumGroup / 32, kBlockBlocks = detail::kSumBlock / 32;
+  const uint64_t nblocks = rows * (k / 32);
+  alignas(64) float ref[detail::kSumGroup], got[detail::kSumGroup];
+  detail::SumLanes lanes;
+  uint64_t nonfinite = 0;
+  for (uint64_t b0 = 0; b0 < nblocks; b0 += kBlockBlocks) {
+    const uint64_t b1 = std::min(nblocks, b0 + kBlockBlocks);
+    uint64_t i = b0;
+    for (; i + kGroupBlocks <= b1; i += kGroupBlocks) {
+      GroupRegs g{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      for (uint64_t j = 0; j < kGroupBlocks; ++j)
+        nonfinite += encode_block_sums<kSearch>(in + (i + j) * 32, codes + (i + j) * 16, scales + i + j, ref + j * 32, got + j * 32, g);
+      close_group(g, ref, got, lanes);
+    }
+    GroupRegs tail{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};  // not used: summed exactly
+    for (uint64_t j = 0; i + j < b1; ++j)
+      nonfinite += encode_block_sums<kSearch>(in + (i + j) * 32, codes + (i + j) * 16, scales + i + j, ref + j * 32, got + j * 32, tail);
+    detail::exact_sums(ref, got, (b1 - i) * 32, lanes.sr, lanes.se, lanes.mx);
+    detail::close_block(lanes, sums);
+  }
+  return nonfinite;
+}
+
+#endif
+
+template <typename T>
+uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
+  const bool search = rule == Mxfp4ScaleRule::kSearch;
+#ifdef IRIS_X86_INTRINSICS
+  if (k % 32 == 0 && detail::cpu_has_avx512f())
+    return search ? encode_sums_avx512<true>(in, rows, k, codes, scales, sums) : encode_sums_avx512<false>(in, rows, k, codes, scales, sums);
+#endif
+  return search ? encode_sums_portable<true>(in, rows, k, codes, scales, sums) : encode_sums_portable<false>(in, rows, k, codes, scales, sums);
+}
+
+}  // namespace
+
+uint64_t mxfp4_encode_sums(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                           ErrorSums* sums) {
+  return encode_sums(in, rows, k, rule, codes, scales, sums);
+}
+
+uint64_t mxfp4_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                                ErrorSums* sums) {
+  return encode_sums(in, rows, k, rule, codes, scales, sums);
+}
+
+namespace detail {
+
+uint64_t mxfp4_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                                    ErrorSums* sums) {
+  return rule == Mxfp4ScaleRule::kSearch ? encode_sums_portable<true>(in, rows, k, codes, scales, sums)
+                                         : encode_sums_portable<false>(in, rows, k, codes, scales, sums);
+}
+
+}  // namespace detail
+
+}  // namespace iris::quant
