@@ -311,18 +311,35 @@ Status produce_fp8(Job& j, ByteSink& sink) {
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     uint8_t* codes = w.codes.get(c.count);
     w.scalesf.clear();
+    if (g != quant::Fp8Granularity::kTensor) {
+      // Per channel or block: each piece encoded with its error sums in one pass (quant's
+      // fp8_encode_sums), a BF16 source straight from its bits; the NaN/Inf the amax pass
+      // counts are then searched for the first of them, for the error.
+      IRIS_TRY(for_each_piece_rows(j, c, piece_multiple, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+        const uint64_t row0 = c.m * j.n + r0, row1 = c.m * j.n + r1;
+        uint8_t* pc = codes + (r0 - c.r0) * j.k;
+        const size_t s0 = w.scalesf.size();
+        w.scalesf.resize(s0 + quant::fp8_scale_count(1, r1 - r0, j.k, g, 128, 128));
+        float* ps = w.scalesf.data() + s0;
+        IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, row1, w.decode));
+        if (bf16) {
+          if (quant::fp8_encode_sums_bf16(bf16, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, bf16, count, row0 * j.k));
+        } else {
+          float* x = w.x.get(count);
+          IRIS_TRY(j.decoder->decode_rows(row0, row1, x, w.decode));
+          if (quant::fp8_encode_sums(x, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, x, count, row0 * j.k));
+        }
+        w.quality.count += count;
+        return Status::ok();
+      }));
+      tile_rows(j, w, codes, c.r0, c.r1);
+      return Status::ok();
+    }
     IRIS_TRY(for_each_piece(j, w, c, piece_multiple, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
-      const uint64_t rows = r1 - r0;
       uint8_t* pc = codes + (r0 - c.r0) * j.k;
-      const size_t s0 = w.scalesf.size();
       float* back = w.back.get(count);  // the decoded values, written with the codes
-      if (g == quant::Fp8Granularity::kTensor) {
-        quant::fp8_encode_unit(x, count, mul[c.m], pc, back);
-        w.scalesf.push_back(j.stash.fp8_scales[c.m]);
-      } else {
-        w.scalesf.resize(s0 + quant::fp8_scale_count(1, rows, j.k, g, 128, 128));
-        quant::fp8_encode_decoded(x, 1, rows, j.k, g, 128, 128, pc, w.scalesf.data() + s0, back);
-      }
+      quant::fp8_encode_unit(x, count, mul[c.m], pc, back);
+      w.scalesf.push_back(j.stash.fp8_scales[c.m]);
       w.quality.add(x, back, count);
       return Status::ok();
     }));

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "quant/element_encode.h"
+#include "quant/error_sums.h"
 
 namespace iris::quant {
 
@@ -74,6 +75,17 @@ void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k,
 // second pass over the codes (tests/quant checks the bits).
 void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                         uint64_t block_k, uint8_t* codes, float* scales, float* decoded);
+// fp8_encode of one [rows, k] matrix, per channel or per block only, on one thread, that also
+// adds to `sums` exactly what add_error_sums (quant/error_sums.h) adds for the input values
+// (as FP32) against the decoded values fp8_encode_decoded writes, the same bits, in one pass
+// over the input for the codes and one for the amax, without writing the decoded values:
+// what a requantizing converter runs, one piece of rows per core (for blocks, whole bands of
+// block_n rows). Returns the number of NaN and Inf inputs (encoded as fp8_encode does), so a
+// caller can refuse such input after the fact. Other granularities: nothing written, 0.
+uint64_t fp8_encode_sums(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                         uint8_t* codes, float* scales, ErrorSums* sums);
+uint64_t fp8_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                              uint8_t* codes, float* scales, ErrorSums* sums);
 // One scaling unit's values with its multiplier already known (from fp8_multiplier): the codes
 // of in[i] * mul and, unless `decoded` is null, the values fp8_decode gives back for them with
 // the stored scale 1 / mul. Serial, for callers that find the amax themselves and run units in

@@ -11,7 +11,7 @@
 // scalar block encoder of mxfp4_block.h feeding an ErrorSumsStream.
 #include <cstring>
 
-#include "quant/avx512.h"
+#include "quant/error_sums_avx512.h"
 #include "quant/error_sums_groups.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_block.h"
@@ -72,57 +72,10 @@ IRIS_AVX512 inline __m128i pack_codes(__m512i c) {
   return _mm512_cvtepi64_epi8(_mm512_or_si512(odd_up, _mm512_srli_epi64(odd_up, 32)));
 }
 
-// The float lanes of one group (error_sums_groups.h: group_sums), in registers.
-struct GroupRegs {
-  __m512 gr, ge, gmr, gme;
-};
-
-// |x| (AVX-512F has no float "and": an integer one on the same bits).
-IRIS_AVX512 inline __m512 abs16(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
-}
-
-// 16 elements into the group's lanes: group_sums' loop body, operation for operation.
-// max(x, acc) keeps acc when x is NaN, as std::max(acc, x) does.
-IRIS_AVX512 inline void sum16(__m512 r, __m512 got, GroupRegs& g) {
-  const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
-  const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(r), exp_mask), exp_mask);
-  const __m512 rf = _mm512_maskz_mov_ps(finite, r);
-  const __m512 e = _mm512_maskz_mov_ps(finite, _mm512_sub_ps(got, r));
-  g.gr = _mm512_add_ps(g.gr, _mm512_mul_ps(rf, rf));
-  g.ge = _mm512_add_ps(g.ge, _mm512_mul_ps(e, e));
-  g.gmr = _mm512_max_ps(abs16(rf), g.gmr);
-  g.gme = _mm512_max_ps(abs16(e), g.gme);
-}
-
-// A whole group's float lanes into the block's double lanes (group_sums' end), or its 256
-// values summed exactly when they are out of float's range.
-IRIS_AVX512 inline void close_group(const GroupRegs& g, const float* ref, const float* got, detail::SumLanes& s) {
-  float gmr[16], gme[16], gr[16], ge[16];
-  _mm512_storeu_ps(gmr, g.gmr);
-  _mm512_storeu_ps(gme, g.gme);
-  bool redo = false;
-  for (int l = 0; l < 16; ++l) {
-    s.mx[l] = std::max(s.mx[l], gme[l]);
-    redo |= detail::group_out_of_range(gmr[l], gme[l]);
-  }
-  if (redo) {
-    detail::exact_sums(ref, got, detail::kSumGroup, s.sr, s.se, nullptr);
-    return;
-  }
-  _mm512_storeu_ps(gr, g.gr);
-  _mm512_storeu_ps(ge, g.ge);
-  for (int l = 0; l < 16; ++l) {
-    s.sr[l] += double(gr[l]);
-    s.se[l] += double(ge[l]);
-  }
-}
-
-// One whole block at v: its codes and scale byte, its input values (FP32) and decoded values
-// into ref and got (for a group summed again exactly, or the tail), and its 32 elements into
-// the group's lanes. Returns whether it holds NaN or Inf.
+// One whole block at v: its codes and scale byte, its 32 values as FP32 into r and their
+// decoded values into d. Returns whether it holds NaN or Inf.
 template <bool kSearch, typename T>
-IRIS_AVX512 inline bool encode_block_sums(const T* v, uint8_t* codes, uint8_t* scale, float* ref, float* got, GroupRegs& g) {
+IRIS_AVX512 inline bool encode_block_values(const T* v, uint8_t* codes, uint8_t* scale, __m512* r, __m512* d) {
   const __m512 v0 = load16(v), v1 = load16(v + 16);
   const __m512i abs_bits = _mm512_set1_epi32(0x7fffffff);
   const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), abs_bits), a1 = _mm512_and_si512(_mm512_castps_si512(v1), abs_bits);
@@ -154,40 +107,32 @@ IRIS_AVX512 inline bool encode_block_sums(const T* v, uint8_t* codes, uint8_t* s
     d0 = _mm512_mul_ps(_mm512_permutexvar_ps(c[0], lut), sc);
     d1 = _mm512_mul_ps(_mm512_permutexvar_ps(c[1], lut), sc);
   }
-  _mm512_storeu_ps(ref, v0);
-  _mm512_storeu_ps(ref + 16, v1);
-  _mm512_storeu_ps(got, d0);
-  _mm512_storeu_ps(got + 16, d1);
-  sum16(v0, d0, g);
-  sum16(v1, d1, g);
+  r[0] = v0;
+  r[1] = v1;
+  d[0] = d0;
+  d[1] = d1;
   return nonfinite;
 }
 
-// k % 32 == 0: blocks i = 0 .. rows * k / 32 - 1 in element order; groups of 8 blocks; error
-// blocks of 2048 blocks (detail::kSumBlock elements).
+// k % 32 == 0: the blocks of consecutive rows are consecutive, i = 0 .. rows * k / 32 - 1,
+// each giving sum_vectors its two vectors. (A struct, not a lambda: a lambda does not take
+// the target attribute its intrinsics need.)
+template <bool kSearch, typename T>
+struct BlockValues {
+  const T* in;
+  uint8_t *codes, *scales;
+  uint64_t i = 0, nonfinite = 0;
+  IRIS_AVX512 void operator()(__m512* r, __m512* d) {
+    nonfinite += encode_block_values<kSearch>(in + i * 32, codes + i * 16, scales + i, r, d);
+    ++i;
+  }
+};
+
 template <bool kSearch, typename T>
 IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
-  constexpr uint64_t kGroupBlocks = detail::kSumGroup / 32, kBlockBlocks = detail::kSumBlock / 32;
-  const uint64_t nblocks = rows * (k / 32);
-  alignas(64) float ref[detail::kSumGroup], got[detail::kSumGroup];
-  detail::SumLanes lanes;
-  uint64_t nonfinite = 0;
-  for (uint64_t b0 = 0; b0 < nblocks; b0 += kBlockBlocks) {
-    const uint64_t b1 = std::min(nblocks, b0 + kBlockBlocks);
-    uint64_t i = b0;
-    for (; i + kGroupBlocks <= b1; i += kGroupBlocks) {
-      GroupRegs g{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-      for (uint64_t j = 0; j < kGroupBlocks; ++j)
-        nonfinite += encode_block_sums<kSearch>(in + (i + j) * 32, codes + (i + j) * 16, scales + i + j, ref + j * 32, got + j * 32, g);
-      close_group(g, ref, got, lanes);
-    }
-    GroupRegs tail{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};  // not used: summed exactly
-    for (uint64_t j = 0; i + j < b1; ++j)
-      nonfinite += encode_block_sums<kSearch>(in + (i + j) * 32, codes + (i + j) * 16, scales + i + j, ref + j * 32, got + j * 32, tail);
-    detail::exact_sums(ref, got, (b1 - i) * 32, lanes.sr, lanes.se, lanes.mx);
-    detail::close_block(lanes, sums);
-  }
-  return nonfinite;
+  BlockValues<kSearch, T> blocks{in, codes, scales};
+  detail::sum_vectors<2>(rows * (k / 32), sums, blocks);
+  return blocks.nonfinite;
 }
 
 #endif

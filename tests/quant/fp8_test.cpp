@@ -3,12 +3,14 @@
 // rounding behind the BF16-scale rule, zero units, NaN/Inf and extreme magnitudes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <limits>
 #include <tuple>
 
 #include "common/float_bits.h"
+#include "quant/error_sums.h"
 #include "quant/fp8.h"
 #include "quant/tables.h"
 #include "tests/quant/test_util.h"
@@ -162,6 +164,71 @@ TEST(Fp8, EncodeDecodedGivesTheDecodersValues) {
         ASSERT_EQ(first_difference(want, unit), -1);
       }
     }
+}
+
+// The one-pass encoder with error sums (what the converter runs) against the two passes it
+// replaced: fp8_encode_decoded, then add_error_sums of the input against the decoded values
+// (each checked against its oracle above and in error_sums_test). Codes, scales and the three
+// sums must be the same bits, for FP32 and BF16 input, per channel and per block (128 x 128,
+// and smaller or odd blocks), on shapes around the 256-element groups and 65536-element sum
+// blocks, partial edge blocks, k not a multiple of 16 (the portable path), values whose
+// squares leave float's range or whose unit's multiplier is clamped, zero units, and NaN and
+// Inf (counted).
+TEST(Fp8, EncodeSumsEqualsEncodingThenSummingTheErrors) {
+  IRIS_SEED_TRACE();
+  std::mt19937 rng(test::seed());
+  std::uniform_int_distribution<int> pick(0, 63);
+  struct Case {
+    uint64_t rows, k, bn, bk;
+  };
+  const std::vector<Case> cases{{1, 16, 128, 128},  {3, 40, 128, 128},   {128, 256, 128, 128}, {130, 272, 128, 128}, {256, 4096, 128, 128},
+                                {128, 2880, 128, 128}, {64, 96, 32, 48},  {37, 64, 16, 16},     {50, 80, 8, 40},      {2, 7, 1, 7}};
+  auto bits = [](double v) { return std::bit_cast<uint64_t>(v); };
+  for (const Case& t : cases)
+    for (Fp8Granularity g : {Fp8Granularity::kChannel, Fp8Granularity::kBlock})
+      for (int kind = 0; kind < 3; ++kind) {  // plain weights; extreme magnitudes and zero runs; NaN and Inf among them
+        SCOPED_TRACE(std::to_string(t.rows) + " x " + std::to_string(t.k) + " block " + std::to_string(t.bn) + "x" + std::to_string(t.bk) +
+                     " " + name(g) + " kind " + std::to_string(kind));
+        std::vector<float> x = test::random_weights(t.rows * t.k, 0.02f, rng);
+        if (kind == 1)
+          for (uint64_t r = 0; r < t.rows; ++r) {
+            const int p = pick(rng);
+            const float f = p < 8 ? 1e32f : p < 16 ? 1e-33f : p < 24 ? 1e-40f : p < 28 ? 0.f : 1.f;  // whole rows: whole units
+            for (uint64_t c = 0; c < t.k; ++c) x[r * t.k + c] *= f;
+          }
+        uint64_t nonfinite_want = 0;
+        if (kind == 2)
+          for (auto& v : x)
+            if (pick(rng) == 0) {
+              v = rng() % 2 ? std::nanf("") : -std::numeric_limits<float>::infinity();
+              ++nonfinite_want;
+            }
+        std::vector<uint16_t> h(x.size());
+        for (uint64_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
+        for (int input = 0; input < 2; ++input) {  // FP32; BF16
+          std::vector<float> in = x;
+          if (input == 1)
+            for (uint64_t i = 0; i < x.size(); ++i) in[i] = bf16_to_f32(h[i]);
+          const uint64_t nscales = fp8_scale_count(1, t.rows, t.k, g, t.bn, t.bk);
+          Encoded want{std::vector<uint8_t>(in.size(), 0x55), std::vector<float>(nscales, -1.f)};
+          std::vector<float> back(in.size());
+          fp8_encode_decoded(in.data(), 1, t.rows, t.k, g, t.bn, t.bk, want.codes.data(), want.scales.data(), back.data());
+          ErrorSums want_sums{1.5, 2.5, 0.25};  // sums are added to what was there
+          add_error_sums(in.data(), back.data(), in.size(), &want_sums);
+          Encoded got{std::vector<uint8_t>(in.size(), 0xAA), std::vector<float>(nscales, -2.f)};
+          ErrorSums sums{1.5, 2.5, 0.25};
+          const uint64_t nonfinite =
+              input == 0 ? fp8_encode_sums(in.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums)
+                         : fp8_encode_sums_bf16(h.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums);
+          SCOPED_TRACE(input ? "bf16" : "f32");
+          ASSERT_EQ(first_difference(want.codes, got.codes), -1);
+          ASSERT_EQ(first_difference(want.scales, got.scales), -1);
+          EXPECT_EQ(nonfinite, nonfinite_want);
+          EXPECT_EQ(bits(sums.sum_sq_ref), bits(want_sums.sum_sq_ref)) << sums.sum_sq_ref << " vs " << want_sums.sum_sq_ref;
+          EXPECT_EQ(bits(sums.sum_sq_err), bits(want_sums.sum_sq_err)) << sums.sum_sq_err << " vs " << want_sums.sum_sq_err;
+          EXPECT_EQ(bits(sums.max_abs_err), bits(want_sums.max_abs_err)) << sums.max_abs_err << " vs " << want_sums.max_abs_err;
+        }
+      }
 }
 
 TEST(Fp8, DecodingEveryGranularityAndScaleTypeMatchesTheOracle) {

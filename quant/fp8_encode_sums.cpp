@@ -1,0 +1,176 @@
+// FP8 E4M3 encoding (per channel or per block) with the quality report's error sums gathered
+// in the same pass (fp8_encode_sums in fp8.h): what a requantizing converter runs over every
+// weight. As for MXFP4 (mxfp4_encode_sums.cpp): a BF16 source is read from its bits, the
+// scaling units' amax pass counts NaN/Inf, and the encode pass computes codes and decoded
+// values in registers and feeds them to the error sums in element order (error_sums_avx512.h),
+// so codes, scales and sums are the bits of fp8_encode_decoded followed by add_error_sums.
+// With AVX-512 and k (and block_k) multiples of 16; otherwise those two calls themselves.
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "quant/error_sums_avx512.h"
+#include "quant/fp8.h"
+#include "quant/nonfinite.h"
+
+namespace iris::quant {
+
+namespace {
+
+template <typename T>
+uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
+                              float* scales, ErrorSums* sums) {
+  const uint64_t n = rows * k;
+  std::vector<float> x(n), back(n);
+  for (uint64_t i = 0; i < n; ++i) x[i] = detail::load_f32(in[i]);
+  fp8_encode_decoded(x.data(), 1, rows, k, g, bn, bk, codes, scales, back.data());
+  add_error_sums(x.data(), back.data(), n, sums);
+  return count_nonfinite(x.data(), n, nullptr);
+}
+
+#ifdef IRIS_X86_INTRINSICS
+
+IRIS_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+IRIS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+
+// The amax pass over 16 values: the running max of |x| bits with NaN as 0 (abs_bits_no_nan),
+// and the count of NaN and Inf.
+IRIS_AVX512 inline __m512i amax16(__m512 x, __m512i acc, uint64_t& nonfinite) {
+  const __m512i a = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+  nonfinite += uint64_t(std::popcount(unsigned(_mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x7f800000)))));
+  return _mm512_max_epu32(acc, _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a, _mm512_set1_epi32(0x7f800000)), a));
+}
+
+// e4m3_encode and e4m3_round (element_encode.h) of 16 products y = x * mul, operation for
+// operation: the codes into 16 bytes, and the decoded values, canonical_nan_if_nan(round(y) *
+// scale), returned.
+IRIS_AVX512 inline __m512 encode16(__m512 x, __m512 mul, __m512 scale, uint8_t* codes) {
+  const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(x, mul));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i a = _mm512_min_epu32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x43e00000));
+  const __m512i r = _mm512_add_epi32(a, _mm512_add_epi32(_mm512_set1_epi32(0x7ffff), _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1))));
+  const __m512 two23 = _mm512_set1_ps(8388608.0f);
+  const __m512 q = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(512.0f)), two23), two23);
+  const __mmask16 normal = _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x3c800000));
+  __m512i code = _mm512_mask_blend_epi32(normal, _mm512_cvttps_epi32(q), _mm512_sub_epi32(_mm512_srli_epi32(r, 20), _mm512_set1_epi32(960)));
+  code = _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80)));
+  code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(0x7f));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
+  __m512i v = _mm512_mask_blend_epi32(normal, _mm512_castps_si512(_mm512_mul_ps(q, _mm512_set1_ps(0.001953125f))),
+                                      _mm512_and_si512(r, _mm512_set1_epi32(int(0xfff00000u))));
+  v = _mm512_or_si512(v, _mm512_and_si512(bits, _mm512_set1_epi32(int(0x80000000u))));
+  const __m512i canonical = _mm512_set1_epi32(int(kCanonicalNanBits));
+  v = _mm512_mask_mov_epi32(v, nan, canonical);
+  __m512 d = _mm512_mul_ps(_mm512_castsi512_ps(v), scale);
+  return _mm512_mask_mov_ps(d, _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q), _mm512_castsi512_ps(canonical));
+}
+
+// The multiplier and stored scale of a unit from its amax bits (fp8_encode's rule).
+inline void unit_scale(uint32_t amax_bits, float* mul, float* scale) {
+  *mul = fp8_multiplier(f32_from_bits(amax_bits));
+  *scale = 1.0f / *mul;
+}
+
+// The scaling units of rows [r0, r1): the amax of each (per channel: of row r0 alone; per
+// block: of each block of the band), then their multipliers and stored scales; returns the
+// number of NaN and Inf values read. acc holds 16 lanes per unit.
+template <typename T>
+IRIS_AVX512 uint64_t unit_scales(const T* in, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint32_t* acc, float* mul, float* scale) {
+  const uint64_t units = (k + bk - 1) / bk;
+  uint64_t nonfinite = 0;
+  std::fill(acc, acc + units * 16, 0u);
+  for (uint64_t r = r0; r < r1; ++r)  // row by row across the units: the prefetchers stream the rows
+    for (uint64_t j = 0; j < units; ++j) {
+      __m512i a = _mm512_loadu_si512(acc + j * 16);
+      for (uint64_t c = j * bk; c < std::min(k, (j + 1) * bk); c += 16) a = amax16(load16(in + r * k + c), a, nonfinite);
+      _mm512_storeu_si512(acc + j * 16, a);
+    }
+  for (uint64_t j = 0; j < units; ++j) unit_scale(_mm512_reduce_max_epu32(_mm512_loadu_si512(acc + j * 16)), &mul[j], &scale[j]);
+  return nonfinite;
+}
+
+// k % 16 == 0 and, for blocks, block_k % 16 == 0: every vector lies in one unit, and the
+// vectors of consecutive rows are consecutive. They are produced in element order, one per
+// call, for sum_vectors; entering a band of bn rows (per channel: a row), its units' scales
+// are found first. (A struct, not a lambda: a lambda does not take the target attribute its
+// intrinsics need.)
+template <typename T>
+struct UnitValues {
+  const T* in;
+  uint64_t rows, k, bn, bk, units;
+  uint8_t* codes;
+  float* scales;
+  std::vector<uint32_t> acc;
+  std::vector<float> mul, scale;
+  uint64_t nonfinite = 0, r = 0, c = 0, j = 0, unit_end = 0;
+  float m = 0, s = 0;
+
+  UnitValues(const T* in_, uint64_t rows_, uint64_t k_, uint64_t bn_, uint64_t bk_, uint8_t* codes_, float* scales_)
+      : in(in_), rows(rows_), k(k_), bn(bn_), bk(bk_), units((k_ + bk_ - 1) / bk_), codes(codes_), scales(scales_), acc(units * 16),
+        mul(units), scale(units) {}
+
+  IRIS_AVX512 void operator()(__m512* x, __m512* d) {
+    if (c == 0) {
+      if (r % bn == 0) {
+        nonfinite += unit_scales(in, k, r, std::min(rows, r + bn), bk, acc.data(), mul.data(), scale.data());
+        std::copy(scale.begin(), scale.end(), scales + r / bn * units);
+      }
+      j = 0;
+      unit_end = 0;
+    }
+    if (c == unit_end) {  // the row's next unit
+      m = mul[j];
+      s = scale[j];
+      unit_end = std::min(k, unit_end + bk);
+      ++j;
+    }
+    x[0] = load16(in + r * k + c);
+    d[0] = encode16(x[0], _mm512_set1_ps(m), _mm512_set1_ps(s), codes + r * k + c);
+    if ((c += 16) == k) {
+      c = 0;
+      ++r;
+    }
+  }
+};
+
+template <typename T>
+IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
+                                        uint8_t* codes, float* scales, ErrorSums* sums) {
+  if (g == Fp8Granularity::kChannel) {  // one unit per row: a 1 x k block
+    bn = 1;
+    bk = k;
+  }
+  UnitValues<T> units(in, rows, k, bn, bk, codes, scales);
+  detail::sum_vectors<1>(rows * k / 16, sums, units);
+  return units.nonfinite;
+}
+
+#endif
+
+template <typename T>
+uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
+                     ErrorSums* sums) {
+  if (g != Fp8Granularity::kChannel && g != Fp8Granularity::kBlock) return 0;  // not its targets (fp8.h)
+#ifdef IRIS_X86_INTRINSICS
+  if (k % 16 == 0 && (g == Fp8Granularity::kChannel || bk % 16 == 0) && detail::cpu_has_avx512f())
+    return encode_sums_avx512(in, rows, k, g, bn, bk, codes, scales, sums);
+#endif
+  return encode_sums_portable(in, rows, k, g, bn, bk, codes, scales, sums);
+}
+
+}  // namespace
+
+uint64_t fp8_encode_sums(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                         uint8_t* codes, float* scales, ErrorSums* sums) {
+  return encode_sums(in, rows, k, g, block_n, block_k, codes, scales, sums);
+}
+
+uint64_t fp8_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                              uint8_t* codes, float* scales, ErrorSums* sums) {
+  return encode_sums(in, rows, k, g, block_n, block_k, codes, scales, sums);
+}
+
+}  // namespace iris::quant
