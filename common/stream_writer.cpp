@@ -121,6 +121,21 @@ Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
   return append(bytes.data(), bytes.size());
 }
 
+Result<std::span<uint8_t>> StreamWriter::room(uint64_t offset, uint64_t max) {
+  if (offset < cursor_) return internal_error(what_ + ": stream write at " + std::to_string(offset) + " before the end of the previous one");
+  IRIS_TRY(append(nullptr, offset - cursor_));  // the gap reads back as zeros
+  if (!have_current_) IRIS_TRY(take_free_buffer());
+  return std::span<uint8_t>(current_.data + current_.used, std::min<uint64_t>(max, options_.buffer_bytes - current_.used));
+}
+
+Status StreamWriter::commit(uint64_t n) {
+  if (!have_current_ || n > options_.buffer_bytes - current_.used) return internal_error(what_ + ": commit of more than the room given");
+  current_.used += n;
+  cursor_ += n;
+  if (current_.used == options_.buffer_bytes) IRIS_TRY(submit_current());
+  return Status::ok();
+}
+
 Status StreamWriter::skip_to(uint64_t offset) {
   const uint64_t page_end = (cursor_ + kPage - 1) / kPage * kPage;
   if (offset % kPage != 0 || offset < page_end)

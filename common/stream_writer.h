@@ -76,6 +76,12 @@ class StreamWriter {
 
   // Places `bytes` at file offset `offset` (>= the end of the previous write).
   Status write(uint64_t offset, std::span<const uint8_t> bytes);
+  // The same in two steps, for a caller that can produce the bytes in place (a read straight
+  // into the buffer saves a copy): room() gives the free part of the current buffer, up to
+  // `max` bytes, for bytes starting at `offset` (>= the end of the previous write); commit(n)
+  // places the first n of them (n <= the room's size), as write() would have.
+  Result<std::span<uint8_t>> room(uint64_t offset, uint64_t max);
+  Status commit(uint64_t n);
   // Ends the page holding the current end with zeros and leaves the pages from there up to
   // `offset` (a multiple of 4 KiB, at or past that page's end) to another stream: the next
   // write may start at `offset`.

@@ -18,11 +18,22 @@ constexpr uint64_t kWindow = 1ull << 20;
 
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size) {
   return [&file, offset, size](ByteSink& sink) -> Status {
-    std::vector<uint8_t> buf(std::min(kWindow, size));
-    for (uint64_t pos = 0; pos < size; pos += kWindow) {
-      uint64_t n = std::min(kWindow, size - pos);
+    std::vector<uint8_t> buf;
+    for (uint64_t pos = 0; pos < size;) {
+      const uint64_t n = std::min(kWindow, size - pos);
+      // Straight into the sink's buffer where it has one (the archive writer's): one copy
+      // fewer for every byte carried over.
+      const std::span<uint8_t> room = sink.room(n);
+      if (!room.empty()) {
+        IRIS_TRY(file.read_at(offset + pos, room.data(), room.size()));
+        IRIS_TRY(sink.commit(room));
+        pos += room.size();
+        continue;
+      }
+      buf.resize(n);
       IRIS_TRY(file.read_at(offset + pos, buf.data(), n));
       IRIS_TRY(sink.write({buf.data(), n}));
+      pos += n;
     }
     return Status::ok();
   };

@@ -44,6 +44,20 @@ class FileSink final : public ByteSink {
     return Status::ok();
   }
 
+  std::span<uint8_t> room(uint64_t max) override {
+    if (cancel_.load(std::memory_order_relaxed) || written_ >= expected_) return {};  // write() gives the error
+    auto r = out_->room(offset_ + written_, std::min(max, expected_ - written_));
+    return r.is_ok() ? *r : std::span<uint8_t>();
+  }
+
+  Status commit(std::span<const uint8_t> filled) override {
+    hash_.update(filled.data(), filled.size());
+    IRIS_TRY(out_->commit(filled.size()));
+    written_ += filled.size();
+    if (on_bytes_) on_bytes_(filled.size());
+    return Status::ok();
+  }
+
   Status finish(uint64_t* hash) {
     if (written_ != expected_)
       return internal_error(what_ + ": producer wrote " + std::to_string(written_) + " bytes, planned " + std::to_string(expected_));

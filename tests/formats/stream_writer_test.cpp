@@ -37,8 +37,9 @@ struct Shape {
 
 class StreamWriterContent : public ::testing::TestWithParam<Shape> {};
 
-// Random starts (inside a page), write sizes from 0 to several buffers, and gaps; the owner's
-// part before `start` written afterwards, as the archive writer does with its header.
+// Random starts (inside a page), write sizes from 0 to several buffers, and gaps, each write
+// by write() or in place by room() + commit(); the owner's part before `start` written
+// afterwards, as the archive writer does with its header.
 TEST_P(StreamWriterContent, FileHoldsTheWrittenBytesAndZerosInTheGaps) {
   const Shape shape = GetParam();
   std::mt19937_64 rng(0x5eed ^ shape.buffer_bytes ^ uint64_t(shape.direct));
@@ -58,7 +59,20 @@ TEST_P(StreamWriterContent, FileHoldsTheWrittenBytesAndZerosInTheGaps) {
         std::vector<uint8_t> bytes(n);
         for (auto& b : bytes) b = uint8_t(rng());
         const uint64_t at = want.size() + gap;
-        ASSERT_TRUE(w.write(at, bytes).is_ok());
+        if (rng() % 2) {
+          ASSERT_TRUE(w.write(at, bytes).is_ok());
+        } else {  // in place: room() then commit(), sometimes of less than the room given
+          for (uint64_t done = 0; done < n;) {
+            auto room = w.room(at + done, n - done);
+            ASSERT_TRUE(room.is_ok()) << room.status().message();
+            ASSERT_FALSE(room->empty());
+            ASSERT_LE(room->size(), n - done);
+            const uint64_t take = rng() % 3 == 0 ? 1 + rng() % room->size() : room->size();
+            std::copy(bytes.begin() + done, bytes.begin() + done + take, room->begin());
+            ASSERT_TRUE(w.commit(take).is_ok());
+            done += take;
+          }
+        }
         want.resize(at, 0);
         want.insert(want.end(), bytes.begin(), bytes.end());
       }
@@ -176,6 +190,26 @@ TEST(StreamWriter, WritingBackwardsIsAnError) {
 
 // A descriptor that cannot be written: the failure comes back (from write() or finish()),
 // naming the file, and nothing hangs.
+TEST(StreamWriter, RoomBeforeTheEndOrCommitPastTheRoomIsAnError) {
+  TempDir dir;
+  const std::string path = dir / "out.bin";
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  {
+    StreamWriter w(fd, 0, path, {false, 8192, 2});
+    std::vector<uint8_t> bytes(100, 7);
+    ASSERT_TRUE(w.write(0, bytes).is_ok());
+    EXPECT_FALSE(w.room(50, 10).is_ok());
+    auto room = w.room(100, 1 << 20);
+    ASSERT_TRUE(room.is_ok());
+    EXPECT_EQ(room->size(), 8192u - 100);  // up to the buffer's end
+    EXPECT_FALSE(w.commit(8192).is_ok());
+    EXPECT_TRUE(w.commit(0).is_ok());
+    EXPECT_TRUE(w.finish(100).is_ok());
+  }
+  ::close(fd);
+}
+
 TEST(StreamWriter, WriteFailureIsReportedWithTheFileName) {
   TempDir dir;
   const std::string path = dir / "ro";
