@@ -335,7 +335,7 @@ Status produce_fp8(Job& j, ByteSink& sink) {
       tile_rows(j, w, codes, c.r0, c.r1);
       return Status::ok();
     }
-    IRIS_TRY(for_each_piece(j, w, c, piece_multiple, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t r1, uint64_t count) -> Status {
+    IRIS_TRY(for_each_piece(j, w, c, piece_multiple, kPieceFloats, [&](const float* x, uint64_t r0, uint64_t, uint64_t count) -> Status {
       uint8_t* pc = codes + (r0 - c.r0) * j.k;
       float* back = w.back.get(count);  // the decoded values, written with the codes
       quant::fp8_encode_unit(x, count, mul[c.m], pc, back);

@@ -4,7 +4,8 @@
 // Input: MB megabytes of BF16 weights, N(0, 0.02) with 0.1% outliers at 20x (no zeros), as
 // a [MB*1e6/2/4096, 4096] matrix. By default the BF16-input encoders run on it directly;
 // --fp32 widens it to FP32 first (not timed) and runs the FP32-input encoders (throughput
-// still counted in BF16 bytes, so the two columns compare). Best of 3 runs.
+// still counted in BF16 bytes, so the two columns compare). Best of 3 runs. The "+ error sums"
+// rows are the one-pass encoders a conversion runs (codes, scales and the quality sums).
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "common/float_bits.h"
+#include "quant/error_sums.h"
 #include "quant/fp8.h"
 #include "quant/mxfp4.h"
 #include "quant/nf4.h"
@@ -58,6 +60,23 @@ int main(int argc, char** argv) {
     if (fp32) mxfp4_encode(x32, rows, k, rule, codes.data(), scales.data());
     else mxfp4_encode_bf16(x16, rows, k, rule, codes.data(), scales.data());
   };
+  // The one-pass encoders with the quality report's error sums (what the converter runs), on
+  // pieces of 128 rows spread over the threads, each piece serial, as a converter's workers do.
+  auto with_sums = [&](bool fp8_block) {
+    const int64_t pieces = int64_t((rows + 127) / 128);
+    std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
+      if (fp8_block) {
+        if (fp32) fp8_encode_sums(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k, fscales.data() + p * (k / 128), &sums[p]);
+        else fp8_encode_sums_bf16(x16 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k, fscales.data() + p * (k / 128), &sums[p]);
+      } else {
+        if (fp32) mxfp4_encode_sums(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
+        else mxfp4_encode_sums_bf16(x16 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
+      }
+    }
+  };
   struct Case {
     const char* name;
     std::function<void()> run;
@@ -69,6 +88,8 @@ int main(int argc, char** argv) {
       {"fp8 tensor", [&] { fp8(Fp8Granularity::kTensor); }},
       {"fp8 channel", [&] { fp8(Fp8Granularity::kChannel); }},
       {"fp8 block 128x128", [&] { fp8(Fp8Granularity::kBlock); }},
+      {"mxfp4 + error sums", [&] { with_sums(false); }},
+      {"fp8 block + sums", [&] { with_sums(true); }},
   };
   const int all = omp_get_max_threads();
   std::printf("%.0f MB of BF16 input (%llu x %llu), %s-input encoders, %d threads\n%-20s %14s %14s\n", double(n) * 2 / 1e6,
