@@ -86,6 +86,12 @@ uint64_t fp8_encode_sums(const float* in, uint64_t rows, uint64_t k, Fp8Granular
                          uint8_t* codes, float* scales, ErrorSums* sums);
 uint64_t fp8_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
                               uint8_t* codes, float* scales, ErrorSums* sums);
+namespace detail {
+// Its path for CPUs without AVX-512 (and for k or block_k not a multiple of 16), which tests
+// call directly.
+uint64_t fp8_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                                  uint8_t* codes, float* scales, ErrorSums* sums);
+}  // namespace detail
 // One scaling unit's values with its multiplier already known (from fp8_multiplier): the codes
 // of in[i] * mul and, unless `decoded` is null, the values fp8_decode gives back for them with
 // the stored scale 1 / mul. Serial, for callers that find the amax themselves and run units in

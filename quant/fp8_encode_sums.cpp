@@ -4,28 +4,68 @@
 // scaling units' amax pass counts NaN/Inf, and the encode pass computes codes and decoded
 // values in registers and feeds them to the error sums in element order (error_sums_avx512.h),
 // so codes, scales and sums are the bits of fp8_encode_decoded followed by add_error_sums.
-// With AVX-512 and k (and block_k) multiples of 16; otherwise those two calls themselves.
+// With AVX-512 and k (and block_k) multiples of 16; otherwise a portable path, element by
+// element, with the same bits.
 #include <algorithm>
 #include <bit>
 #include <vector>
 
 #include "quant/error_sums_avx512.h"
+#include "quant/error_sums_groups.h"
 #include "quant/fp8.h"
-#include "quant/nonfinite.h"
+#include "quant/simd.h"
 
 namespace iris::quant {
 
 namespace {
 
+// The portable path: the same passes as the vector one below, element by element: per band of
+// bn rows (per channel: 1 x k blocks), each unit's amax (abs_bits_no_nan, NaN/Inf counted),
+// its multiplier and stored scale (fp8_encode's rule); then the band row by row, each value's
+// code (e4m3_encode) and decoded value (encode_run_decoded's: canonical_nan_if_nan(e4m3_round(y)
+// * scale)) into the sums, a row segment at a time.
 template <typename T>
 uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
                               float* scales, ErrorSums* sums) {
-  const uint64_t n = rows * k;
-  std::vector<float> x(n), back(n);
-  for (uint64_t i = 0; i < n; ++i) x[i] = detail::load_f32(in[i]);
-  fp8_encode_decoded(x.data(), 1, rows, k, g, bn, bk, codes, scales, back.data());
-  add_error_sums(x.data(), back.data(), n, sums);
-  return count_nonfinite(x.data(), n, nullptr);
+  if (g == Fp8Granularity::kChannel) {
+    bn = 1;
+    bk = k;
+  }
+  const uint64_t units = (k + bk - 1) / bk;
+  std::vector<uint32_t> amax(units);
+  std::vector<float> mul(units), scale(units);
+  detail::ErrorSumsStream stream(sums);
+  uint64_t nonfinite = 0;
+  constexpr uint64_t kSegment = 256;
+  float x[kSegment], d[kSegment];
+  for (uint64_t r0 = 0; r0 < rows; r0 += bn) {
+    const uint64_t r1 = std::min(rows, r0 + bn);
+    std::fill(amax.begin(), amax.end(), 0u);
+    for (uint64_t r = r0; r < r1; ++r)
+      for (uint64_t c = 0; c < k; ++c) {
+        const uint32_t a = f32_bits(detail::load_f32(in[r * k + c])) & 0x7fffffffu;
+        nonfinite += a >= 0x7f800000u;
+        amax[c / bk] = std::max(amax[c / bk], detail::abs_bits_no_nan(f32_from_bits(a)));
+      }
+    for (uint64_t j = 0; j < units; ++j) {
+      mul[j] = fp8_multiplier(f32_from_bits(amax[j]));
+      scale[j] = 1.0f / mul[j];
+      scales[r0 / bn * units + j] = scale[j];
+    }
+    for (uint64_t r = r0; r < r1; ++r)
+      for (uint64_t c0 = 0; c0 < k; c0 += kSegment) {
+        const uint64_t c1 = std::min(k, c0 + kSegment);
+        for (uint64_t c = c0; c < c1; ++c) {
+          x[c - c0] = detail::load_f32(in[r * k + c]);
+          const float y = x[c - c0] * mul[c / bk];
+          codes[r * k + c] = e4m3_encode(y);
+          d[c - c0] = canonical_nan_if_nan(e4m3_round(y) * scale[c / bk]);
+        }
+        stream.add(x, d, c1 - c0);
+      }
+  }
+  stream.finish();
+  return nonfinite;
 }
 
 #ifdef IRIS_X86_INTRINSICS
@@ -172,5 +212,15 @@ uint64_t fp8_encode_sums_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Fp8
                               uint8_t* codes, float* scales, ErrorSums* sums) {
   return encode_sums(in, rows, k, g, block_n, block_k, codes, scales, sums);
 }
+
+namespace detail {
+
+uint64_t fp8_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                                  uint8_t* codes, float* scales, ErrorSums* sums) {
+  if (g != Fp8Granularity::kChannel && g != Fp8Granularity::kBlock) return 0;
+  return encode_sums_portable(in, rows, k, g, block_n, block_k, codes, scales, sums);
+}
+
+}  // namespace detail
 
 }  // namespace iris::quant

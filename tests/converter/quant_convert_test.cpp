@@ -88,8 +88,11 @@ TEST_P(EveryPair, ConvertsVerifiesAndDequantizes) {
   }
   // A tensor already in the target format is carried over byte for byte, never re-encoded.
   const bool same = (src == "llama-nf4-dq" && target == "nf4") || (src == "llama-fp8-block" && target == "fp8-block");
-  if (same || target == "keep") EXPECT_EQ(requantized, 0);
-  else if (target != "bf16" && src != "gptoss-mxfp4") EXPECT_GT(requantized, 0);
+  if (same || target == "keep") {
+    EXPECT_EQ(requantized, 0);
+  } else if (target != "bf16" && src != "gptoss-mxfp4") {
+    EXPECT_GT(requantized, 0);
+  }
   EXPECT_EQ(run("verify " + (d / "o.iris")).rc, 0);
   auto e = run("export " + (d / "o.iris") + " -o " + (d / "o.safetensors") + " --dtype f32 -q");
   ASSERT_EQ(e.rc, 0) << e.out;
@@ -155,7 +158,9 @@ TEST(QuantPolicyCli, DefaultsRulesSkipsAndTheSourceSkipList) {
   EXPECT_EQ(to_of(j, "model.layers.0.mlp.experts.down_proj_bias"), "bf16");   // stacked expert biases stay
   EXPECT_EQ(to_of(j, "model.layers.1.mlp.experts.gate_up_proj_bias"), "bf16");
   for (const auto& t : j["per_tensor"])
-    if (t["name"] == "model.layers.0.mlp.experts.down_proj") EXPECT_EQ(t["requantized_from_quantized"], true);
+    if (t["name"] == "model.layers.0.mlp.experts.down_proj") {
+      EXPECT_EQ(t["requantized_from_quantized"], true);
+    }
 }
 
 TEST(QuantPolicyCli, UnmatchedRuleIsAUsageErrorUnlessAllowed) {
@@ -295,7 +300,9 @@ TEST(QuantConvert, AwkwardShapesPadAndDecodeBackToTheLogicalShape) {
   auto i = run("inspect " + (d / "nf4.iris") + " --json");
   const auto inspected = nlohmann::json::parse(i.out);  // named: the loop must not outlive it
   for (const auto& t : inspected["tensors"])
-    if (t["name"] == "k50.weight") EXPECT_EQ(t["layout"]["kind"], "flat");  // NF4 blocks cross rows when K % 64 != 0
+    if (t["name"] == "k50.weight") {
+      EXPECT_EQ(t["layout"]["kind"], "flat");  // NF4 blocks cross rows when K % 64 != 0
+    }
 }
 
 }  // namespace

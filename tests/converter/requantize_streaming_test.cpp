@@ -56,7 +56,9 @@ std::vector<std::vector<uint8_t>> requantize(const SourceTensor& source, Target 
   if (desc) {
     *desc = plan->desc;
     nlohmann::json source_record = plan->source_record;
-    if (plan->late.finish) EXPECT_TRUE(plan->late.finish(*desc, source_record).is_ok());  // NF4's final parameters
+    if (plan->late.finish) {
+      EXPECT_TRUE(plan->late.finish(*desc, source_record).is_ok());  // NF4's final parameters
+    }
   }
   if (quality) *quality = *plan->quality;
   return out;

@@ -126,7 +126,9 @@ TEST(TileLayout, TileThenUntileIsTheIdentityAndPaddingIsTheZeroCode) {
           used[off] = true;
         }
     for (size_t i = 0; i < tiled.size(); ++i)
-      if (!used[i]) ASSERT_EQ(tiled[i], 0x77) << "padding byte " << i;
+      if (!used[i]) {
+        ASSERT_EQ(tiled[i], 0x77) << "padding byte " << i;
+      }
     std::vector<uint8_t> back(rows.size());
     for (uint64_t b = 0; b < g.batch; ++b)
       for (uint64_t r = 0; r < n; r += tn)

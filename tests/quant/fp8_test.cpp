@@ -171,7 +171,8 @@ TEST(Fp8, EncodeDecodedGivesTheDecodersValues) {
 // (each checked against its oracle above and in error_sums_test). Codes, scales and the three
 // sums must be the same bits, for FP32 and BF16 input, per channel and per block (128 x 128,
 // and smaller or odd blocks), on shapes around the 256-element groups and 65536-element sum
-// blocks, partial edge blocks, k not a multiple of 16 (the portable path), values whose
+// blocks, partial edge blocks, k not a multiple of 16 (the portable path; it is also called
+// directly), values whose
 // squares leave float's range or whose unit's multiplier is clamped, zero units, and NaN and
 // Inf (counted).
 TEST(Fp8, EncodeSumsEqualsEncodingThenSummingTheErrors) {
@@ -205,7 +206,7 @@ TEST(Fp8, EncodeSumsEqualsEncodingThenSummingTheErrors) {
             }
         std::vector<uint16_t> h(x.size());
         for (uint64_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
-        for (int input = 0; input < 2; ++input) {  // FP32; BF16
+        for (int input = 0; input < 3; ++input) {  // FP32; BF16; FP32 on the portable path
           std::vector<float> in = x;
           if (input == 1)
             for (uint64_t i = 0; i < x.size(); ++i) in[i] = bf16_to_f32(h[i]);
@@ -218,9 +219,10 @@ TEST(Fp8, EncodeSumsEqualsEncodingThenSummingTheErrors) {
           Encoded got{std::vector<uint8_t>(in.size(), 0xAA), std::vector<float>(nscales, -2.f)};
           ErrorSums sums{1.5, 2.5, 0.25};
           const uint64_t nonfinite =
-              input == 0 ? fp8_encode_sums(in.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums)
-                         : fp8_encode_sums_bf16(h.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums);
-          SCOPED_TRACE(input ? "bf16" : "f32");
+              input == 0   ? fp8_encode_sums(in.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums)
+              : input == 1 ? fp8_encode_sums_bf16(h.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums)
+                           : detail::fp8_encode_sums_portable(in.data(), t.rows, t.k, g, t.bn, t.bk, got.codes.data(), got.scales.data(), &sums);
+          SCOPED_TRACE(input == 0 ? "f32" : input == 1 ? "bf16" : "f32, portable");
           ASSERT_EQ(first_difference(want.codes, got.codes), -1);
           ASSERT_EQ(first_difference(want.scales, got.scales), -1);
           EXPECT_EQ(nonfinite, nonfinite_want);
