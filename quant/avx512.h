@@ -32,6 +32,13 @@ IRIS_AVX512 inline void lookup_16_bytes(const uint8_t* bytes, __m512i shift, __m
   _mm512_storeu_ps(out + 16, _mm512_permutexvar_ps(v1, lut));
 }
 
+// 16 values as FP32: BF16 bit patterns widened (exact), or FP32 as they are.
+IRIS_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+IRIS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+
 // The shifts for lookup_16_bytes: even lanes (the earlier element of a byte) by `first`.
 IRIS_AVX512 inline __m512i nibble_shifts(bool high_first) {
   const int f = high_first ? 4 : 0, s = 4 - f;  // _mm512_set_epi32 lists lane 15 first

@@ -70,11 +70,7 @@ uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, Fp8Granula
 
 #ifdef IRIS_X86_INTRINSICS
 
-IRIS_AVX512 inline __m512 load16(const uint16_t* p) {
-  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-IRIS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+using detail::load16;
 
 // The amax pass over 16 values: the running max of |x| bits with NaN as 0 (abs_bits_no_nan),
 // and the count of NaN and Inf.

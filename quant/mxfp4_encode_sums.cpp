@@ -21,6 +21,9 @@ namespace iris::quant {
 namespace {
 
 using detail::ErrorSumsStream;
+#ifdef IRIS_X86_INTRINSICS
+using detail::load16;
+#endif
 
 template <bool kSearch, typename T>
 uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
@@ -43,18 +46,11 @@ uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, uint8_t* c
 
 #ifdef IRIS_X86_INTRINSICS
 
-// 16 values as FP32: BF16 bit patterns widened (exact), or FP32 as they are.
-IRIS_AVX512 inline __m512 load16(const uint16_t* p) {
-  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-IRIS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-
 // The E2M1 magnitude codes of a = |y| (0 <= a < 8, finite): e2m1_encode's nearest-even
 // rounding in arithmetic. Below 1 the grid is the multiples of 0.5, so the code is 2a rounded
 // to the nearest even integer (the conversion's own rounding). From 1 up the grid is FP32 with
 // one mantissa bit: the bits rounded at bit 22 (nearest even; a carry bumps the exponent) give
-// exponent and mantissa, rebased so that 1.0 (0x3F8 << 22 >> 22 = 254) is code 2; above 5
+// exponent and mantissa, rebased so that 1.0 (bits 0x3F800000 >> 22 = 254) is code 2; above 5
 // the code saturates at 7 (6.0).
 IRIS_AVX512 inline __m512i magnitude_codes(__m512 a) {
   const __m512i bits = _mm512_castps_si512(a);
