@@ -204,12 +204,9 @@ TEST(Fp8, EncodeSumsEqualsEncodingThenSummingTheErrors) {
               v = rng() % 2 ? std::nanf("") : -std::numeric_limits<float>::infinity();
               ++nonfinite_want;
             }
-        std::vector<uint16_t> h(x.size());
-        for (uint64_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
+        const std::vector<uint16_t> h = test::to_bf16(x);
         for (int input = 0; input < 3; ++input) {  // FP32; BF16; FP32 on the portable path
-          std::vector<float> in = x;
-          if (input == 1)
-            for (uint64_t i = 0; i < x.size(); ++i) in[i] = bf16_to_f32(h[i]);
+          const std::vector<float> in = input == 1 ? test::from_bf16(h) : x;  // the BF16 input's exact values
           const uint64_t nscales = fp8_scale_count(1, t.rows, t.k, g, t.bn, t.bk);
           Encoded want{std::vector<uint8_t>(in.size(), 0x55), std::vector<float>(nscales, -1.f)};
           std::vector<float> back(in.size());

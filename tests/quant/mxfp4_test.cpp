@@ -234,12 +234,9 @@ TEST(Mxfp4, EncodeSumsEqualsEncodingThenSummingTheErrors) {
             for (uint64_t j = b * 32; j < std::min(k, b * 32 + 32); ++j) bad |= !std::isfinite(x[r * k + j]);
             nonfinite_blocks_want += bad;
           }
-        std::vector<uint16_t> h(x.size());
-        for (uint64_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
+        const std::vector<uint16_t> h = test::to_bf16(x);
         for (int input = 0; input < 3; ++input) {  // FP32; BF16; FP32 on the portable path
-          std::vector<float> in = x;
-          if (input == 1)
-            for (uint64_t i = 0; i < x.size(); ++i) in[i] = bf16_to_f32(h[i]);
+          const std::vector<float> in = input == 1 ? test::from_bf16(h) : x;  // the BF16 input's exact values
           Encoded want{std::vector<uint8_t>(rows * mxfp4_row_bytes(k), 0x55), std::vector<uint8_t>(rows * mxfp4_row_scales(k), 0x55)};
           std::vector<float> back(x.size());
           mxfp4_encode_decoded(in.data(), rows, k, rule, want.codes.data(), want.scales.data(), back.data());
