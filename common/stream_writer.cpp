@@ -115,15 +115,18 @@ Status StreamWriter::append(const uint8_t* src, uint64_t n) {
   return Status::ok();
 }
 
-Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
+Status StreamWriter::advance_to(uint64_t offset) {
   if (offset < cursor_) return internal_error(what_ + ": stream write at " + std::to_string(offset) + " before the end of the previous one");
-  IRIS_TRY(append(nullptr, offset - cursor_));  // the gap reads back as zeros
+  return append(nullptr, offset - cursor_);  // the gap reads back as zeros
+}
+
+Status StreamWriter::write(uint64_t offset, std::span<const uint8_t> bytes) {
+  IRIS_TRY(advance_to(offset));
   return append(bytes.data(), bytes.size());
 }
 
 Result<std::span<uint8_t>> StreamWriter::room(uint64_t offset, uint64_t max) {
-  if (offset < cursor_) return internal_error(what_ + ": stream write at " + std::to_string(offset) + " before the end of the previous one");
-  IRIS_TRY(append(nullptr, offset - cursor_));  // the gap reads back as zeros
+  IRIS_TRY(advance_to(offset));
   if (!have_current_) IRIS_TRY(take_free_buffer());
   return std::span<uint8_t>(current_.data + current_.used, std::min<uint64_t>(max, options_.buffer_bytes - current_.used));
 }

@@ -103,6 +103,7 @@ class StreamWriter {
     size_t used = 0;
   };
   Status append(const uint8_t* src, uint64_t n);  // n bytes at cursor_ (zeros when src is null)
+  Status advance_to(uint64_t offset);             // zeros up to `offset` (>= cursor_)
   Status submit_current();
   Status take_free_buffer();
   void run();

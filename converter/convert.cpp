@@ -67,28 +67,14 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
   return out;
 }
 
-// A tensor planned with a late descriptor (NF4): its outcome's size is settled once the
-// descriptor is final.
-struct LateSize {
-  size_t outcome;
-  TensorDesc planned;
-  json source;
-  std::function<Status(TensorDesc&, json&)> finish;
-};
-
-Status settle_late_sizes(const std::vector<LateSize>& late, ConvertReport& report) {
-  for (const LateSize& l : late) {
-    TensorDesc desc = l.planned;
-    json source = l.source;
-    IRIS_TRY(l.finish(desc, source));  // the pass has run: this only reads its result
-    IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
-    uint64_t bytes = 0;
-    for (const auto& c : specs) bytes += c.bytes;
-    auto& out = report.outcomes[l.outcome];
-    report.planned_bytes = report.planned_bytes - out.bytes + bytes;
-    out.bytes = bytes;
+// The tensors' final sizes, as the writer settled them (an NF4 tensor's late descriptor
+// may change its later components' sizes): the outcomes are in the writer's tensor order.
+void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
+  report.planned_bytes = 0;
+  for (size_t i = 0; i < report.outcomes.size() && i < written.tensor_bytes.size(); ++i) {
+    report.outcomes[i].bytes = written.tensor_bytes[i];
+    report.planned_bytes += written.tensor_bytes[i];
   }
-  return Status::ok();
 }
 
 }  // namespace
@@ -147,7 +133,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.mxfp4_rule = o.mxfp4_scale == "search" ? quant::Mxfp4ScaleRule::kSearch : quant::Mxfp4ScaleRule::kOcpFloor;
 
   IrisWriter writer;
-  std::vector<LateSize> late_sizes;
   writer.set_model_type(snap.config().model_type);
   writer.set_tool({{"name", "iris"}, {"version", IRIS_VERSION}});
   json files = json::array();
@@ -226,7 +211,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = tensor_desc_to_json(desc)["layout"];
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    if (late.finish) late_sizes.push_back({report.outcomes.size(), desc, source_record, late.finish});
     writer.add_tensor(desc, source_record, std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
@@ -236,7 +220,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (o.dry_run) {
     // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
     IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
-    IRIS_TRY(settle_late_sizes(late_sizes, report));
+    take_final_sizes(report.written, report);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }
@@ -265,10 +249,10 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   wo.partial_files = o.partial_files;
   wo.direct_io = o.direct_io;
   // The report is written in full before the archive gets its name; it is committed after.
-  wo.before_commit = [&](uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes) -> Status {
-    IRIS_TRY(settle_late_sizes(late_sizes, report));
+  wo.before_commit = [&](const WriteSummary& written) -> Status {
+    report.written = written;
+    take_final_sizes(written, report);
     if (!report_file) return Status::ok();
-    report.written = WriteSummary{file_bytes, data_bytes, manifest_bytes};
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string text = report.to_json().dump(2) + "\n";
     return report_file->append({reinterpret_cast<const uint8_t*>(text.data()), text.size()});

@@ -223,6 +223,25 @@ Status for_each_piece(const Job& j, Worker& w, const Chunk& c, uint64_t row_mult
   });
 }
 
+// Rows [row0, row1) encoded with their error sums in one pass by `encode`, called with the
+// rows' values: a BF16 source's bit patterns as they are (const uint16_t*), any other source
+// decoded into the worker's FP32 buffer (const float*). `encode` returns how many NaN/Inf it
+// met (quant's *_encode_sums); only then are the values searched for the first, for the error.
+template <typename Encode>
+Status encode_piece_in_one_pass(const Job& j, Worker& w, uint64_t row0, uint64_t row1, Encode&& encode) {
+  const uint64_t count = (row1 - row0) * j.k;
+  IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, row1, w.decode));
+  if (bf16) {
+    if (encode(bf16)) IRIS_TRY(check_finite(j, bf16, count, row0 * j.k));
+  } else {
+    float* x = w.x.get(count);
+    IRIS_TRY(j.decoder->decode_rows(row0, row1, x, w.decode));
+    if (encode(static_cast<const float*>(x))) IRIS_TRY(check_finite(j, x, count, row0 * j.k));
+  }
+  w.quality.count += count;
+  return Status::ok();
+}
+
 // Tiles `rows` (r1 - r0 rows of row-major codes, r0 a stripe boundary) into the worker's
 // buffer and returns them as the chunk's output.
 void tile_rows(const Job& j, Worker& w, const uint8_t* rows, uint64_t r0, uint64_t r1) {
@@ -249,24 +268,15 @@ Status produce_mxfp4(Job& j, ByteSink& sink) {
   auto compute = [&](Worker& w, Chunk& c) -> Status {
     uint8_t* codes = w.codes.get((c.r1 - c.r0) * blocks * 16);
     w.scales8.resize((c.r1 - c.r0) * blocks);
-    // Each piece encoded with its error sums in one pass (quant's mxfp4_encode_sums), a BF16
-    // source straight from its bits; the encoder counts the blocks holding NaN or Inf, and
-    // only then is the piece searched for the first of them, for the error.
-    IRIS_TRY(for_each_piece_rows(j, c, 1, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
-      const uint64_t row0 = c.m * j.n + r0, row1 = c.m * j.n + r1;
+    IRIS_TRY(for_each_piece_rows(j, c, 1, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t) -> Status {
       uint8_t* pc = codes + (r0 - c.r0) * blocks * 16;
       uint8_t* ps = w.scales8.data() + (r0 - c.r0) * blocks;
-      IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, row1, w.decode));
-      if (bf16) {
-        if (quant::mxfp4_encode_sums_bf16(bf16, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality))
-          IRIS_TRY(check_finite(j, bf16, count, row0 * j.k));
-      } else {
-        float* x = w.x.get(count);
-        IRIS_TRY(j.decoder->decode_rows(row0, row1, x, w.decode));
-        if (quant::mxfp4_encode_sums(x, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, x, count, row0 * j.k));
-      }
-      w.quality.count += count;
-      return Status::ok();
+      return encode_piece_in_one_pass(j, w, c.m * j.n + r0, c.m * j.n + r1, [&](const auto* v) {
+        if constexpr (std::is_same_v<decltype(v), const uint16_t*>)
+          return quant::mxfp4_encode_sums_bf16(v, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality);
+        else
+          return quant::mxfp4_encode_sums(v, r1 - r0, j.k, j.opts.mxfp4_rule, pc, ps, &w.quality);
+      });
     }));
     tile_rows(j, w, codes, c.r0, c.r1);
     return Status::ok();
@@ -312,25 +322,18 @@ Status produce_fp8(Job& j, ByteSink& sink) {
     uint8_t* codes = w.codes.get(c.count);
     w.scalesf.clear();
     if (g != quant::Fp8Granularity::kTensor) {
-      // Per channel or block: each piece encoded with its error sums in one pass (quant's
-      // fp8_encode_sums), a BF16 source straight from its bits; the NaN/Inf the amax pass
-      // counts are then searched for the first of them, for the error.
-      IRIS_TRY(for_each_piece_rows(j, c, piece_multiple, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t count) -> Status {
-        const uint64_t row0 = c.m * j.n + r0, row1 = c.m * j.n + r1;
+      // Per channel or block: the scales are the piece's own (whole 128-row bands).
+      IRIS_TRY(for_each_piece_rows(j, c, piece_multiple, kPieceFloats, [&](uint64_t r0, uint64_t r1, uint64_t) -> Status {
         uint8_t* pc = codes + (r0 - c.r0) * j.k;
         const size_t s0 = w.scalesf.size();
         w.scalesf.resize(s0 + quant::fp8_scale_count(1, r1 - r0, j.k, g, 128, 128));
         float* ps = w.scalesf.data() + s0;
-        IRIS_ASSIGN_OR_RETURN(const uint16_t* bf16, j.decoder->raw_bf16_rows(row0, row1, w.decode));
-        if (bf16) {
-          if (quant::fp8_encode_sums_bf16(bf16, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, bf16, count, row0 * j.k));
-        } else {
-          float* x = w.x.get(count);
-          IRIS_TRY(j.decoder->decode_rows(row0, row1, x, w.decode));
-          if (quant::fp8_encode_sums(x, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality)) IRIS_TRY(check_finite(j, x, count, row0 * j.k));
-        }
-        w.quality.count += count;
-        return Status::ok();
+        return encode_piece_in_one_pass(j, w, c.m * j.n + r0, c.m * j.n + r1, [&](const auto* v) {
+          if constexpr (std::is_same_v<decltype(v), const uint16_t*>)
+            return quant::fp8_encode_sums_bf16(v, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality);
+          else
+            return quant::fp8_encode_sums(v, r1 - r0, j.k, g, 128, 128, pc, ps, &w.quality);
+        });
       }));
       tile_rows(j, w, codes, c.r0, c.r1);
       return Status::ok();

@@ -162,7 +162,7 @@ void place_empty_ranges(Manifest& m, uint64_t data_size) {
 
 }  // namespace
 
-Status IrisWriter::finish_late(size_t i, ArchiveTensor& t, size_t first) const {
+Status IrisWriter::finish_late(size_t i, ArchiveTensor& t) const {
   const LateDesc& late = pending_[i].late;
   if (!late.finish) return Status::ok();
   TensorDesc desc = t.desc;
@@ -177,8 +177,8 @@ Status IrisWriter::finish_late(size_t i, ArchiveTensor& t, size_t first) const {
     const auto& was = t.components[c].spec;
     const uint64_t pages_end = round_up(t.components[c].offset + was.bytes, kIrisAlignment);
     const bool same_kind = specs[c].role == was.role && specs[c].dtype == was.dtype;
-    const bool fits = c >= first ? was.bytes && specs[c].bytes && round_up(t.components[c].offset + specs[c].bytes, kIrisAlignment) == pages_end
-                                 : specs[c].bytes == was.bytes;  // already written
+    const bool fits = c > 0 ? was.bytes && specs[c].bytes && round_up(t.components[c].offset + specs[c].bytes, kIrisAlignment) == pages_end
+                            : specs[c].bytes == was.bytes;  // the first: already written
     if (!same_kind || (specs[c].bytes != was.bytes && !fits))
       return internal_error(what + "moves component " + std::to_string(c) + " (" + std::to_string(was.bytes) + " -> " +
                             std::to_string(specs[c].bytes) + " bytes)");
@@ -202,6 +202,17 @@ uint64_t data_end(Manifest& m) {
     if (f.size) end = std::max(end, f.offset + f.size);
   place_empty_ranges(m, end);
   return end;
+}
+
+// What a write of manifest `m` (final) amounts to.
+WriteSummary summary(const Manifest& m, uint64_t data_offset, uint64_t data_size, uint64_t manifest_bytes) {
+  WriteSummary w{data_offset + data_size, data_size, manifest_bytes, {}};
+  for (const auto& t : m.tensors) {
+    uint64_t bytes = 0;
+    for (const auto& c : t.components) bytes += c.spec.bytes;
+    w.tensor_bytes.push_back(bytes);
+  }
+  return w;
 }
 
 }  // namespace
@@ -255,9 +266,9 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
 
 Result<WriteSummary> IrisWriter::planned() const {
   IRIS_ASSIGN_OR_RETURN(Layout l, layout());
-  for (size_t i = 0; i < pending_.size(); ++i) IRIS_TRY(finish_late(i, l.manifest.tensors[i], 1));
+  for (size_t i = 0; i < pending_.size(); ++i) IRIS_TRY(finish_late(i, l.manifest.tensors[i]));
   const uint64_t data_size = data_end(l.manifest);
-  return WriteSummary{l.data_offset + data_size, data_size, manifest_to_json(l.manifest).dump(1).size()};
+  return summary(l.manifest, l.data_offset, data_size, manifest_to_json(l.manifest).dump(1).size());
 }
 
 Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {
@@ -308,7 +319,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
         FileSink sink(&stream, at, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes, cancel);
         if (s.is_ok()) s = pending_[i].producers[c](sink);
         if (s.is_ok()) s = sink.finish(&comp.xxh3);
-        if (s.is_ok() && c == 0) s = finish_late(i, t, 1);  // the sizes of the later components final
+        if (s.is_ok() && c == 0) s = finish_late(i, t);  // the sizes of the later components final
         if (!s.is_ok()) {
           lane.failed_tensor = i;
           lane.cancelled = sink.cancelled();
@@ -373,9 +384,10 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   IRIS_TRY(out.write_at(0, pre_bytes));
   IRIS_TRY(out.pad_to(data_offset + data_size));
   IRIS_TRY(check_written_header(out.fd(), data_offset, data_offset + data_size, out.partial_path()));
-  if (options.before_commit) IRIS_TRY(options.before_commit(data_offset + data_size, data_size, manifest.size()));
+  WriteSummary written = summary(m, data_offset, data_size, manifest.size());
+  if (options.before_commit) IRIS_TRY(options.before_commit(written));
   IRIS_TRY(out.commit());
-  return WriteSummary{data_offset + data_size, data_size, manifest.size()};
+  return written;
 }
 
 }  // namespace iris

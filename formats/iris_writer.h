@@ -31,6 +31,13 @@ constexpr uint64_t kOverlappedCopyMinBytes = uint64_t(8) << 20;
 // (converter/producers.cpp).
 constexpr uint64_t kOverlappedCopyStreamBytes = uint64_t(14) << 20;
 
+struct WriteSummary {
+  uint64_t file_bytes = 0;
+  uint64_t data_bytes = 0;
+  uint64_t manifest_bytes = 0;
+  std::vector<uint64_t> tensor_bytes;  // each tensor's components, in add_tensor order, late descriptors applied
+};
+
 struct WriteOptions {
   bool overwrite = false;
   // Called with (bytes written so far, total bytes) after each chunk.
@@ -39,7 +46,8 @@ struct WriteOptions {
   PartialFileRegistry* partial_files = nullptr;
   // Called when the archive is complete and checked but not yet under its name: what must not
   // outlive a failed write (a report about it) is finished here; an error abandons the archive.
-  std::function<Status(uint64_t file_bytes, uint64_t data_bytes, uint64_t manifest_bytes)> before_commit;
+  // It gets the summary write() returns.
+  std::function<Status(const WriteSummary&)> before_commit;
   // The data section goes to the disk by direct I/O (no page-cache copy) where the filesystem
   // takes it, else through the page cache (common/stream_writer.h). False: the page cache always.
   bool direct_io = true;
@@ -48,11 +56,6 @@ struct WriteOptions {
   bool overlap_copies = true;
 };
 
-struct WriteSummary {
-  uint64_t file_bytes = 0;
-  uint64_t data_bytes = 0;
-  uint64_t manifest_bytes = 0;
-};
 
 // A tensor whose descriptor is final only once its first component is written: an NF4
 // tensor's nested offset is the mean of every block's absmax, which its codes producer
@@ -95,8 +98,8 @@ class IrisWriter {
     uint64_t manifest_size = 0;  // the most the final manifest may take (its draft plus the late tensors' room)
   };
   Result<Layout> layout() const;
-  // Tensor i's late descriptor applied to its manifest entry (components from `first` on).
-  Status finish_late(size_t i, ArchiveTensor& t, size_t first) const;
+  // Tensor i's late descriptor applied to its manifest entry (the first component's size kept).
+  Status finish_late(size_t i, ArchiveTensor& t) const;
   struct Pending {
     TensorDesc desc;
     nlohmann::json source;

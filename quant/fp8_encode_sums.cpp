@@ -19,18 +19,30 @@ namespace iris::quant {
 
 namespace {
 
+// The units of the granularities this encodes, as bn x bk blocks: per channel, 1 x k. False
+// for the others (fp8.h: not its targets).
+bool unit_shape(Fp8Granularity g, uint64_t k, uint64_t* bn, uint64_t* bk) {
+  if (g == Fp8Granularity::kChannel) {
+    *bn = 1;
+    *bk = k;
+  }
+  return g == Fp8Granularity::kChannel || g == Fp8Granularity::kBlock;
+}
+
+// The multiplier and stored scale of a unit from its amax bits (fp8_encode's rule).
+inline void unit_scale(uint32_t amax_bits, float* mul, float* scale) {
+  *mul = fp8_multiplier(f32_from_bits(amax_bits));
+  *scale = 1.0f / *mul;
+}
+
 // The portable path: the same passes as the vector one below, element by element: per band of
-// bn rows (per channel: 1 x k blocks), each unit's amax (abs_bits_no_nan, NaN/Inf counted),
+// bn rows, each unit's amax (abs_bits_no_nan, NaN/Inf counted),
 // its multiplier and stored scale (fp8_encode's rule); then the band row by row, each value's
 // code (e4m3_encode) and decoded value (encode_run_decoded's: canonical_nan_if_nan(e4m3_round(y)
 // * scale)) into the sums, a row segment at a time.
 template <typename T>
-uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes,
-                              float* scales, ErrorSums* sums) {
-  if (g == Fp8Granularity::kChannel) {
-    bn = 1;
-    bk = k;
-  }
+uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
+                              ErrorSums* sums) {
   const uint64_t units = (k + bk - 1) / bk;
   std::vector<uint32_t> amax(units);
   std::vector<float> mul(units), scale(units);
@@ -48,8 +60,7 @@ uint64_t encode_sums_portable(const T* in, uint64_t rows, uint64_t k, Fp8Granula
         amax[c / bk] = std::max(amax[c / bk], detail::abs_bits_no_nan(f32_from_bits(a)));
       }
     for (uint64_t j = 0; j < units; ++j) {
-      mul[j] = fp8_multiplier(f32_from_bits(amax[j]));
-      scale[j] = 1.0f / mul[j];
+      unit_scale(amax[j], &mul[j], &scale[j]);
       scales[r0 / bn * units + j] = scale[j];
     }
     for (uint64_t r = r0; r < r1; ++r)
@@ -104,14 +115,7 @@ IRIS_AVX512 inline __m512 encode16(__m512 x, __m512 mul, __m512 scale, uint8_t* 
   return _mm512_mask_mov_ps(d, _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q), _mm512_castsi512_ps(canonical));
 }
 
-// The multiplier and stored scale of a unit from its amax bits (fp8_encode's rule).
-inline void unit_scale(uint32_t amax_bits, float* mul, float* scale) {
-  *mul = fp8_multiplier(f32_from_bits(amax_bits));
-  *scale = 1.0f / *mul;
-}
-
-// The scaling units of rows [r0, r1): the amax of each (per channel: of row r0 alone; per
-// block: of each block of the band), then their multipliers and stored scales; returns the
+// The scaling units of rows [r0, r1) (a band of bn rows): the amax of each, then their multipliers and stored scales; returns the
 // number of NaN and Inf values read. acc holds 16 lanes per unit.
 template <typename T>
 IRIS_AVX512 uint64_t unit_scales(const T* in, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint32_t* acc, float* mul, float* scale) {
@@ -128,10 +132,9 @@ IRIS_AVX512 uint64_t unit_scales(const T* in, uint64_t k, uint64_t r0, uint64_t 
   return nonfinite;
 }
 
-// k % 16 == 0 and, for blocks, block_k % 16 == 0: every vector lies in one unit, and the
-// vectors of consecutive rows are consecutive. They are produced in element order, one per
-// call, for sum_vectors; entering a band of bn rows (per channel: a row), its units' scales
-// are found first. (A struct, not a lambda: a lambda does not take the target attribute its
+// k % 16 == 0 and bk % 16 == 0: every vector lies in one unit, and the vectors of
+// consecutive rows are consecutive. They are produced in element order, one per call, for
+// sum_vectors; entering a band of bn rows, its units' scales are found first. (A struct, not a lambda: a lambda does not take the target attribute its
 // intrinsics need.)
 template <typename T>
 struct UnitValues {
@@ -173,12 +176,8 @@ struct UnitValues {
 };
 
 template <typename T>
-IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
-                                        uint8_t* codes, float* scales, ErrorSums* sums) {
-  if (g == Fp8Granularity::kChannel) {  // one unit per row: a 1 x k block
-    bn = 1;
-    bk = k;
-  }
+IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
+                                        ErrorSums* sums) {
   UnitValues<T> units(in, rows, k, bn, bk, codes, scales);
   detail::sum_vectors<1>(rows * k / 16, sums, units);
   return units.nonfinite;
@@ -189,12 +188,11 @@ IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, 
 template <typename T>
 uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
                      ErrorSums* sums) {
-  if (g != Fp8Granularity::kChannel && g != Fp8Granularity::kBlock) return 0;  // not its targets (fp8.h)
+  if (!unit_shape(g, k, &bn, &bk)) return 0;
 #ifdef IRIS_X86_INTRINSICS
-  if (k % 16 == 0 && (g == Fp8Granularity::kChannel || bk % 16 == 0) && detail::cpu_has_avx512f())
-    return encode_sums_avx512(in, rows, k, g, bn, bk, codes, scales, sums);
+  if (k % 16 == 0 && bk % 16 == 0 && detail::cpu_has_avx512f()) return encode_sums_avx512(in, rows, k, bn, bk, codes, scales, sums);
 #endif
-  return encode_sums_portable(in, rows, k, g, bn, bk, codes, scales, sums);
+  return encode_sums_portable(in, rows, k, bn, bk, codes, scales, sums);
 }
 
 }  // namespace
@@ -213,8 +211,8 @@ namespace detail {
 
 uint64_t fp8_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
                                   uint8_t* codes, float* scales, ErrorSums* sums) {
-  if (g != Fp8Granularity::kChannel && g != Fp8Granularity::kBlock) return 0;
-  return encode_sums_portable(in, rows, k, g, block_n, block_k, codes, scales, sums);
+  if (!unit_shape(g, k, &block_n, &block_k)) return 0;
+  return encode_sums_portable(in, rows, k, block_n, block_k, codes, scales, sums);
 }
 
 }  // namespace detail

@@ -133,11 +133,13 @@ IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, 
 
 #endif
 
+// `vector` false: the portable path whatever the CPU (for tests).
 template <typename T>
-uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
+uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, ErrorSums* sums,
+                     [[maybe_unused]] bool vector = true) {
   const bool search = rule == Mxfp4ScaleRule::kSearch;
 #ifdef IRIS_X86_INTRINSICS
-  if (k % 32 == 0 && detail::cpu_has_avx512f())
+  if (vector && k % 32 == 0 && detail::cpu_has_avx512f())
     return search ? encode_sums_avx512<true>(in, rows, k, codes, scales, sums) : encode_sums_avx512<false>(in, rows, k, codes, scales, sums);
 #endif
   return search ? encode_sums_portable<true>(in, rows, k, codes, scales, sums) : encode_sums_portable<false>(in, rows, k, codes, scales, sums);
@@ -159,8 +161,7 @@ namespace detail {
 
 uint64_t mxfp4_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
                                     ErrorSums* sums) {
-  return rule == Mxfp4ScaleRule::kSearch ? encode_sums_portable<true>(in, rows, k, codes, scales, sums)
-                                         : encode_sums_portable<false>(in, rows, k, codes, scales, sums);
+  return encode_sums(in, rows, k, rule, codes, scales, sums, false);
 }
 
 }  // namespace detail
