@@ -33,13 +33,32 @@ CheckResult finite_check(const ArchiveTensor& t, const ComponentBytes& comps) {
   return {"values:finite", false, std::to_string(bad) + " decoded values are NaN or infinite (the first at flat index " + std::to_string(first) + ")"};
 }
 
-template <typename T>
-uint64_t count_if_span(std::span<const uint8_t> bytes, bool (*bad)(T)) {
-  uint64_t n = 0;
-  for (size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
-    T v;
-    std::memcpy(&v, bytes.data() + i, sizeof(T));
-    n += bad(v);
+// Scales that are floats: NaN or infinite ones are errors (every value they scale is lost);
+// negative and zero ones are well defined (weight = code x scale, as the producing tools and
+// the reference decoders compute) but rarely meant, so they pass with a warning and a count
+// that `--strict` turns into a failure.
+struct ScaleCounts {
+  uint64_t nonfinite = 0, negative = 0, zero = 0;
+  void add(float v) {
+    nonfinite += !std::isfinite(v);
+    negative += v < 0;
+    zero += v == 0;
+  }
+};
+
+std::string scale_warning(const ScaleCounts& n, const char* what, bool zero_is_normal) {
+  std::string w;
+  if (n.negative) w = std::to_string(n.negative) + " " + what + " negative";
+  if (n.zero && !zero_is_normal) w += (w.empty() ? std::to_string(n.zero) + " " + what : " and " + std::to_string(n.zero)) + " zero";
+  return w.empty() ? w : w + " (decoded as code x scale; --strict fails on them)";
+}
+
+ScaleCounts count_f32(std::span<const uint8_t> bytes) {
+  ScaleCounts n;
+  for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+    float v;
+    std::memcpy(&v, bytes.data() + i, 4);
+    n.add(v);
   }
   return n;
 }
@@ -47,6 +66,7 @@ uint64_t count_if_span(std::span<const uint8_t> bytes, bool (*bad)(T)) {
 CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
   auto role = [&](Role r) { return c[static_cast<int>(r)]; };
   auto fail = [](const std::string& what) { return CheckResult{"values:scales", false, what}; };
+  auto pass = [](std::string warning) { return CheckResult{"values:scales", true, "", std::move(warning)}; };
   switch (t.desc.format) {
     case Format::kMxfp4: {
       uint64_t nan = 0;
@@ -58,36 +78,32 @@ CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
     case Format::kBnbFp4: {
       auto p = bnb4_params(t.desc);
       if (!p.is_ok()) return fail(p.status().message());
-      auto bad_f32 = +[](float v) { return !std::isfinite(v) || v < 0; };
-      if (!p->double_quant) {
-        if (uint64_t n = count_if_span<float>(role(Role::kAbsmax), bad_f32)) return fail(std::to_string(n) + " absmax values are negative or not finite");
-      } else if (uint64_t n = count_if_span<float>(role(Role::kNestedAbsmax), bad_f32)) {
-        return fail(std::to_string(n) + " nested absmax values are negative or not finite");
-      }
-      break;
+      // A zero absmax is an all-zero block, which bitsandbytes writes for zero weights.
+      const char* what = p->double_quant ? "nested absmax values are" : "absmax values are";
+      const ScaleCounts n = count_f32(role(p->double_quant ? Role::kNestedAbsmax : Role::kAbsmax));
+      if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " " + what + " NaN or infinite");
+      return pass(scale_warning(n, what, true));
     }
     case Format::kFp8E4M3: {
       auto p = fp8_params(t.desc);
       if (!p.is_ok()) return fail(p.status().message());
       std::span<const uint8_t> s = role(Role::kScales);
-      std::vector<float> v(s.size() / (p->scale_dtype == DType::kF32 ? 4 : 2));
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (p->scale_dtype == DType::kF32) {
-          std::memcpy(&v[i], s.data() + i * 4, 4);
-          continue;
+      ScaleCounts n;
+      if (p->scale_dtype == DType::kF32) {
+        n = count_f32(s);
+      } else {
+        for (size_t i = 0; i + 2 <= s.size(); i += 2) {
+          uint16_t h;
+          std::memcpy(&h, s.data() + i, 2);
+          n.add(p->scale_dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h));
         }
-        uint16_t h;
-        std::memcpy(&h, s.data() + i * 2, 2);
-        v[i] = p->scale_dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
-      uint64_t bad = 0;
-      for (float f : v) bad += !std::isfinite(f) || f <= 0;
-      if (bad) return fail(std::to_string(bad) + " FP8 scales are zero, negative or not finite");
-      break;
+      if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " FP8 scales are NaN or infinite");
+      return pass(scale_warning(n, "FP8 scales are", false));
     }
     default: break;
   }
-  return {"values:scales", true, ""};
+  return pass("");
 }
 
 CheckResult padding_check(const ArchiveTensor& t, const ComponentBytes& c) {

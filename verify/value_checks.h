@@ -1,7 +1,7 @@
 // What `verify` can check of a quantized tensor's values without a reference or a GPU: every
 // decoded value is finite (a NaN scale or code shows up here), the scales are in range
-// (MXFP4 E8M0 0xFF is NaN; bitsandbytes absmax and FP8 scales must be finite and not
-// negative), and the tiled padding holds the format's zero code (FORMAT.md 5). The same rows
+// (MXFP4 E8M0 0xFF is NaN; bitsandbytes absmax and FP8 scales must be finite; negative
+// ones, and zero FP8 scales, pass with a warning), and the tiled padding holds the format's zero code (FORMAT.md 5). The same rows
 // on CPU and GPU runners ("values:*" checks).
 #pragma once
 

@@ -19,19 +19,46 @@ size_t VerifyReport::failures() const {
   return n;
 }
 
+size_t VerifyReport::warnings() const {
+  size_t n = 0;
+  for (const auto& t : tensors)
+    for (const auto& c : t.checks) n += c.ok && !c.warning.empty();
+  return n;
+}
+
+void VerifyReport::fail_on_warnings() {
+  for (auto& t : tensors)
+    for (auto& c : t.checks)
+      if (c.ok && !c.warning.empty()) {
+        c.ok = false;
+        c.detail = c.warning + " (--strict)";
+        c.warning.clear();
+      }
+}
+
+namespace {
+
+nlohmann::json check_json(const CheckResult& c) {
+  nlohmann::json j = {{"check", c.check}, {"ok", c.ok}, {"detail", c.detail}};
+  if (!c.warning.empty()) j["warning"] = c.warning;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json VerifyReport::to_json() const {
   nlohmann::json tj = nlohmann::json::array();
   for (const auto& t : tensors) {
     nlohmann::json checks = nlohmann::json::array();
-    for (const auto& c : t.checks) checks.push_back({{"check", c.check}, {"ok", c.ok}, {"detail", c.detail}});
+    for (const auto& c : t.checks) checks.push_back(check_json(c));
     tj.push_back({{"name", t.name}, {"format", t.format}, {"ok", t.ok()}, {"checks", checks}});
   }
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : files) fj.push_back({{"file", f.check}, {"ok", f.ok}, {"detail", f.detail}});
   nlohmann::json aj = nlohmann::json::array();
-  for (const auto& c : archive) aj.push_back({{"check", c.check}, {"ok", c.ok}, {"detail", c.detail}});
-  return {{"path", path}, {"device", device}, {"ok", ok()},      {"failures", failures()},
-          {"tensors", tj}, {"files", fj},         {"archive", aj}, {"notes", notes}};
+  for (const auto& c : archive) aj.push_back(check_json(c));
+  return {{"path", path},       {"device", device}, {"ok", ok()},      {"failures", failures()}, {"warnings", warnings()},
+          {"tensors", tj},      {"files", fj},      {"archive", aj},   {"notes", notes}};
 }
 
 void VerifyReport::print_text(std::FILE* out, bool verbose) const {
@@ -40,6 +67,7 @@ void VerifyReport::print_text(std::FILE* out, bool verbose) const {
     checks += t.checks.size();
     for (const auto& c : t.checks)
       if (!c.ok) std::fprintf(out, "FAIL %s [%s] %s: %s\n", t.name.c_str(), t.format.c_str(), c.check.c_str(), c.detail.c_str());
+      else if (!c.warning.empty()) std::fprintf(out, "WARN %s [%s] %s: %s\n", t.name.c_str(), t.format.c_str(), c.check.c_str(), c.warning.c_str());
     if (verbose && t.ok()) std::fprintf(out, "ok   %s [%s] (%zu checks)\n", t.name.c_str(), t.format.c_str(), t.checks.size());
   }
   for (const auto& f : files) {
@@ -51,8 +79,8 @@ void VerifyReport::print_text(std::FILE* out, bool verbose) const {
     if (!c.ok) std::fprintf(out, "FAIL archive %s: %s\n", c.check.c_str(), c.detail.c_str());
   }
   for (const auto& n : notes) std::fprintf(out, "note: %s\n", n.c_str());
-  std::fprintf(out, "%s: %s, %zu tensors, %zu checks, %zu failed (device %s)\n", path.c_str(), ok() ? "OK" : "FAILED",
-               tensors.size(), checks, failures(), device.c_str());
+  std::fprintf(out, "%s: %s, %zu tensors, %zu checks, %zu failed, %zu warnings (device %s)\n", path.c_str(), ok() ? "OK" : "FAILED",
+               tensors.size(), checks, failures(), warnings(), device.c_str());
 }
 
 }  // namespace iris

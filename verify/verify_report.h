@@ -14,6 +14,9 @@ struct CheckResult {
   std::string check;   // "checksum:codes", "gpu:dequant", ...
   bool ok = true;
   std::string detail;  // empty when ok, else what differs
+  // Set on a check that passed but found something a reviewer should see (negative or zero
+  // FP8 scales: well defined, yet rarely meant). `--strict` turns warnings into failures.
+  std::string warning = {};
 };
 
 struct TensorReport {
@@ -32,8 +35,11 @@ struct VerifyReport {
   std::vector<std::string> notes;    // what the checks could not cover (v1: no checksums)
   bool ok() const;
   size_t failures() const;
+  size_t warnings() const;
+  // --strict: every check that passed with a warning fails, its warning as the detail.
+  void fail_on_warnings();
   nlohmann::json to_json() const;
-  // One line per failing check, then a summary line. `verbose` lists passing tensors too.
+  // One line per failing check and per warning, then a summary line. `verbose` lists passing tensors too.
   void print_text(std::FILE* out, bool verbose) const;
 };
 

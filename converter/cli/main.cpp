@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   verify->add_flag("-q,--quiet", quiet, "No progress bar");
   verify->add_option("--junit", vo.junit_path, "Also write the checks as JUnit XML (one test case per tensor and check) to FILE");
   verify->add_flag("--force", vo.overwrite, "Replace an existing --junit file");
+  verify->add_flag("--strict", vo.strict,
+                   "Fail on what passes with a warning (negative or zero FP8 scales, negative bitsandbytes absmax)");
   verify->add_option("--against", vo.against,
                      "Also compare every tensor with SRC (snapshot folder, file, repo id or archive): same names and shapes, "
                      "lossless tensors bit for bit, requantized ones within the format's error limits");

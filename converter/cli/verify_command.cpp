@@ -92,6 +92,7 @@ int run_verify_command(const VerifyOptions& o) {
     if (!rows.is_ok()) return cli_fail(rows.status(), json, where);
     add_against_checks(*rows, co, &report);
   }
+  if (o.strict) report.fail_on_warnings();
   if (int rc = junit(junit_xml(report))) return rc;
   if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
   else report.print_text(stdout, o.verbose);

@@ -16,6 +16,7 @@ struct VerifyOptions {
   std::string against;     // --against SRC: compare every tensor with a snapshot or archive
   std::vector<std::string> max_rel_l2, min_snr_db;  // [REGEX=]VALUE overrides of the limits
   bool overwrite = false;  // --force: replace an existing --junit file
+  bool strict = false;     // --strict: checks that passed with a warning fail
 };
 
 // Returns the process exit code (0 all checks passed, 4 a check failed, 3 corrupt header...).

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -28,7 +29,11 @@
 namespace iris {
 namespace {
 
-enum class Scales { kNormal, kExtreme, kWithNaN };
+// kSigned: float scales of random sign and magnitude (log-uniform over 1e-4..10), with zeros of
+// both signs and subnormals among them; kSignedHuge: random sign, magnitudes 1e25..1e30.
+// Decoding is code x scale whatever the sign (transformers' FP8 checkpoints hold negative
+// block scales), so every path must give the reference's bits with them (issue 24).
+enum class Scales { kNormal, kExtreme, kWithNaN, kSigned, kSignedHuge };
 
 struct Case {
   std::string format;  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16
@@ -41,7 +46,11 @@ std::string name_of(const Case& c) {
   std::string s = c.format + " [";
   for (size_t i = 0; i < c.shape.size(); ++i) s += (i ? "," : "") + std::to_string(c.shape[i]);
   s += "] tile " + std::to_string(c.tile_n) + "x" + std::to_string(c.tile_k);
-  s += c.scales == Scales::kExtreme ? " extreme" : c.scales == Scales::kWithNaN ? " nan" : "";
+  s += c.scales == Scales::kExtreme      ? " extreme"
+       : c.scales == Scales::kWithNaN   ? " nan"
+       : c.scales == Scales::kSigned    ? " signed"
+       : c.scales == Scales::kSignedHuge ? " signed-huge"
+                                         : "";
   return s;
 }
 
@@ -100,6 +109,25 @@ Built build(const Case& c, std::mt19937& rng) {
     }
     return v;
   };
+  // Float scale values for the signed regimes, as FP32 (BF16 scales take their rounding).
+  auto signed_values = [&](uint64_t count) {
+    std::uniform_real_distribution<float> log_mag(c.scales == Scales::kSignedHuge ? 25.f : -4.f, c.scales == Scales::kSignedHuge ? 30.f : 1.f);
+    std::vector<float> v(count);
+    for (auto& f : v) {
+      const uint32_t r = rng();
+      f = std::pow(10.f, log_mag(rng));
+      if (c.scales == Scales::kSigned && r % 16 == 1) f = 0.f;
+      if (c.scales == Scales::kSigned && r % 16 == 2) f = std::ldexp(float(1 + rng() % 1000), -140);  // subnormal
+      if (r & 0x100) f = -f;
+    }
+    return v;
+  };
+  auto f32_bytes = [](const std::vector<float>& v) {
+    std::vector<uint8_t> out(v.size() * 4);
+    if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  const bool signed_scales = c.scales == Scales::kSigned || c.scales == Scales::kSignedHuge;
   std::vector<uint8_t> rows;  // row-major codes
   if (c.format == "mxfp4") {
     d.format = Format::kMxfp4;
@@ -115,7 +143,9 @@ Built build(const Case& c, std::mt19937& rng) {
                 {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
     rows = bytes(ceil_div(numel, 2));
     b.comps[Role::kAbsmax] = bytes(nabs);
-    b.comps[Role::kNestedAbsmax] = c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f) : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
+    b.comps[Role::kNestedAbsmax] = signed_scales ? f32_bytes(signed_values(ceil_div(nabs, 256)))
+                                   : c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f)
+                                                                  : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
     std::vector<uint8_t> table(16 * 4), nested(256 * 4);
     for (int i = 0; i < 16; ++i) {
       float v = fp4 ? quant::bnb_fp4_to_f32(uint8_t(i)) : quant::nf4_to_f32(uint8_t(i));
@@ -141,8 +171,11 @@ Built build(const Case& c, std::mt19937& rng) {
     if (c.format == "fp8-bf16") {
       std::vector<uint8_t> v(ns * 2);
       std::uniform_real_distribution<float> dist(1e-4f, 1e-2f);
-      for (uint64_t i = 0; i < ns; ++i) { uint16_t h = f32_to_bf16(dist(rng)); std::memcpy(&v[i * 2], &h, 2); }
+      const std::vector<float> sv = signed_scales ? signed_values(ns) : std::vector<float>{};
+      for (uint64_t i = 0; i < ns; ++i) { uint16_t h = f32_to_bf16(signed_scales ? sv[i] : dist(rng)); std::memcpy(&v[i * 2], &h, 2); }
       b.comps[Role::kScales] = v;
+    } else if (signed_scales) {
+      b.comps[Role::kScales] = f32_bytes(signed_values(ns));
     } else {
       b.comps[Role::kScales] = c.scales == Scales::kExtreme ? floats(ns, 1e-38f, 3e-38f) : floats(ns, 1e-4f, 1e-2f);
     }
@@ -488,6 +521,17 @@ std::vector<Case> all_cases() {
     cs.push_back({"mxfp4", {32, 256}, 0, 0, sc});
     cs.push_back({"nf4", {32, 256}, 0, 0, sc});
     cs.push_back({"fp8-channel", {32, 256}, 0, 0, sc});
+  }
+  // Float scales of either sign, zero, subnormal and huge, in every format whose scales are
+  // floats, on the tiled and flat layouts, the tensor-core stripes and a stack of experts.
+  for (auto sc : {Scales::kSigned, Scales::kSignedHuge}) {
+    for (std::string f : {"nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-group128", "fp8-bf16"}) {
+      cs.push_back({f, {129, 512}, 0, 0, sc});
+      cs.push_back({f, {40, 1024}, 16, 128, sc});
+      cs.push_back({f, {3, 48, 256}, 0, 0, sc});
+    }
+    cs.push_back({"fp8-block", {130, 200}, 0, 0, sc});
+    cs.push_back({"nf4", {7, 129}, 0, 0, sc});
   }
   // Large enough to use many blocks and the grid-stride loops.
   cs.push_back({"mxfp4", {1024, 4096}, 0, 0});
