@@ -1,5 +1,7 @@
 #include "converter/hf/source_tensors.h"
 
+#include "converter/hf/quant_scheme.h"
+
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
@@ -239,10 +241,6 @@ json SourceTensor::source_json() const {
   return {{"tensors", parts_j}};
 }
 
-// Companions of quantization schemes iris does not decode (GPTQ, AWQ, compressed-tensors
-// packed ints): a weight stored this way is not a raw tensor.
-constexpr const char* kUnknownSchemeSuffixes[] = {".qweight", ".qzeros", ".g_idx", ".weight_packed", ".weight_zero_point"};
-
 std::string quant_method(const Snapshot& snap) {
   const json& qc = snap.config().quantization_config;
   if (!qc.is_object()) return "";
@@ -251,6 +249,12 @@ std::string quant_method(const Snapshot& snap) {
 }
 
 Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, const GroupingOptions& options) {
+  // The declared scheme first, then companions that only other schemes write: such a
+  // checkpoint is refused by its scheme's name, before a tensor-level symptom is met.
+  IRIS_TRY(check_quantization_scheme(snap));
+  for (const auto& st : snap.tensors())
+    if (std::string scheme = undecodable_scheme_of_companion(snap, st.tensor->name); !scheme.empty())
+      return unsupported(where(st) + "a companion of " + scheme + ", a quantization scheme iris does not decode");
   std::unordered_set<std::string> consumed;
   std::vector<SourceTensor> out;
   // Pass 1: find the primary tensor of each quantized group.
@@ -300,9 +304,6 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
     for (const char* suf : kBnbSuffixes)
       if (ends_with(name, suf))
         return invalid_input(where(st) + "bitsandbytes companion without a quant_state for its weight");
-    for (const char* suf : kUnknownSchemeSuffixes)
-      if (ends_with(name, suf))
-        return unsupported(where(st) + "a companion of a quantization scheme iris does not read (GPTQ/AWQ/compressed-tensors packing)");
     const DType dt = st.tensor->dtype;
     if ((dt == DType::kF8_E4M3 || dt == DType::kF8_E5M2) && !options.allow_unscaled_fp8)
       return invalid_input(where(st) + std::string(dtype_st_name(dt)) + " tensor without a '" + name + "_scale_inv' or '" + name +

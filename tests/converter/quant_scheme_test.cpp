@@ -1,0 +1,138 @@
+// Checkpoints in quantization schemes iris does not decode are refused with exit 7 and one
+// line naming the scheme, before any tensor is read, and leave no output (issue 24 item 4).
+// Each case is the header shape the producing tool writes (bitsandbytes LLM.int8,
+// compressed-tensors pack-quantized and nvfp4-pack-quantized, ModelOpt NVFP4, GPTQ), with
+// and without the config that declares it; readable schemes still convert.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "tests/test_files.h"
+
+namespace iris {
+namespace {
+
+using namespace testing_files;
+using testing_cli::run;
+using nlohmann::json;
+
+struct Tensor {
+  std::string name, dtype;
+  std::vector<uint64_t> shape;
+  uint64_t bytes;
+};
+
+void write_checkpoint(const std::string& dir, const std::vector<Tensor>& tensors) {
+  json h = json::object();
+  std::string data;
+  for (const auto& t : tensors) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes}}};
+    data.append(t.bytes, '\x01');
+  }
+  write_st(dir + "/model.safetensors", h.dump(), data);
+}
+
+struct SchemeCase {
+  std::string label;
+  std::vector<Tensor> tensors;
+  json quantization_config;  // null: config.json without one
+  std::string hf_quant_config;
+  std::string named;         // what the one line must name
+};
+
+std::vector<SchemeCase> cases() {
+  const std::vector<Tensor> int8 = {{"m.p.weight", "I8", {4, 8}, 32}, {"m.p.SCB", "F32", {4}, 16}, {"m.p.weight_format", "U8", {1}, 1}};
+  const std::vector<Tensor> packed = {{"m.p.weight_packed", "I32", {4, 1}, 16}, {"m.p.weight_scale", "BF16", {4, 1}, 8},
+                                      {"m.p.weight_shape", "I64", {2}, 16}};
+  const std::vector<Tensor> ct_nvfp4 = {{"m.p.weight_packed", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
+                                        {"m.p.weight_global_scale", "F32", {1}, 4}, {"m.p.input_global_scale", "F32", {1}, 4}};
+  const std::vector<Tensor> mo_nvfp4 = {{"m.p.weight", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
+                                        {"m.p.weight_scale_2", "F32", {}, 4}, {"m.p.input_scale", "F32", {}, 4}};
+  const std::vector<Tensor> gptq = {{"m.p.qweight", "I32", {1, 8}, 32}, {"m.p.qzeros", "I32", {1, 1}, 4},
+                                    {"m.p.scales", "F16", {1, 8}, 16}, {"m.p.g_idx", "I32", {8}, 32}};
+  const json w4a16 = {{"quant_method", "compressed-tensors"},
+                      {"format", "pack-quantized"},
+                      {"config_groups",
+                       {{"group_0",
+                         {{"targets", {"Linear"}},
+                          {"format", "pack-quantized"},
+                          {"weights", {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}}}}}}}};
+  json nvfp4 = w4a16;
+  nvfp4["format"] = "nvfp4-pack-quantized";
+  nvfp4["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized";
+  nvfp4["config_groups"]["group_0"]["weights"] = {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}, {"group_size", 16}};
+  return {
+      {"llm.int8 declared", int8, {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}, {"_load_in_8bit", true}}, "", "LLM.int8"},
+      {"llm.int8 by its SCB", int8, nullptr, "", "LLM.int8"},
+      {"compressed-tensors W4A16 declared", packed, w4a16, "", "compressed-tensors format 'pack-quantized'"},
+      {"compressed-tensors W4A16 by its packing", packed, nullptr, "", "compressed-tensors pack-quantized"},
+      {"compressed-tensors NVFP4 declared", ct_nvfp4, nvfp4, "", "compressed-tensors format 'nvfp4-pack-quantized'"},
+      {"compressed-tensors NVFP4 by its global scale", ct_nvfp4, nullptr, "", "nvfp4-pack-quantized"},
+      {"ModelOpt NVFP4 declared", mo_nvfp4, nullptr,
+       R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}})",
+       "ModelOpt quant_algo 'NVFP4'"},
+      {"ModelOpt NVFP4 by its second scale", mo_nvfp4, nullptr, "", "ModelOpt NVFP4"},
+      {"GPTQ declared", gptq, {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}}, "", "quant_method 'gptq' (gptq, bits 4)"},
+      {"GPTQ by its qweight", gptq, nullptr, "", "GPTQ or AWQ"},
+      {"compressed-tensors int weights stored float-quantized", {{"m.p.weight", "BF16", {4, 8}, 64}},
+       {{"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"config_groups", {{"g", {{"weights", {{"num_bits", 8}, {"type", "int"}}}}}}}},
+       "",
+       "8-bit int weights"},
+  };
+}
+
+void PrintTo(const SchemeCase& c, std::ostream* os) { *os << c.label; }
+
+class UndecodableScheme : public ::testing::TestWithParam<SchemeCase> {};
+
+TEST_P(UndecodableScheme, IsRefusedWithExit7NamingItAndNoOutput) {
+  const SchemeCase& c = GetParam();
+  TempDir d;
+  write_checkpoint(d / "snap", c.tensors);
+  json config = {{"model_type", "llama"}};
+  if (!c.quantization_config.is_null()) config["quantization_config"] = c.quantization_config;
+  write_bytes(d / "snap/config.json", config.dump());
+  if (!c.hf_quant_config.empty()) write_bytes(d / "snap/hf_quant_config.json", c.hf_quant_config);
+  for (const char* extra : {"", " --quant nf4"}) {
+    auto r = run("convert " + d / "snap" + " -o " + d / "out.iris -q" + extra);
+    EXPECT_EQ(r.rc, 7) << c.label << extra << ": " << r.out;
+    EXPECT_NE(r.out.find(c.named), std::string::npos) << c.label << extra << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.label << ": one line: " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(d / "out.iris")) << c.label;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, UndecodableScheme, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<SchemeCase>& i) { return "case" + std::to_string(i.index); });
+
+// The schemes iris reads are not refused by the same check: compressed-tensors FP8
+// (float-quantized, channel scales) and a ModelOpt FP8 hf_quant_config.
+TEST(ReadableScheme, CompressedTensorsFp8AndModelOptFp8Convert) {
+  TempDir d;
+  write_checkpoint(d / "ct", {{"m.p.weight", "F8_E4M3", {4, 8}, 32}, {"m.p.weight_scale", "F32", {4, 1}, 16}});
+  const json ct = {{"model_type", "llama"},
+                   {"quantization_config",
+                    {{"quant_method", "compressed-tensors"},
+                     {"format", "float-quantized"},
+                     {"config_groups", {{"group_0", {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}}}}}}}}}};
+  write_bytes(d / "ct/config.json", ct.dump());
+  auto r = run("convert " + d / "ct" + " -o " + d / "ct.iris -q");
+  EXPECT_EQ(r.rc, 0) << r.out;
+
+  write_checkpoint(d / "mo", {{"m.p.weight", "F8_E4M3", {4, 8}, 32}, {"m.p.weight_scale", "F32", {}, 4}});
+  write_bytes(d / "mo/config.json", R"({"model_type": "llama"})");
+  write_bytes(d / "mo/hf_quant_config.json", R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}})");
+  auto m = run("convert " + d / "mo" + " -o " + d / "mo.iris -q");
+  EXPECT_EQ(m.rc, 0) << m.out;
+}
+
+}  // namespace
+}  // namespace iris
