@@ -1,5 +1,8 @@
 #include "formats/format_traits.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include <cstring>
 
 #include "formats/tensor_desc.h"
@@ -175,7 +178,14 @@ Result<Bnb4Params> bnb4_params(const TensorDesc& d) {
   IRIS_TRY(must_be_present(d, "nested_offset", "with double_quant"));
   p.nested_block_size = d.params["nested_block_size"].get<uint64_t>();
   if (p.nested_block_size == 0 || p.nested_block_size > 65536) return invalid_input(ctx(d) + "nested_block_size out of range");
-  p.nested_offset = float(d.params["nested_offset"].get<double>());
+  // Below FLT_MAX plus half an ulp it rounds to a finite FP32; past that the cast is undefined.
+  const double offset = d.params["nested_offset"].get<double>();
+  if (!(std::fabs(offset) < 0x1.ffffffp+127)) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", offset);
+    return invalid_input(ctx(d) + "nested_offset " + v + " is not a finite FP32 value");
+  }
+  p.nested_offset = float(offset);
   if (present(d, "nested_offset_f32_bits")) {
     char want[11];
     uint32_t bits;

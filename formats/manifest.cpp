@@ -6,6 +6,7 @@
 #include "common/checked_math.h"
 #include "common/hashing.h"
 #include "formats/iris_preamble.h"
+#include "formats/names.h"
 
 namespace iris {
 
@@ -198,6 +199,16 @@ static Status check_source_record(const json& s, const std::string& ctx) {
   return Status::ok();
 }
 
+Status check_manifest_version(const json& j, uint16_t major, uint16_t minor, const std::string& path) {
+  auto v = j.is_object() ? j.find("format_version") : j.end();
+  const json want = {major, minor};
+  if (v == j.end()) return invalid_input(path + ": manifest: 'format_version' missing");
+  if (*v != want)
+    return invalid_input(path + ": manifest: format_version " + v->dump() + " disagrees with the preamble's " + std::to_string(major) +
+                         "." + std::to_string(minor));
+  return Status::ok();
+}
+
 Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std::string& path) {
   const std::string mctx = path + ": manifest: ";
   if (!j.is_object()) return invalid_input(mctx + "not a JSON object");
@@ -206,7 +217,10 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
   if (fmt != "iris") return invalid_input(mctx + "'format' is not \"iris\"");
   IRIS_ASSIGN_OR_RETURN(m.alignment, get_u64(j, "alignment", mctx));
   if (m.alignment != kIrisAlignment) return invalid_input(mctx + "alignment must be 4096");
-  if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string()) m.model_type = mt->get<std::string>();
+  if (auto mt = j.find("model_type"); mt != j.end()) {
+    if (!mt->is_string()) return invalid_input(mctx + "'model_type' is not a string");
+    m.model_type = mt->get<std::string>();
+  }
   if (auto t = j.find("tool"); t != j.end()) m.tool = *t;
   if (auto p = j.find("provenance"); p != j.end()) m.provenance = *p;
   auto tensors = j.find("tensors");
@@ -219,6 +233,8 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     const std::string ctx = path + ": tensor '" + name + "': ";
     ArchiveTensor at;
     IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
+    if (const char* why = tensor_name_problem(at.desc.name))
+      return invalid_input(path + ": tensor '" + escaped_name(at.desc.name) + "': " + why);
     if (!names.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
     auto specs = component_specs(at.desc);
     if (!specs.is_ok()) return specs.status().with_context(path + ": ");
@@ -259,6 +275,8 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
       StoredFile f;
       IRIS_ASSIGN_OR_RETURN(f.name, get_str(fj, "name", mctx + "file: "));
       const std::string fctx = path + ": embedded file '" + f.name + "': ";
+      if (const char* why = file_name_problem(f.name))
+        return invalid_input(path + ": embedded file '" + escaped_name(f.name) + "': " + why);
       if (!fnames.insert(f.name).second) return invalid_input(fctx + "listed twice");
       IRIS_ASSIGN_OR_RETURN(f.encoding, get_str(fj, "encoding", fctx));
       if (f.encoding != "zstd" && f.encoding != "raw") return invalid_input(fctx + "unknown encoding '" + f.encoding + "'");

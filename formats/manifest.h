@@ -47,6 +47,10 @@ nlohmann::json manifest_to_json(const Manifest& m);
 // within `data_size` and non-overlap of every byte range.
 Result<Manifest> manifest_from_json(const nlohmann::json& j, uint64_t data_size, const std::string& path);
 
+// The manifest's format_version must be the preamble's [major, minor]: a file whose two
+// version fields disagree was not written by one writer.
+Status check_manifest_version(const nlohmann::json& j, uint16_t major, uint16_t minor, const std::string& path);
+
 nlohmann::json tensor_desc_to_json(const TensorDesc& d);
 
 }  // namespace iris

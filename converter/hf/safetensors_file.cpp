@@ -1,5 +1,7 @@
 #include "converter/hf/safetensors_file.h"
 
+#include "formats/names.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -31,6 +33,7 @@ bool read_u64(const json& j, uint64_t limit, uint64_t* out) {
 Status parse_entry(const std::string& path, const std::string& name, const json& e, SafetensorsTensor* t) {
   const std::string ctx = tensor_ctx(path, name);
   if (name.empty()) return invalid_input(path + ": a tensor has an empty name");
+  if (const char* why = tensor_name_problem(name)) return invalid_input(tensor_ctx(path, escaped_name(name)) + why);
   if (!e.is_object()) return invalid_input(ctx + "entry is not a JSON object");
   auto dt = e.find("dtype");
   auto sh = e.find("shape");

@@ -135,6 +135,24 @@ std::vector<Hostile> catalogue() {
       {"source part shape a string", edit([&](json& m) { mx(m)["source"]["tensors"][0]["shape"] = "big"; })},
       {"source part role unknown", edit([&](json& m) { mx(m)["source"]["tensors"][0]["role"] = "weights"; })},
       {"embedded file past the data", edit([](json& m) { m["files"][0]["offset"] = uint64_t(1) << 50; })},
+      // One schema for every reader (issue 24 item 12): names hold no NUL (the C API hands them
+      // out as C strings) and are UTF-8; embedded files have plain names; the two version
+      // fields agree; model_type is a string.
+      {"tensor name holds a NUL", edit([&](json& m) { mx(m)["name"] = std::string("x\0a", 3); })},
+      {"tensor name a lone surrogate", [](const std::string& b) {
+         std::string text = manifest_of(b).dump();
+         const size_t at = text.find("\"name\":\"") + 8;
+         return with_manifest(b, text.insert(at, "\\ud800"));
+       }},
+      {"embedded file name holds a NUL", edit([](json& m) { m["files"][0]["name"] = std::string("a\0b", 3); })},
+      {"embedded file name ../x", edit([](json& m) { m["files"][0]["name"] = "../x"; })},
+      {"embedded file name /abs", edit([](json& m) { m["files"][0]["name"] = "/abs"; })},
+      {"embedded file name sub/dir", edit([](json& m) { m["files"][0]["name"] = "sub/dir"; })},
+      {"embedded file name ..", edit([](json& m) { m["files"][0]["name"] = ".."; })},
+      {"embedded file name empty", edit([](json& m) { m["files"][0]["name"] = ""; })},
+      {"format_version 2.1 under a 2.0 preamble", edit([](json& m) { m["format_version"] = {2, 1}; })},
+      {"format_version missing", edit([](json& m) { m.erase("format_version"); })},
+      {"model_type a number", edit([](json& m) { m["model_type"] = 7; })},
       {"embedded file raw size huge", edit([](json& m) { m["files"][0]["raw_bytes"] = uint64_t(1) << 62; })},
   };
   return c;
@@ -154,6 +172,7 @@ std::vector<Hostile> nf4_fp8_catalogue() {
       {"nf4 nested block size 0", edit("nf4", [](json& t) { t["params"]["nested_block_size"] = 0; })},
       {"nf4 nested offset bits disagree", edit("nf4", [](json& t) { t["params"]["nested_offset_f32_bits"] = "0x00000001"; })},
       {"nf4 nested offset missing", edit("nf4", [](json& t) { t["params"].erase("nested_offset"); })},
+      {"nf4 nested offset 1e308", edit("nf4", [](json& t) { t["params"]["nested_offset"] = 1e308; t["params"].erase("nested_offset_f32_bits"); })},
       {"nf4 double_quant a string", edit("nf4", [](json& t) { t["params"]["double_quant"] = "yes"; })},
       {"nf4 quant_state huge", edit("nf4", [](json& t) { t["params"]["quant_state_bytes"] = uint64_t(1) << 40; })},
       {"fp8 block_n 0", edit("fp8_e4m3", [](json& t) { t["params"]["block_n"] = 0; })},

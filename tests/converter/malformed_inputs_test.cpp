@@ -136,6 +136,9 @@ std::vector<Malformed> catalogue() {
                          std::to_string(qs.size()) + R"(],"data_offsets":[2,)" + std::to_string(2 + qs.size()) + "]}}";
          return one_file(d, h, "xx" + qs); },
        "tensor 'p.weight': packed 4-bit weight holds 2 bytes of U8; quant_state shape [8,8] needs 32 U8 bytes"},
+      {"tensor name holding a NUL", [](const TempDir& d) {
+         return one_file(d, R"({"x\u0000a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"x\u0000b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "xxxx"); },
+       "tensor 'x\\x00a': name contains a NUL character"},
       {"FP8 scale without its weight", [](const TempDir& d) {
          return one_file(d, R"({"p.weight_scale_inv":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]}})", "xxxx"); },
        "tensor 'p.weight_scale_inv': FP8 scale without its weight 'p.weight'"},
