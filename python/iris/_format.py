@@ -4,6 +4,7 @@ sources, so the two readers check each other."""
 
 from __future__ import annotations
 
+import math
 import struct
 
 from ._errors import IrisError
@@ -89,6 +90,20 @@ def f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+def _finite_f32(ctx: str, key: str, v) -> float:
+    """A JSON number as the FP32 value the decoders use; IrisError (not Python's OverflowError)
+    when it is beyond FP32's range, as an integer of 400 digits, 1e308 or 1e999 (which Python's
+    JSON parser reads as infinity) is."""
+    try:
+        x = f32(float(v))
+        if math.isfinite(x):
+            return x
+    except OverflowError:
+        pass
+    shown = f"{v:.6g}" if isinstance(v, float) or abs(v) < 10 ** 20 else f"of {len(str(abs(v)))} digits"
+    raise IrisError(f"{ctx}{key} {shown} is not a finite FP32 value")
+
+
 def check_params(ctx: str, fmt: str, p) -> dict:
     """Validates the params of a quantized tensor; returns the typed values the decoders use."""
     if not isinstance(p, dict):
@@ -131,7 +146,7 @@ def check_params(ctx: str, fmt: str, p) -> dict:
         nbs = p["nested_block_size"]
         if nbs == 0 or nbs > 65536:
             raise IrisError(f"{ctx}nested_block_size out of range")
-        off = f32(float(p["nested_offset"]))
+        off = _finite_f32(ctx, "nested_offset", p["nested_offset"])
         if "nested_offset_f32_bits" in p:
             bits = "0x%08x" % struct.unpack("<I", struct.pack("<f", off))[0]
             if p["nested_offset_f32_bits"] != bits:
@@ -168,7 +183,6 @@ def geometry(ctx: str, fmt: str, shape, layout, block_size: int) -> dict:
     if tn == 0 or tk == 0 or tn > 4096 or tk > 65536:
         raise IrisError(f"{ctx}tile {tn}x{tk} out of range")
     unit = ROW_UNIT[fmt]
-    import math
     align = math.lcm(unit, block_size or 1)
     if CODE_BITS[fmt] == 4:
         align = math.lcm(align, 2)

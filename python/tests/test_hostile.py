@@ -117,6 +117,58 @@ CATALOGUE = {
 }
 
 
+nf4 = lambda m: first(m, "nf4")  # noqa: E731
+
+# The schema rules the C++ reader checks too (issue 24 item 12): (fixture, edit, what the message says).
+SAME_SCHEMA = {
+    "tensor name holds a NUL": ("gptoss-mxfp4", edit(lambda m: mx(m).update(name="experts\u0000a")),
+                                "tensor 'experts\\x00a': name contains a NUL character"),
+    "tensor name holds a lone surrogate": ("gptoss-mxfp4", edit(lambda m: mx(m).update(name="experts\ud800")),
+                                           "tensor 'experts\\ud800': name is not valid UTF-8"),
+    "embedded file name holds a NUL": ("gptoss-mxfp4", edit(lambda m: m["files"][0].update(name="config\u0000.json")),
+                                       "embedded file 'config\\x00.json': name contains a NUL character"),
+    "embedded file name holds a lone surrogate": ("gptoss-mxfp4", edit(lambda m: m["files"][0].update(name="config\udfff")),
+                                                  "embedded file 'config\\udfff': name is not valid UTF-8"),
+    **{f"embedded file named {name!r}": ("gptoss-mxfp4", edit(lambda m, name=name: m["files"][0].update(name=name)),
+                                         f"embedded file '{name}': not a plain file name")
+       for name in ("../../x", "/abs", "sub/dir", "..", ".", "", "dir\\file")},
+    "format_version disagrees with the preamble": ("gptoss-mxfp4", edit(lambda m: m.update(format_version=[2, 1])),
+                                                   "manifest: format_version [2, 1] disagrees with the preamble's 2.0"),
+    "format_version missing": ("gptoss-mxfp4", edit(lambda m: m.pop("format_version")), "manifest: 'format_version' is missing"),
+    "format_version of booleans": ("gptoss-mxfp4", edit(lambda m: m.update(format_version=[True, False])),
+                                   "manifest: 'format_version' is not [major, minor]"),
+    "model_type is not a string": ("gptoss-mxfp4", edit(lambda m: m.update(model_type=7)), "manifest: 'model_type' is not a string"),
+    "nested_offset 1e308": ("llama-nf4-dq", edit(lambda m: nf4(m)["params"].update(nested_offset=1e308)),
+                            "nested_offset 1e+308 is not a finite FP32 value"),
+    "nested_offset an integer beyond any float": ("llama-nf4-dq", edit(lambda m: nf4(m)["params"].update(nested_offset=10 ** 400)),
+                                                  "is not a finite FP32 value"),
+    "nested_offset 1e999 (infinity to Python's parser)": ("llama-nf4-dq", lambda b: with_manifest(b, json.dumps(manifest_of(b)).replace(
+        f'"nested_offset": {nf4(manifest_of(b))["params"]["nested_offset"]!r}', '"nested_offset": 1e999', 1)),
+        "nested_offset inf is not a finite FP32 value"),
+    "nested_offset NaN (not JSON)": ("llama-nf4-dq", lambda b: with_manifest(b, json.dumps(
+        {**manifest_of(b), "tensors": [dict(t, params={**t["params"], "nested_offset": float("nan")}) if t["format"] == "nf4" else t
+                                       for t in manifest_of(b)["tensors"]]})), "NaN is not a JSON value"),
+    "component bytes a float": ("gptoss-mxfp4", edit(lambda m: mx(m)["components"][1].update(bytes=float(mx(m)["components"][1]["bytes"]))),
+                                "component 'scales': listed as"),
+    "component shape of booleans": ("gptoss-mxfp4", edit(lambda m: m["tensors"].append(
+        dict(m["tensors"][0], name="flag", dtype="bool", format="bool", shape=[1],
+             components=[dict(m["tensors"][0]["components"][0], dtype="bool", shape=[True], bytes=1)]))),
+        "component 'data': listed as"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAME_SCHEMA))
+def test_schema_rules_shared_with_the_cpp_reader(converted, tmp_path, case):
+    fixture, make, message = SAME_SCHEMA[case]
+    bad = tmp_path / "bad.iris"
+    bad.write_bytes(make(converted(fixture).read_bytes()))
+    with pytest.raises(iris.IrisError) as e:
+        iris.open(bad)
+    assert str(e.value).startswith(f"{bad}: ") and message in str(e.value), str(e.value)
+    assert "\n" not in str(e.value) and "\x00" not in str(e.value)
+    str(e.value).encode("utf-8")  # printable: no lone surrogate reaches the message
+
+
 @pytest.mark.parametrize("case", list(CATALOGUE))
 def test_malformed_archive_is_refused_naming_the_file(converted, tmp_path, case):
     good = converted("gptoss-mxfp4").read_bytes()
@@ -198,3 +250,24 @@ def test_random_damage_raises_only_iris_errors(converted, tmp_path, fixture):
         for t in a.tensors.values():
             if t.quantized:
                 t.dequantize("bfloat16", backend="numpy")
+
+
+# Brackets the depth check must not count (inside strings, behind escaped quotes) and a nesting
+# of exactly the limit: each archive opens.
+WITHIN_THE_DEPTH_LIMIT = {
+    "brackets inside a string": lambda m: m["tool"].update(note="[" * 1000 + "{" * 1000),
+    "escaped quotes before brackets": lambda m: m["tool"].update(note='\\"' + "[" * 100 + '\\\\"' + "{" * 100 + '\\\\\\"'),
+    "nested to the limit": lambda m: m["provenance"].update(deep=json.loads("[" * 62 + "]" * 62)),
+}
+
+
+@pytest.mark.parametrize("case", list(WITHIN_THE_DEPTH_LIMIT))
+def test_manifest_within_the_depth_limit_opens(converted, tmp_path, case):
+    good = converted("gptoss-mxfp4").read_bytes()
+    path = tmp_path / "ok.iris"
+    path.write_bytes(edit(WITHIN_THE_DEPTH_LIMIT[case])(good))
+    assert len(iris.open(path).tensors) == len(iris.open(converted("gptoss-mxfp4")).tensors)
+    if case == "nested to the limit":  # one level more is refused
+        path.write_bytes(edit(lambda m: m["provenance"].update(deep=json.loads("[" * 63 + "]" * 63)))(good))
+        with pytest.raises(iris.IrisError, match="nested deeper than 64"):
+            iris.open(path)

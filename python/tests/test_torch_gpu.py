@@ -307,8 +307,9 @@ def _greedy(model, prompts):
 
 
 def test_patched_gpt_oss_runs_its_mxfp4_experts_on_iris(converted, tmp_path):
-    """gpt-oss with its MXFP4 expert stacks kept (IrisGptOssExperts: a grouped expert GEMV per
-    projection over the picked experts' tiles) against the same model holding `iris export --dtype bf16`."""
+    """gpt-oss, built on the meta device, with its MXFP4 expert stacks kept (IrisGptOssExperts: a
+    grouped expert GEMV per projection over the picked experts' tiles) against the same model
+    holding `iris export --dtype bf16`."""
     transformers = pytest.importorskip("transformers")
     path = converted("gptoss-mxfp4")
     export = tmp_path / "dequantized.safetensors"
@@ -324,8 +325,8 @@ def test_patched_gpt_oss_runs_its_mxfp4_experts_on_iris(converted, tmp_path):
     twin = build()
     filled = _fill_from_export(twin, export)
     assert filled >= len(read_safetensors(export)) - 1
-    patched = build()
-    keep = itorch.patch(patched, path)
+    patched = _meta_model(transformers, transformers.AutoConfig.from_pretrained(FIXTURES / "gptoss-mxfp4"))
+    keep = itorch.patch(patched, path)  # strict: every parameter from the archive, none left on meta
     n_experts = sum(isinstance(m, itorch.IrisGptOssExperts) for m in patched.modules())
     assert n_experts == config.num_hidden_layers
     prompts = torch.tensor([[1, 15, 27, 8, 99, 3, 42, 7]], device="cuda")
@@ -361,4 +362,191 @@ def test_patched_mixtral_runs_its_nf4_experts_on_iris(converted, tmp_path):
     assert n_experts == 2
     prompts = torch.tensor([[3, 14, 15, 52, 61, 35, 9, 7]], device="cuda")
     _compare(f"mixtral nf4: {n_experts} IrisMixtralExperts", twin, patched, prompts, source=_from_pretrained(transformers, src))
+    del keep
+
+
+# -- models built on the meta device from their config alone, then patched (issue 24 items 2, 3)
+
+def _meta_model(transformers, config):
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built unquantized; the weights come from iris
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    return model.eval()
+
+
+def _checkpoint_state_dict(model, mixtral_names: bool) -> dict:
+    """The model's tensors under their checkpoint names: fused expert stacks split back into
+    per-expert gate/up/down (w1/w3/w2 and block_sparse_moe for Mixtral), as checkpoints on the
+    Hub store them and transformers 5 fuses them at load time."""
+    gate, up, down = ("w1", "w3", "w2") if mixtral_names else ("gate_proj", "up_proj", "down_proj")
+    out = {}
+    for k, v in model.state_dict().items():
+        v = v.detach().cpu().contiguous()
+        block = k.replace(".mlp.", ".block_sparse_moe.") if mixtral_names else k
+        if k.endswith("mlp.experts.gate_up_proj"):
+            inter = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[block.replace("gate_up_proj", f"{e}.{gate}.weight")] = v[e, :inter].clone()
+                out[block.replace("gate_up_proj", f"{e}.{up}.weight")] = v[e, inter:].clone()
+        elif k.endswith("mlp.experts.down_proj"):
+            for e in range(v.shape[0]):
+                out[block.replace("down_proj", f"{e}.{down}.weight")] = v[e].clone()
+        elif mixtral_names and k.endswith("mlp.gate.weight"):
+            out[block] = v
+        else:
+            out[k] = v
+    return out
+
+
+def _random_snapshot(transformers, config, path, std: float, mixtral_names=False, drop=(), extra=()):
+    """A snapshot of transformers' own class for `config`, N(0, std) weights, under checkpoint
+    names; `drop` leaves tensors out, `extra` adds stray ones."""
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, std)
+    sd = {k: v for k, v in _checkpoint_state_dict(model, mixtral_names).items() if k not in drop}
+    sd.update({name: torch.zeros(4, 4, dtype=torch.bfloat16) for name in extra})
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(sd, str(path / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(path)
+
+
+def _tiny_config(transformers, family):
+    common = dict(vocab_size=64, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=False)
+    if family == "llama":
+        return transformers.LlamaConfig(**common)
+    if family == "qwen2":
+        return transformers.Qwen2Config(**common)
+    if family == "qwen3_moe":
+        return transformers.Qwen3MoeConfig(**common, moe_intermediate_size=256, num_experts=4, num_experts_per_tok=2,
+                                           decoder_sparse_step=1, mlp_only_layers=[])
+    if family == "mixtral":
+        return transformers.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2)
+    raise ValueError(family)
+
+
+@pytest.mark.parametrize("family,quant", [("llama", "nf4"), ("qwen2", "fp8-block"), ("qwen3_moe", "nf4"), ("qwen3_moe", "keep"),
+                                          ("mixtral", "nf4"), ("mixtral", "keep")])
+def test_meta_built_model_patched_equals_its_dequantized_twin(tmp_path, family, quant):
+    """Built on the meta device from its config alone and patched: every parameter comes from
+    the archive through transformers' own conversion rules (Mixtral's block_sparse_moe.* and
+    per-expert w1/w2/w3, Qwen3-MoE's per-expert gate/up/down, fused at load time), strictly
+    (nothing unset, nothing unused), and the logits are those of `from_pretrained` of the
+    dequantized twin."""
+    transformers = pytest.importorskip("transformers")
+    config = _tiny_config(transformers, family)
+    src = tmp_path / "src"
+    _random_snapshot(transformers, config, src, 0.05, mixtral_names=family == "mixtral")
+    archive = tmp_path / "model.iris"
+    run_iris("convert", src, "-o", archive, "-q", *(() if quant == "keep" else ("--quant", quant)))
+    twin_dir = tmp_path / "twin"
+    twin_dir.mkdir()
+    config.save_pretrained(twin_dir)
+    run_iris("export", archive, "-o", twin_dir / "model.safetensors", "--dtype", "bf16", "-q")
+    twin = _from_pretrained(transformers, twin_dir)
+    patched = _meta_model(transformers, transformers.AutoConfig.from_pretrained(src))
+    result = itorch.patch(patched, archive)
+    assert result.unset == [] and result.unused == []
+    assert not any(t.is_meta for t in list(patched.parameters()) + list(patched.buffers()))
+    prompts = torch.tensor([[3, 14, 15, 52, 61, 35, 9, 7]], device="cuda")
+    _compare(f"{family} {quant}, meta-built", twin, patched, prompts)
+    del result
+
+
+def test_incomplete_archive_is_refused_naming_what_is_missing(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = _tiny_config(transformers, "mixtral")
+    src = tmp_path / "src"
+    missing = ["model.layers.1.self_attn.o_proj.weight", "model.layers.0.block_sparse_moe.gate.weight"]
+    _random_snapshot(transformers, config, src, 0.05, mixtral_names=True, drop=missing, extra=["stray.weight"])
+    archive = tmp_path / "model.iris"
+    run_iris("convert", src, "-o", archive, "-q")
+    with pytest.raises(iris.IrisError) as e:
+        itorch.patch(_meta_model(transformers, transformers.AutoConfig.from_pretrained(src)), archive)
+    message = str(e.value)
+    for name in ("model.layers.1.self_attn.o_proj.weight", "model.layers.0.mlp.gate.weight", "stray.weight"):
+        assert name in message, message
+    result = itorch.patch(_meta_model(transformers, transformers.AutoConfig.from_pretrained(src)), archive, strict=False)
+    assert result.unset == ["model.layers.0.mlp.gate.weight", "model.layers.1.self_attn.o_proj.weight"]
+    assert result.unused == ["stray.weight"]
+    assert isinstance(result["model.embed_tokens.weight"], torch.Tensor)  # still the state dict
+
+
+def _gpt_oss_20b_like_snapshot(transformers, path, layers: int = 2):
+    """gpt-oss-20b's expert geometry (32 experts, hidden and intermediate 2880, MXFP4 stacks as
+    its checkpoint stores them: _blocks and _scales) for `layers` layers, random codes, E8M0
+    scales near 2^-6, a small vocabulary."""
+    from safetensors.torch import save_file
+
+    config = transformers.AutoConfig.from_pretrained(FIXTURES / "gptoss-mxfp4")
+    config.num_hidden_layers, config.layer_types = layers, config.layer_types[:1] * layers
+    config.hidden_size = config.intermediate_size = 2880
+    config.num_local_experts, config.num_attention_heads, config.num_key_value_heads = 32, 64, 8
+    config.vocab_size = 512
+    gen = torch.Generator().manual_seed(5)
+    meta = _meta_model(transformers, copy_config(config))
+    sd = {}
+    for name, p in meta.state_dict().items():
+        if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            e, k, n = p.shape  # the module holds [E, K, N]; the checkpoint [E, N, K/32, 16] + [E, N, K/32]
+            sd[name + "_blocks"] = torch.randint(0, 256, (e, n, k // 32, 16), generator=gen, dtype=torch.uint8)
+            sd[name + "_scales"] = torch.randint(119, 123, (e, n, k // 32), generator=gen, dtype=torch.uint8)
+        else:
+            sd[name] = (torch.randn(p.shape, generator=gen) * 0.02).to(p.dtype)
+    path.mkdir()
+    save_file(sd, str(path / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(path)
+    return config
+
+
+def copy_config(config):
+    import copy
+
+    return copy.deepcopy(config)
+
+
+@pytest.mark.parametrize("built_on", ["meta", "cuda"])
+def test_replaced_expert_modules_are_freed(tmp_path, built_on):
+    """A real-size expert stack (gpt-oss-20b's, two layers): after patch the replaced BF16
+    GptOssExperts are gone (weakref dead), and the GPU holds about the archive and no more."""
+    import gc
+    import weakref
+
+    transformers = pytest.importorskip("transformers")
+    src = tmp_path / "src"
+    config = _gpt_oss_20b_like_snapshot(transformers, src)
+    archive = tmp_path / "model.iris"
+    run_iris("convert", src, "-o", archive, "-q")
+    stored = sum(c[4] for t in iris.open(archive).tensors.values() for c in t._components)
+    gc.collect()
+    torch.cuda.empty_cache()
+    free_before = torch.cuda.mem_get_info()[0]
+    if built_on == "meta":
+        model = _meta_model(transformers, copy_config(config))
+    else:
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).to("cuda").eval()
+    originals = [weakref.ref(m) for m in model.modules() if type(m).__name__ == "GptOssExperts"]
+    assert len(originals) == 2
+    keep = itorch.patch(model, archive)
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    assert all(r() is None for r in originals), "a replaced GptOssExperts is still referenced"
+    used = free_before - torch.cuda.mem_get_info()[0]
+    allocated = torch.cuda.memory_allocated()
+    print(f"gpt-oss-20b-like experts, built on {built_on}: {stored / 2**20:.0f} MiB stored, GPU use after patch "
+          f"{used / 2**20:.0f} MiB (torch's allocator {allocated / 2**20:.0f} MiB)")
+    assert used <= stored * 1.10 + (64 << 20), (used, stored)
+    assert allocated <= stored * 0.10, (allocated, stored)
+    prompts = torch.tensor([[1, 15, 27, 8]], device="cuda")
+    with torch.no_grad():
+        assert torch.isfinite(model(prompts).logits.float()).all()
     del keep
