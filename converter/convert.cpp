@@ -1,3 +1,4 @@
+#include "formats/json_text.h"
 #include "converter/convert.h"
 
 #include <chrono>
@@ -254,7 +255,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     take_final_sizes(written, report);
     if (!report_file) return Status::ok();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string text = report.to_json().dump(2) + "\n";
+    const std::string text = dump_json(report.to_json(), 2) + "\n";
     return report_file->append({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
   };
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));

@@ -1,3 +1,4 @@
+#include "formats/json_text.h"
 #include "converter/cli/bench_command.h"
 
 #include <cstdio>
@@ -85,7 +86,7 @@ int run_bench_command(const BenchCommandOptions& o) {
   j["variants"] = o.variants;
   j["tile"] = o.tile;
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", dump_json(j, 2).c_str());
     return 0;
   }
   std::printf("device %s, copy bandwidth %.0f GB/s (read+write, measured now: cudaMemcpy %.0f, copy kernel %.0f)\n",

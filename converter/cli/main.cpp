@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "formats/json_text.h"
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/byte_size.h"
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
     if (json_out) {
       auto j = r->to_json();
       j["ok"] = true;
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", iris::dump_json(j, 2).c_str());
     } else if (co.dry_run) {
       iris::print_plan(*r, stdout);
     } else if (!quiet) {
@@ -202,7 +203,7 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.status(), inspect_json ? "inspect" : nullptr);
     if (inspect_json) {
       (*r)["ok"] = true;
-      std::printf("%s\n", r->dump(2).c_str());
+      std::printf("%s\n", iris::dump_json(*r, 2).c_str());
     }
     else iris::print_inspection(*r);
     return 0;
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
     auto r = iris::run_export(eo);
     bar.finish();
     if (!r.is_ok()) return fail(r.status(), export_json ? "export" : nullptr);
-    if (export_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}).dump(2).c_str());
+    if (export_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}, 2).c_str());
     return 0;
   }
   if (extract->parsed()) {
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
     if (extract_json && xo.output == "-") return fail(iris::usage_error("--json and -o - both want standard output"), "extract");
     auto r = iris::run_extract(xo);
     if (!r.is_ok()) return fail(r.status(), extract_json ? "extract" : nullptr);
-    if (extract_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}).dump(2).c_str());
+    if (extract_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}, 2).c_str());
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);

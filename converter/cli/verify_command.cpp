@@ -1,3 +1,4 @@
+#include "formats/json_text.h"
 #include "converter/cli/verify_command.h"
 
 #include <cstdio>
@@ -61,7 +62,7 @@ int run_verify_command(const VerifyOptions& o) {
     }
     VerifyReport report = verify_v1_structure(*v1);
     if (int rc = junit(junit_xml(report))) return rc;
-    if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
+    if (o.json) std::printf("%s\n", dump_json(report.to_json(), 2).c_str());
     else report.print_text(stdout, o.verbose);
     return report.ok() ? 0 : int(kExitVerifyFailed);
   }
@@ -93,7 +94,7 @@ int run_verify_command(const VerifyOptions& o) {
     add_against_checks(*rows, co, &report);
   }
   if (int rc = junit(junit_xml(report))) return rc;
-  if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
+  if (o.json) std::printf("%s\n", dump_json(report.to_json(), 2).c_str());
   else report.print_text(stdout, o.verbose);
   return report.ok() ? 0 : int(kExitVerifyFailed);
 }
@@ -118,7 +119,7 @@ int run_diff_command(const DiffOptions& o) {
       if (!r.error.empty()) j["error"] = r.error;
       t.push_back(std::move(j));
     }
-    std::printf("%s\n", nlohmann::json({{"ok", true}, {"a", o.a}, {"b", o.b}, {"tensors", t}}).dump(2).c_str());
+    std::printf("%s\n", dump_json({{"ok", true}, {"a", o.a}, {"b", o.b}, {"tensors", t}}, 2).c_str());
     return 0;
   }
   std::printf("%-48s %-9s %-9s %10s %9s %11s\n", "tensor", "A", "B", "rel L2", "SNR dB", "max |err|");
