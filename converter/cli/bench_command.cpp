@@ -1,4 +1,3 @@
-#include "formats/json_text.h"
 #include "converter/cli/bench_command.h"
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #ifdef IRIS_HAVE_CUDA
 #include "formats/iris_archive.h"
 #include "bench/kernels/kernel_bench.h"
+#include "formats/json_text.h"
 #endif
 
 namespace iris {

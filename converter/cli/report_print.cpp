@@ -1,10 +1,10 @@
-#include "formats/json_text.h"
 #include "converter/cli/report_print.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "converter/cli/progress.h"
+#include "formats/json_text.h"
 
 namespace iris {
 

@@ -1,4 +1,3 @@
-#include "formats/json_text.h"
 #include "converter/cli/verify_command.h"
 
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "common/atomic_output.h"
 #include "converter/output_guard.h"
 #include "verify/device_checks.h"
+#include "formats/json_text.h"
 
 namespace iris {
 
