@@ -1,4 +1,3 @@
-#include "formats/json_text.h"
 #include "converter/convert.h"
 
 #include <chrono>
@@ -17,6 +16,7 @@
 #include "converter/requantize.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
+#include "formats/json_text.h"
 
 #ifndef IRIS_VERSION
 #define IRIS_VERSION "dev"
@@ -89,7 +89,13 @@ Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
   IRIS_TRY(refuse_input_as_output(o.output, {o.source}, "output"));
   namespace fs = std::filesystem;
   std::error_code ec;
+  // Beside the file the archive will replace (a symbolic link's target), and refused before
+  // the export when the archive could not be written there (a device, no --force).
   fs::path near = fs::absolute(o.output, ec);
+  if (!o.dry_run) {
+    IRIS_ASSIGN_OR_RETURN(const AtomicOutputFile::Destination dest, AtomicOutputFile::destination(o.output, o.overwrite, false));
+    near = fs::absolute(dest.path, ec);
+  }
   if (o.dry_run || !fs::is_directory(near.parent_path(), ec)) near = fs::temp_directory_path(ec) / "iris-archive-source";
   IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(near));
   ExportOptions eo;
@@ -235,6 +241,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       inputs.push_back(it->path().string());
   }
   IRIS_TRY(refuse_input_as_output(o.output, inputs, "output"));
+  IRIS_TRY(AtomicOutputFile::destination(o.output, o.overwrite, /*in_order=*/false).status());  // before the report is opened
   std::optional<AtomicOutputFile> report_file;
   if (!o.report_path.empty()) {
     IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));

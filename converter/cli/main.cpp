@@ -31,6 +31,10 @@ constexpr const char* kExitCodes = R"(Exit codes:
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
 
+// What --force does to what is not a regular file (common/atomic_output.h).
+constexpr const char* kForceTargets =
+    " (a symbolic link's target is replaced, the link kept; a device or FIFO such as /dev/null is written through)";
+
 int fail(const iris::Status& s, const char* json_command = nullptr) { return iris::cli_fail(s, json_command); }
 
 }  // namespace
@@ -49,7 +53,10 @@ int main(int argc, char** argv) {
   convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, org/name[@revision] in the HF cache, an .iris archive, or a seed-engine .iris v1 archive")->required();
   convert->add_option("--config", co.config, "For a .iris v1 source (which holds none): the model's config.json, or the snapshot folder with it and the tokenizer files");
   convert->add_option("-o,--output", co.output, "Archive to write (written as OUT.partial-XXXXXX, renamed when complete)")->required();
-  convert->add_flag("--force", co.overwrite, "Replace OUT if it exists (only once the new archive is complete)");
+  convert->add_flag("--force", co.overwrite,
+                    "Replace OUT (and the --report file) if it exists, only once the new archive is complete: a symbolic link's target is "
+                    "replaced, the link kept; a device or FIFO is refused for OUT (use --dry-run to test a conversion) and written "
+                    "through for --report");
   convert->add_option("--tile-n", co.tile_n, "Rows per tile of quantized codes")->capture_default_str();
   convert->add_option("--tile-k", co.tile_k, "Columns per tile of quantized codes (multiple of 64)")->capture_default_str();
   convert->add_option("--quant", co.quant, "Target format of weight matrices: mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep")
@@ -96,7 +103,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"safetensors", "iris-v1"}))
       ->capture_default_str();
   exp->add_option("--dtype", eo.dtype, "keep | bf16 | f16 | f32")->check(CLI::IsMember({"keep", "bf16", "f16", "f32"}))->capture_default_str();
-  exp->add_flag("--force", eo.overwrite, "Replace OUTPUT if it exists");
+  exp->add_flag("--force", eo.overwrite,
+               std::string("Replace OUTPUT if it exists") + kForceTargets +
+                   "; for DIR/, only the files the export writes are replaced, other files in DIR are kept");
   exp->add_flag("-q,--quiet", quiet, "No progress bar");
   bool export_json = false;
   exp->add_flag("--json", export_json, "Print a JSON summary (or the error) on stdout");
@@ -111,7 +120,7 @@ int main(int argc, char** argv) {
   extract->add_option("ARCHIVE", xo.archive, "The .iris archive")->required();
   extract->add_option("NAME", xo.name, "The embedded file, as iris inspect lists it")->required();
   extract->add_option("-o,--output", xo.output, "File to write, or - for standard output")->required();
-  extract->add_flag("--force", xo.overwrite, "Replace OUTPUT if it exists");
+  extract->add_flag("--force", xo.overwrite, std::string("Replace OUTPUT if it exists") + kForceTargets);
   extract->add_flag("--json", extract_json, "Print a JSON summary (or the error) on stdout");
   extract->footer("Example:\n  iris extract model.iris config.json -o config.json\n  iris extract model.iris tokenizer.json -o - | head");
 
@@ -125,7 +134,7 @@ int main(int argc, char** argv) {
   verify->add_flag("-v,--verbose", vo.verbose, "List passing tensors too");
   verify->add_flag("-q,--quiet", quiet, "No progress bar");
   verify->add_option("--junit", vo.junit_path, "Also write the checks as JUnit XML (one test case per tensor and check) to FILE");
-  verify->add_flag("--force", vo.overwrite, "Replace an existing --junit file");
+  verify->add_flag("--force", vo.overwrite, std::string("Replace an existing --junit file") + kForceTargets);
   verify->add_option("--against", vo.against,
                      "Also compare every tensor with SRC (snapshot folder, file, repo id or archive): same names and shapes, "
                      "lossless tensors bit for bit, requantized ones within the format's error limits");
