@@ -1,6 +1,7 @@
 #include "converter/convert.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -35,10 +36,12 @@ json ConvertReport::to_json() const {
     if (o.quality) t["quality"] = o.quality->to_json();
     per.push_back(std::move(t));
   }
-  return {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
+  json j = {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
           {"predicted_peak_rss_bytes", predicted_peak_rss}, {"chunk_floats", chunk_floats}, {"workers", workers},
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
+  if (dry_run) j["dry_run"] = true;
+  return j;
 }
 
 namespace {
@@ -76,6 +79,14 @@ void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
     report.outcomes[i].bytes = written.tensor_bytes[i];
     report.planned_bytes += written.tensor_bytes[i];
   }
+}
+
+// A budget in MiB as given, not rounded down to "0 MiB" (one decimal below 100 MiB).
+std::string mib_text(uint64_t bytes) {
+  char buf[64];
+  const double mib = double(bytes) / double(1 << 20);
+  std::snprintf(buf, sizeof buf, mib < 100 ? "%.1f MiB (%llu bytes)" : "%.0f MiB", mib, static_cast<unsigned long long>(bytes));
+  return buf;
 }
 
 }  // namespace
@@ -178,8 +189,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   report.workers = memory.workers;
   if (o.max_rss && memory.peak_bytes > o.max_rss)
     return usage_error("this conversion needs about " + std::to_string((memory.peak_bytes + (1 << 20) - 1) >> 20) +
-                       " MiB of memory even in the smallest chunks, more than --max-rss " + std::to_string(o.max_rss >> 20) +
-                       " MiB allows (its largest requantized tensor sets it; --dry-run shows the plan)");
+                       " MiB of memory even in the smallest chunks, more than --max-rss " + mib_text(o.max_rss) + " allows (its largest requantized tensor sets it; --dry-run shows the plan)");
   ro.chunk_floats = memory.chunk_floats;
   ro.workers = memory.workers;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -224,13 +234,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   }
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
-  if (o.dry_run) {
-    // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
-    IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
-    take_final_sizes(report.written, report);
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return report;
-  }
   // Outputs never replace an input, and the report is created (refused if it exists, unless
   // --force) before any archive byte is written.
   std::vector<std::string> inputs;
@@ -239,6 +242,21 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     std::error_code ec;
     for (std::filesystem::directory_iterator it(snap.folder(), ec), end; !ec && it != end; it.increment(ec))
       inputs.push_back(it->path().string());
+  }
+  if (o.dry_run) {
+    // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
+    take_final_sizes(report.written, report);
+    report.dry_run = true;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.report_path.empty()) {  // the plan, in the shape of the real run's report
+      IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
+      IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
+      const std::string text = dump_json(report.to_json(), 2) + "\n";
+      IRIS_TRY(rf.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+      IRIS_TRY(rf.commit());
+    }
+    return report;
   }
   IRIS_TRY(refuse_input_as_output(o.output, inputs, "output"));
   IRIS_TRY(AtomicOutputFile::destination(o.output, o.overwrite, /*in_order=*/false).status());  // before the report is opened

@@ -31,6 +31,10 @@ constexpr const char* kExitCodes = R"(Exit codes:
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
 
+// No conversion fits less: the process itself, its buffers and one chunk take more. Below this
+// a budget is a mistake (a bare number is bytes: "--max-rss 1").
+constexpr uint64_t kMinMaxRss = uint64_t(16) << 20;
+
 // What --force does to what is not a regular file (common/atomic_output.h).
 constexpr const char* kForceTargets =
     " (a symbolic link's target is replaced, the link kept; a device or FIFO such as /dev/null is written through)";
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
                     "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
   convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan, the output size and the predicted peak memory; write nothing");
   std::string max_rss;
-  convert->add_option("--max-rss", max_rss,
+  auto* max_rss_option = convert->add_option("--max-rss", max_rss,
                       "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");
   convert->add_flag("!--no-direct-io", co.direct_io,
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
@@ -179,9 +183,22 @@ int main(int argc, char** argv) {
     return int(iris::kExitUsage);
   }
 
+  // An empty path is a usage error (exit 2), not a file the system cannot find (exit 5).
+  for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{exp, &eo.output},
+                                  std::pair{extract, &xo.output}, std::pair{verify, &vo.junit_path}}) {
+    const char* option = path == &co.report_path ? "--report" : path == &vo.junit_path ? "--junit" : "--output";
+    if (sub->parsed() && path->empty() && sub->get_option(option)->count())
+      return fail(iris::usage_error(std::string(option) + ": the path is empty"),
+                  (sub == convert && json_out) || (sub == exp && export_json) || (sub == extract && extract_json) || (sub == verify && vo.json)
+                      ? sub->get_name().c_str()
+                      : nullptr);
+  }
   if (convert->parsed()) {
-    if (!max_rss.empty()) {
+    if (max_rss_option->count()) {  // given, even as '' (an error, not "no budget")
       auto budget = iris::parse_byte_size(max_rss, "--max-rss");
+      if (budget.is_ok() && *budget < kMinMaxRss)
+        budget = iris::usage_error("--max-rss '" + max_rss + "' is " + std::to_string(*budget) +
+                                   " bytes, below the smallest budget iris can plan for (16 MiB); give a unit, e.g. 512MiB or 2GB");
       if (!budget.is_ok()) return fail(budget.status(), json_out ? "convert" : nullptr);
       co.max_rss = *budget;
     }
