@@ -58,12 +58,65 @@ void remove_stale_partials(const std::string& final_path) {
 
 }  // namespace
 
-Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry) {
+namespace {
+
+const char* kind_of(mode_t m) {
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a folder";
+  return "not a regular file";
+}
+
+}  // namespace
+
+Result<AtomicOutputFile::Destination> AtomicOutputFile::destination(const std::string& requested_path, bool overwrite, bool in_order) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!overwrite && fs::exists(fs::symlink_status(final_path, ec)))
-    return already_exists(final_path + ": already exists");
-  if (fs::is_directory(final_path, ec)) return invalid_argument(final_path + ": is a folder");
+  struct stat link_st{}, st{};
+  const bool exists = lstat(requested_path.c_str(), &link_st) == 0;
+  if (exists && !overwrite) return already_exists(requested_path + ": already exists");
+  Destination d{requested_path, false};
+  if (!exists) return d;
+  const bool is_link = S_ISLNK(link_st.st_mode);
+  if (stat(requested_path.c_str(), &st) != 0) {
+    if (is_link) return invalid_argument(requested_path + ": a symbolic link to nothing (" + errno_text() + "); refusing to write through it");
+    return io_error(requested_path + ": " + errno_text());
+  }
+  const std::string what = requested_path + ": is " + kind_of(st.st_mode) + (is_link ? " (through a symbolic link)" : "");
+  if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) return invalid_argument(what + "; refusing to write to it");
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    if (!in_order) return invalid_argument(what + "; this output is written out of order and read back, so it goes to a regular file only");
+    d.stream = true;
+    return d;
+  }
+  if (is_link) {
+    // The rename happens at the file the link resolves to, in that file's folder: the link
+    // stays a link, and what it points to gets the new contents.
+    std::error_code ec;
+    const fs::path target = fs::canonical(requested_path, ec);
+    if (ec) return io_error(requested_path + ": cannot resolve the symbolic link: " + ec.message());
+    d.path = target.string();
+  }
+  return d;
+}
+
+Result<AtomicOutputFile> AtomicOutputFile::create(const std::string& requested_path, bool overwrite, PartialFileRegistry* registry,
+                                                  bool in_order) {
+  namespace fs = std::filesystem;
+  IRIS_ASSIGN_OR_RETURN(const Destination dest, destination(requested_path, overwrite, in_order));
+  if (dest.stream) {
+    // Written through: opened as it is (a FIFO waits here for its reader), no O_CREAT, no
+    // O_TRUNC, no O_DIRECT; nothing is created beside it.
+    AtomicOutputFile f;
+    f.final_path_ = requested_path;
+    f.partial_path_ = requested_path;
+    f.streaming_ = true;
+    f.fd_ = ::open(requested_path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (f.fd_ < 0) return io_error(requested_path + ": cannot open it for writing: " + errno_text());
+    return f;
+  }
+  const std::string& final_path = dest.path;
   AtomicOutputFile f;
   f.final_path_ = final_path;
   f.overwrite_ = overwrite;
@@ -110,6 +163,7 @@ AtomicOutputFile& AtomicOutputFile::operator=(AtomicOutputFile&& o) noexcept {
     final_path_ = std::move(o.final_path_);
     partial_path_ = std::move(o.partial_path_);
     unnamed_ = o.unnamed_;
+    streaming_ = o.streaming_;
     cleanup_slot_ = o.cleanup_slot_;
     registry_ = o.registry_;
     o.fd_ = -1;
@@ -127,7 +181,8 @@ void AtomicOutputFile::abandon() {
     fd_ = -1;
   }
   if (!partial_path_.empty()) {
-    if (!unnamed_) unlink(partial_path_.c_str());  // an unnamed file vanishes with its descriptor
+    // An unnamed file vanishes with its descriptor; a device or FIFO written through is not ours.
+    if (!unnamed_ && !streaming_) unlink(partial_path_.c_str());
     partial_path_.clear();
   }
   if (registry_) registry_->remove(cleanup_slot_);
@@ -135,6 +190,7 @@ void AtomicOutputFile::abandon() {
 }
 
 Status AtomicOutputFile::write_at(uint64_t offset, std::span<const uint8_t> data) {
+  if (streaming_) return stream_write(offset, data);
   const uint8_t* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -163,6 +219,10 @@ Status AtomicOutputFile::pad_to(uint64_t offset) {
 }
 
 Status AtomicOutputFile::truncate_to(uint64_t size) {
+  if (streaming_) {
+    if (size == pos_) return Status::ok();
+    return internal_error(final_path_ + ": a device or FIFO cannot be truncated");
+  }
   if (ftruncate(fd_, off_t(size)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());
   pos_ = size;
   return Status::ok();
@@ -170,6 +230,7 @@ Status AtomicOutputFile::truncate_to(uint64_t size) {
 
 Status AtomicOutputFile::commit() {
   if (fd_ < 0) return internal_error("commit of a closed output file");
+  if (streaming_) return finish_stream();
   if (ftruncate(fd_, off_t(pos_)) != 0) return io_error(partial_path_ + ": truncate failed: " + errno_text());
   if (fsync(fd_) != 0) return io_error(partial_path_ + ": fsync failed: " + errno_text());
   if (unnamed_) {
@@ -206,6 +267,41 @@ Status AtomicOutputFile::commit() {
     fsync(dfd);
     ::close(dfd);
   }
+  return Status::ok();
+}
+
+// Devices and FIFOs take bytes in order (pwrite on a FIFO fails with ESPIPE).
+Status AtomicOutputFile::stream_write(uint64_t offset, std::span<const uint8_t> data) {
+  if (offset != pos_) return internal_error(final_path_ + ": a device or FIFO is written in order; asked to write at " +
+                                            std::to_string(offset) + " after " + std::to_string(pos_) + " bytes");
+  const uint8_t* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, std::min<size_t>(left, size_t(1) << 30));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error(final_path_ + ": write failed: " + errno_text());
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  pos_ += data.size();
+  return Status::ok();
+}
+
+// fsync of a FIFO or of most character devices fails with EINVAL (nothing to make durable):
+// not an error of the run. A real failure (EIO of a device that syncs) still is.
+Status AtomicOutputFile::finish_stream() {
+  if (fsync(fd_) != 0 && errno != EINVAL && errno != EROFS && errno != ENOTSUP) {
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    return io_error(final_path_ + ": fsync failed: " + std::strerror(e));
+  }
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  partial_path_.clear();
+  if (rc != 0) return io_error(final_path_ + ": close failed: " + errno_text());
   return Status::ok();
 }
 

@@ -7,6 +7,17 @@
 // dies by a signal its owner handles (PartialFileRegistry), and the next run writing NAME
 // removes those of processes that no longer exist. Unless overwriting is asked for, an
 // existing destination is never replaced (linkat, renameat2 RENAME_NOREPLACE).
+//
+// With overwriting, what is at the destination decides how (never replacing a non-file by a
+// file, nor touching anything but the named file):
+// - a regular file is replaced by the rename;
+// - a symbolic link is followed: the file it resolves to is replaced, by a rename in that
+//   file's folder; the link stays. A link to nothing is refused;
+// - a character device or a FIFO (/dev/null, a named pipe, /dev/stdout on a pipe) is written
+//   through: opened as it is and streamed into in order, nothing created beside it, no
+//   rename; fsync is skipped where the device has none. Outputs that are not written in
+//   order (an archive's header goes in last) refuse them;
+// - a folder, a block device or a socket is refused.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +41,20 @@ class PartialFileRegistry {
 class AtomicOutputFile {
  public:
   // Fails if `final_path` exists and !overwrite, or its folder is not writable. The partial
-  // file is registered with `registry` (if any) while it exists.
-  static Result<AtomicOutputFile> create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry = nullptr);
+  // file is registered with `registry` (if any) while it exists. `in_order`: the caller
+  // writes each byte once, in order (append, pad_to, write_at at position()), so a device or
+  // FIFO can take it; otherwise those are refused (kInvalidArgument).
+  static Result<AtomicOutputFile> create(const std::string& final_path, bool overwrite, PartialFileRegistry* registry = nullptr,
+                                         bool in_order = true);
+
+  // Where create() would write, checked without creating anything (to refuse before long
+  // work): `path` is the file to replace (a symbolic link resolved), `stream` a device or
+  // FIFO written through. The same errors as create().
+  struct Destination {
+    std::string path;
+    bool stream = false;
+  };
+  static Result<Destination> destination(const std::string& final_path, bool overwrite, bool in_order);
 
   AtomicOutputFile() = default;
   AtomicOutputFile(AtomicOutputFile&& o) noexcept { *this = std::move(o); }
@@ -42,7 +65,8 @@ class AtomicOutputFile {
 
   int fd() const { return fd_; }
   const std::string& partial_path() const { return partial_path_; }  // for messages (may describe an unnamed file)
-  const std::string& final_path() const { return final_path_; }
+  const std::string& final_path() const { return final_path_; }  // a symbolic link's target once resolved
+  bool streaming() const { return streaming_; }                    // writing through to a device or FIFO
 
   Status write_at(uint64_t offset, std::span<const uint8_t> data);
   Status append(std::span<const uint8_t> data);  // at the current end position
@@ -64,7 +88,10 @@ class AtomicOutputFile {
   int cleanup_slot_ = -1;
   PartialFileRegistry* registry_ = nullptr;
   bool unnamed_ = false;  // O_TMPFILE: no name until commit()
+  bool streaming_ = false;
   Status link_unnamed();
+  Status stream_write(uint64_t offset, std::span<const uint8_t> data);
+  Status finish_stream();
 };
 
 }  // namespace iris

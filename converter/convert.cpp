@@ -1,6 +1,7 @@
 #include "converter/convert.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "converter/requantize.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
+#include "formats/json_text.h"
 
 #ifndef IRIS_VERSION
 #define IRIS_VERSION "dev"
@@ -34,10 +36,12 @@ json ConvertReport::to_json() const {
     if (o.quality) t["quality"] = o.quality->to_json();
     per.push_back(std::move(t));
   }
-  return {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
+  json j = {{"file_bytes", written.file_bytes}, {"planned_bytes", planned_bytes}, {"data_bytes", written.data_bytes},
           {"predicted_peak_rss_bytes", predicted_peak_rss}, {"chunk_floats", chunk_floats}, {"workers", workers},
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
+  if (dry_run) j["dry_run"] = true;
+  return j;
 }
 
 namespace {
@@ -77,6 +81,14 @@ void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
   }
 }
 
+// A budget in MiB as given, not rounded down to "0 MiB" (one decimal below 100 MiB).
+std::string mib_text(uint64_t bytes) {
+  char buf[64];
+  const double mib = double(bytes) / double(1 << 20);
+  std::snprintf(buf, sizeof buf, mib < 100 ? "%.1f MiB (%llu bytes)" : "%.0f MiB", mib, static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
 }  // namespace
 
 // A .iris v2 archive as the source. Its tensors go through `export --dtype keep` to a folder
@@ -88,7 +100,13 @@ Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
   IRIS_TRY(refuse_input_as_output(o.output, {o.source}, "output"));
   namespace fs = std::filesystem;
   std::error_code ec;
+  // Beside the file the archive will replace (a symbolic link's target), and refused before
+  // the export when the archive could not be written there (a device, no --force).
   fs::path near = fs::absolute(o.output, ec);
+  if (!o.dry_run) {
+    IRIS_ASSIGN_OR_RETURN(const AtomicOutputFile::Destination dest, AtomicOutputFile::destination(o.output, o.overwrite, false));
+    near = fs::absolute(dest.path, ec);
+  }
   if (o.dry_run || !fs::is_directory(near.parent_path(), ec)) near = fs::temp_directory_path(ec) / "iris-archive-source";
   IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(near));
   ExportOptions eo;
@@ -171,8 +189,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   report.workers = memory.workers;
   if (o.max_rss && memory.peak_bytes > o.max_rss)
     return usage_error("this conversion needs about " + std::to_string((memory.peak_bytes + (1 << 20) - 1) >> 20) +
-                       " MiB of memory even in the smallest chunks, more than --max-rss " + std::to_string(o.max_rss >> 20) +
-                       " MiB allows (its largest requantized tensor sets it; --dry-run shows the plan)");
+                       " MiB of memory even in the smallest chunks, more than --max-rss " + mib_text(o.max_rss) + " allows (its largest requantized tensor sets it; --dry-run shows the plan)");
   ro.chunk_floats = memory.chunk_floats;
   ro.workers = memory.workers;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -217,13 +234,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   }
   for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
 
-  if (o.dry_run) {
-    // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
-    IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
-    take_final_sizes(report.written, report);
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return report;
-  }
   // Outputs never replace an input, and the report is created (refused if it exists, unless
   // --force) before any archive byte is written.
   std::vector<std::string> inputs;
@@ -233,7 +243,23 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     for (std::filesystem::directory_iterator it(snap.folder(), ec), end; !ec && it != end; it.increment(ec))
       inputs.push_back(it->path().string());
   }
+  if (o.dry_run) {
+    // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.planned());
+    take_final_sizes(report.written, report);
+    report.dry_run = true;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.report_path.empty()) {  // the plan, in the shape of the real run's report
+      IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
+      IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
+      const std::string text = dump_json(report.to_json(), 2) + "\n";
+      IRIS_TRY(rf.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+      IRIS_TRY(rf.commit());
+    }
+    return report;
+  }
   IRIS_TRY(refuse_input_as_output(o.output, inputs, "output"));
+  IRIS_TRY(AtomicOutputFile::destination(o.output, o.overwrite, /*in_order=*/false).status());  // before the report is opened
   std::optional<AtomicOutputFile> report_file;
   if (!o.report_path.empty()) {
     IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
@@ -254,7 +280,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     take_final_sizes(written, report);
     if (!report_file) return Status::ok();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string text = report.to_json().dump(2) + "\n";
+    const std::string text = dump_json(report.to_json(), 2) + "\n";
     return report_file->append({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
   };
   IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));

@@ -65,6 +65,7 @@ struct ConvertReport {
   uint64_t predicted_peak_rss = 0;  // bytes (converter/memory_plan.h)
   uint64_t chunk_floats = 0;        // the requantization chunk chosen
   int workers = 0;                  // chunks requantized at once
+  bool dry_run = false;             // a plan: nothing was written (the JSON says "dry_run": true)
   nlohmann::json to_json() const;
 };
 

@@ -8,7 +8,7 @@
 
 #include "common/checked_math.h"
 #include "converter/hf/safetensors_writer.h"
-#include "converter/output_guard.h"
+#include "converter/folder_output.h"
 #include "formats/format_traits.h"
 #include "formats/iris_archive.h"
 
@@ -97,6 +97,14 @@ Status check_embedded_name(const std::string& archive, const std::string& name) 
                        "; refusing to write it into a folder (iris extract can still write it where you choose)");
 }
 
+// "model.safetensors" alone, else "model-0000i-of-0000N.safetensors", as save_pretrained names them.
+std::string shard_name(size_t s, size_t count) {
+  char name[64];
+  if (count == 1) std::snprintf(name, sizeof name, "model.safetensors");
+  else std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, count);
+  return name;
+}
+
 Status write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f.write(text.data(), std::streamsize(text.size()));
@@ -109,11 +117,7 @@ Status write_text(const fs::path& p, const std::string& text) {
 Result<ExportReport> run_export_folder(const ExportOptions& o) {
   IRIS_ASSIGN_OR_RETURN(const std::optional<DType> target, export_dtype(o.dtype));
   IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(o.archive));
-  fs::path dir = o.output;
-  if (dir.filename().empty()) dir = dir.parent_path();  // "DIR/"
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !o.overwrite) return Status::error(ErrorKind::kAlreadyExists, dir.string() + " exists");
-  IRIS_TRY(refuse_input_as_output(dir.string(), {o.archive}, "output"));
+  IRIS_ASSIGN_OR_RETURN(const FolderDestination dest, folder_destination(o.output, o.overwrite, {o.archive}));
   for (const auto& f : a.manifest().files)
     if (f.name != "config.json") IRIS_TRY(check_embedded_name(o.archive, f.name));
 
@@ -153,15 +157,20 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
     total += bytes;
     shards.back().push_back(std::move(e));
   }
-  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(dir));
+  std::set<std::string> written_names = {"config.json"};
+  for (size_t s = 0; s < shards.size(); ++s) written_names.insert(shard_name(s, shards.size()));
+  if (shards.size() > 1) written_names.insert("model.safetensors.index.json");
+  for (const auto& f : a.manifest().files) written_names.insert(f.name);
+  IRIS_TRY(refuse_stale_weights(dest, written_names));
+  // A new DIR is made beside its final name; into an existing one, the files are made inside
+  // it, so that their renames never cross filesystems (DIR may be a mount point).
+  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(dest.exists ? dest.dir / ".iris-export" : dest.dir));
   const auto metadata = export_metadata(a);
   json weight_map = json::object();
   uint64_t done = 0;
   ExportReport r;
   for (size_t s = 0; s < shards.size(); ++s) {
-    char name[64];
-    if (shards.size() == 1) std::snprintf(name, sizeof name, "model.safetensors");
-    else std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    const std::string name = shard_name(s, shards.size());
     for (const auto& e : shards[s]) weight_map[e.name] = name;
     r.tensors += shards[s].size();
     SafetensorsWriteOptions wo;
@@ -182,20 +191,8 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
     IRIS_ASSIGN_OR_RETURN(std::string text, a.read_file(f.name));
     IRIS_TRY(write_text(tmp.path() / f.name, text));
   }
-  // Into place: an existing DIR (--force) is moved aside first and removed once the new one is in.
-  fs::path old;
-  if (fs::exists(dir, ec)) {
-    old = dir.string() + ".old-" + tmp.path().filename().string().substr(tmp.path().filename().string().size() - 6);
-    fs::rename(dir, old, ec);
-    if (ec) return io_error(dir.string() + ": cannot move the old folder aside: " + ec.message());
-  }
-  fs::rename(tmp.path(), dir, ec);
-  if (ec) {
-    if (!old.empty()) fs::rename(old, dir, ec);
-    return io_error(dir.string() + ": cannot rename the export into place");
-  }
-  tmp.release();
-  if (!old.empty()) fs::remove_all(old, ec);
+  IRIS_TRY(publish_folder(tmp.path(), dest));
+  if (!dest.exists) tmp.release();  // renamed into place; else emptied, and removed by its destructor
   r.bytes = total;
   return r;
 }

@@ -10,8 +10,9 @@
 
 namespace iris {
 
-// The folder is written beside DIR under a temporary name and renamed into place once
-// complete; DIR must not exist unless options.overwrite. kUnsupported for archives whose
+// A new DIR is written beside its name and renamed into place once complete; an existing one
+// (options.overwrite only) gets the export's files, each replacing only the file of its name
+// (converter/folder_output.h). kUnsupported for archives whose
 // quantized tensors no single transformers quantization method describes (two methods at
 // once, FP8 scaled per tensor or per channel).
 Result<ExportReport> run_export_folder(const ExportOptions& options);

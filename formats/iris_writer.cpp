@@ -281,7 +281,8 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   //    large copies and computed tensors (a copy waits on the disk, an encoder on the cores:
   //    alone, each leaves the other idle). Every component starts on a page (kIrisAlignment),
   //    so each page belongs to one stream, and the bytes are the same either way.
-  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite, options.partial_files));
+  // Not in order (two streams, the header last, then read back): a regular file only.
+  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::create(path, options.overwrite, options.partial_files, /*in_order=*/false));
   Lane lanes[2];
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     uint64_t bytes = 0;

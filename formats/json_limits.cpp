@@ -1,5 +1,7 @@
 #include "formats/json_limits.h"
 
+#include <cstdio>
+
 #include <unordered_set>
 #include <vector>
 
@@ -61,6 +63,21 @@ class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
   std::vector<std::unordered_set<std::string>> open_;
 };
 
+// JSON allows no control bytes but tab, newline and return, even in strings: a text that failed
+// to parse and holds one is binary data (a safetensors file given as a config), said so rather
+// than by whichever limit or parse error it happened to meet first.
+Status refuse_binary(std::string_view text, const std::string& what) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      char where[64];
+      std::snprintf(where, sizeof where, "byte 0x%02X at offset %zu", c, i);
+      return invalid_input(what + ": not a JSON text (binary data: " + where + ")");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string json_error_text(const nlohmann::json::exception& e) {
@@ -72,8 +89,10 @@ std::string json_error_text(const nlohmann::json::exception& e) {
 
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys) {
-  if (max_depth_of(text) > kMaxJsonDepth)
+  if (max_depth_of(text) > kMaxJsonDepth) {
+    IRIS_TRY(refuse_binary(text, what));
     return invalid_input(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   try {
     nlohmann::json j = nlohmann::json::parse(text.begin(), text.end());
     if (reject_duplicate_keys) {
@@ -83,6 +102,7 @@ Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::st
     }
     return j;
   } catch (const nlohmann::json::exception& e) {
+    IRIS_TRY(refuse_binary(text, what));
     return invalid_input(what + ": invalid JSON: " + json_error_text(e));
   }
 }

@@ -9,9 +9,6 @@
 
 namespace iris {
 
-// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool is_valid_utf8(std::string_view s);
-
 // `name` for a message: control characters and bytes that are not UTF-8 as \xNN, so that a
 // rejected name prints whole (a NUL would end a C string) and keeps a terminal sane.
 std::string escaped_name(std::string_view name);

@@ -144,7 +144,8 @@ Result<std::vector<ComponentSpec>> fp8_specs(const TensorDesc& d, uint64_t numel
     case ScaleGranularity::kGroup: expect = m.batch * m.n * ceil_div(m.k, p.group_size); break;
   }
   auto sn = checked_numel(p.scale_shape);
-  if (!sn || *sn != expect)
+  if (!sn) return invalid_input(ctx(d) + "scale_shape " + nlohmann::json(p.scale_shape).dump() + " overflows (its product passes 2^64)");
+  if (*sn != expect)
     return invalid_input(ctx(d) + "scale_shape holds " + std::to_string(sn.value_or(0)) + " scales but " +
                          scale_granularity_name(p.granularity) + " granularity needs " + std::to_string(expect));
   return std::vector<ComponentSpec>{codes, spec(Role::kScales, p.scale_dtype, p.scale_shape)};

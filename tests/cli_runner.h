@@ -32,4 +32,18 @@ inline Run run_env(const std::string& env, const std::string& args) {
 
 inline Run run(const std::string& args) { return run_env("", args); }
 
+// Standard output alone (standard error discarded): what a program parsing it would see.
+inline Run run_stdout(const std::string& args) {
+  std::string cmd = test_paths::iris_binary() + " " + args + " 2>/dev/null";
+  Run r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
 }  // namespace iris::testing_cli

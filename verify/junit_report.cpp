@@ -2,24 +2,46 @@
 
 #include <sstream>
 
+#include "common/utf8_text.h"
+
 namespace iris {
 
 namespace {
 
-// XML text and attribute values: the five special characters escaped, and control characters
-// (not allowed in XML 1.0) replaced, so any tensor name or message yields well-formed XML.
+// XML text and attribute values: the five special characters escaped, and what XML 1.0 does not
+// allow (control characters, bytes that are not UTF-8, U+FFFE and U+FFFF) written as the text
+// \xHH, so any tensor name, path or message yields well-formed XML that still shows its bytes.
 std::string xml_escape(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(s.size());
-  for (unsigned char c : s) {
+  auto hex = [&](unsigned char b) {
+    out += "\\x";
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  };
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r')) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    if (n == 3 && c == 0xEF && static_cast<unsigned char>(s[i + 1]) == 0xBF && static_cast<unsigned char>(s[i + 2]) >= 0xBE) {
+      for (size_t k = 0; k < 3; ++k) hex(static_cast<unsigned char>(s[i + k]));  // U+FFFE, U+FFFF
+      i += 3;
+      continue;
+    }
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
-      default: out += (c < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : char(c);
+      default: out.append(s, i, n);
     }
+    i += n;
   }
   return out;
 }

@@ -10,14 +10,15 @@
 #ifdef IRIS_HAVE_CUDA
 #include "formats/iris_archive.h"
 #include "bench/kernels/kernel_bench.h"
+#include "formats/json_text.h"
 #endif
 
 namespace iris {
 
 #ifndef IRIS_HAVE_CUDA
-int run_bench_command(const BenchCommandOptions&) {
-  std::fprintf(stderr, "iris: error: bench: this iris was built without CUDA (configure with -DIRIS_CUDA=ON)\n");
-  return kExitNoDevice;
+int run_bench_command(const BenchCommandOptions& o) {
+  return cli_fail(Status::error(ErrorKind::kNoDevice, "bench: this iris was built without CUDA (configure with -DIRIS_CUDA=ON)"),
+                  o.json ? "bench" : nullptr);
 }
 #else
 
@@ -30,11 +31,11 @@ const char* const kDefaultCases[] = {"mxfp4:14336x4096",   "nf4:14336x4096",    
                                      "nf4:4096x1024",      "fp8:4096x1024",      "mxfp4:32x5760x2880", "nf4:32x5760x2880",
                                      "fp8:32x5760x2880",   "mxfp4:32x2880x2880", "nf4:32x2880x2880",   "fp8:32x2880x2880"};
 
-int fail(const Status& s) { return cli_fail(s); }
-
 }  // namespace
 
 int run_bench_command(const BenchCommandOptions& o) {
+  // With --json every failure (no GPU included) is also a JSON document on stdout.
+  auto fail = [&](const Status& s) { return cli_fail(s, o.json ? "bench" : nullptr); };
   BenchOptions bench_options;
   for (const auto& v : o.variants) {
     const auto eq = v.find('=');
@@ -85,7 +86,7 @@ int run_bench_command(const BenchCommandOptions& o) {
   j["variants"] = o.variants;
   j["tile"] = o.tile;
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", dump_json(j, 2).c_str());
     return 0;
   }
   std::printf("device %s, copy bandwidth %.0f GB/s (read+write, measured now: cudaMemcpy %.0f, copy kernel %.0f)\n",

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/json_text.h"
 #include "common/status.h"
 #include "converter/cli/exit_codes.h"
 
@@ -23,7 +24,7 @@ inline nlohmann::json json_error(const std::string& command, const Status& s) {
 inline void print_json_error(const std::string& command, const Status& s, const nlohmann::json& extra = nlohmann::json::object()) {
   nlohmann::json j = json_error(command, s);
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = *it;
-  std::printf("%s\n", j.dump(2).c_str());
+  std::printf("%s\n", dump_json(j, 2).c_str());
 }
 
 // How every command fails: "iris: error: ..." lines on stderr, with --json (a non-null

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "formats/json_text.h"
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/byte_size.h"
@@ -30,6 +31,14 @@ constexpr const char* kExitCodes = R"(Exit codes:
   7  unsupported (valid input this version cannot handle)
  70  internal error (a bug: please report it))";
 
+// No conversion fits less: the process itself, its buffers and one chunk take more. Below this
+// a budget is a mistake (a bare number is bytes: "--max-rss 1").
+constexpr uint64_t kMinMaxRss = uint64_t(16) << 20;
+
+// What --force does to what is not a regular file (common/atomic_output.h).
+constexpr const char* kForceTargets =
+    " (a symbolic link's target is replaced, the link kept; a device or FIFO such as /dev/null is written through)";
+
 int fail(const iris::Status& s, const char* json_command = nullptr) { return iris::cli_fail(s, json_command); }
 
 }  // namespace
@@ -48,7 +57,10 @@ int main(int argc, char** argv) {
   convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, org/name[@revision] in the HF cache, an .iris archive, or a seed-engine .iris v1 archive")->required();
   convert->add_option("--config", co.config, "For a .iris v1 source (which holds none): the model's config.json, or the snapshot folder with it and the tokenizer files");
   convert->add_option("-o,--output", co.output, "Archive to write (written as OUT.partial-XXXXXX, renamed when complete)")->required();
-  convert->add_flag("--force", co.overwrite, "Replace OUT if it exists (only once the new archive is complete)");
+  convert->add_flag("--force", co.overwrite,
+                    "Replace OUT (and the --report file) if it exists, only once the new archive is complete: a symbolic link's target is "
+                    "replaced, the link kept; a device or FIFO is refused for OUT (use --dry-run to test a conversion) and written "
+                    "through for --report");
   convert->add_option("--tile-n", co.tile_n, "Rows per tile of quantized codes")->capture_default_str();
   convert->add_option("--tile-k", co.tile_k, "Columns per tile of quantized codes (multiple of 64)")->capture_default_str();
   convert->add_option("--quant", co.quant, "Target format of weight matrices: mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep")
@@ -63,11 +75,11 @@ int main(int argc, char** argv) {
                     "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
   convert->add_flag("--dry-run", co.dry_run, "Print the per-tensor plan, the output size and the predicted peak memory; write nothing");
   std::string max_rss;
-  convert->add_option("--max-rss", max_rss,
+  auto* max_rss_option = convert->add_option("--max-rss", max_rss,
                       "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");
   convert->add_flag("!--no-direct-io", co.direct_io,
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
-  convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here");
+  convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here (with --dry-run: the plan, \"dry_run\": true)");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
   convert->add_flag("--json", json_out, "Print a JSON summary on stdout");
   convert->footer("Examples:\n  iris convert ~/models/gpt-oss-20b -o gpt-oss-20b.iris\n  iris convert openai/gpt-oss-20b@main -o g.iris --force\n"
@@ -95,7 +107,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"safetensors", "iris-v1"}))
       ->capture_default_str();
   exp->add_option("--dtype", eo.dtype, "keep | bf16 | f16 | f32")->check(CLI::IsMember({"keep", "bf16", "f16", "f32"}))->capture_default_str();
-  exp->add_flag("--force", eo.overwrite, "Replace OUTPUT if it exists");
+  exp->add_flag("--force", eo.overwrite,
+               std::string("Replace OUTPUT if it exists") + kForceTargets +
+                   "; for DIR/, only the files the export writes are replaced, other files in DIR are kept");
   exp->add_flag("-q,--quiet", quiet, "No progress bar");
   bool export_json = false;
   exp->add_flag("--json", export_json, "Print a JSON summary (or the error) on stdout");
@@ -110,7 +124,7 @@ int main(int argc, char** argv) {
   extract->add_option("ARCHIVE", xo.archive, "The .iris archive")->required();
   extract->add_option("NAME", xo.name, "The embedded file, as iris inspect lists it")->required();
   extract->add_option("-o,--output", xo.output, "File to write, or - for standard output")->required();
-  extract->add_flag("--force", xo.overwrite, "Replace OUTPUT if it exists");
+  extract->add_flag("--force", xo.overwrite, std::string("Replace OUTPUT if it exists") + kForceTargets);
   extract->add_flag("--json", extract_json, "Print a JSON summary (or the error) on stdout");
   extract->footer("Example:\n  iris extract model.iris config.json -o config.json\n  iris extract model.iris tokenizer.json -o - | head");
 
@@ -124,7 +138,7 @@ int main(int argc, char** argv) {
   verify->add_flag("-v,--verbose", vo.verbose, "List passing tensors too");
   verify->add_flag("-q,--quiet", quiet, "No progress bar");
   verify->add_option("--junit", vo.junit_path, "Also write the checks as JUnit XML (one test case per tensor and check) to FILE");
-  verify->add_flag("--force", vo.overwrite, "Replace an existing --junit file");
+  verify->add_flag("--force", vo.overwrite, std::string("Replace an existing --junit file") + kForceTargets);
   verify->add_flag("--strict", vo.strict,
                    "Fail on what passes with a warning (negative or zero FP8 scales, negative bitsandbytes absmax)");
   verify->add_option("--against", vo.against,
@@ -171,9 +185,22 @@ int main(int argc, char** argv) {
     return int(iris::kExitUsage);
   }
 
+  // An empty path is a usage error (exit 2), not a file the system cannot find (exit 5).
+  for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{exp, &eo.output},
+                                  std::pair{extract, &xo.output}, std::pair{verify, &vo.junit_path}}) {
+    const char* option = path == &co.report_path ? "--report" : path == &vo.junit_path ? "--junit" : "--output";
+    if (sub->parsed() && path->empty() && sub->get_option(option)->count())
+      return fail(iris::usage_error(std::string(option) + ": the path is empty"),
+                  (sub == convert && json_out) || (sub == exp && export_json) || (sub == extract && extract_json) || (sub == verify && vo.json)
+                      ? sub->get_name().c_str()
+                      : nullptr);
+  }
   if (convert->parsed()) {
-    if (!max_rss.empty()) {
+    if (max_rss_option->count()) {  // given, even as '' (an error, not "no budget")
       auto budget = iris::parse_byte_size(max_rss, "--max-rss");
+      if (budget.is_ok() && *budget < kMinMaxRss)
+        budget = iris::usage_error("--max-rss '" + max_rss + "' is " + std::to_string(*budget) +
+                                   " bytes, below the smallest budget iris can plan for (16 MiB); give a unit, e.g. 512MiB or 2GB");
       if (!budget.is_ok()) return fail(budget.status(), json_out ? "convert" : nullptr);
       co.max_rss = *budget;
     }
@@ -187,7 +214,7 @@ int main(int argc, char** argv) {
     if (json_out) {
       auto j = r->to_json();
       j["ok"] = true;
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", iris::dump_json(j, 2).c_str());
     } else if (co.dry_run) {
       iris::print_plan(*r, stdout);
     } else if (!quiet) {
@@ -204,7 +231,7 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.status(), inspect_json ? "inspect" : nullptr);
     if (inspect_json) {
       (*r)["ok"] = true;
-      std::printf("%s\n", r->dump(2).c_str());
+      std::printf("%s\n", iris::dump_json(*r, 2).c_str());
     }
     else iris::print_inspection(*r);
     return 0;
@@ -219,7 +246,7 @@ int main(int argc, char** argv) {
     auto r = iris::run_export(eo);
     bar.finish();
     if (!r.is_ok()) return fail(r.status(), export_json ? "export" : nullptr);
-    if (export_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}).dump(2).c_str());
+    if (export_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}, 2).c_str());
     return 0;
   }
   if (extract->parsed()) {
@@ -227,7 +254,7 @@ int main(int argc, char** argv) {
     if (extract_json && xo.output == "-") return fail(iris::usage_error("--json and -o - both want standard output"), "extract");
     auto r = iris::run_extract(xo);
     if (!r.is_ok()) return fail(r.status(), extract_json ? "extract" : nullptr);
-    if (extract_json) std::printf("%s\n", nlohmann::json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}).dump(2).c_str());
+    if (extract_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}, 2).c_str());
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);

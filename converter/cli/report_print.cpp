@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "converter/cli/progress.h"
+#include "formats/json_text.h"
 
 namespace iris {
 
@@ -66,19 +67,19 @@ void print_inspection(const json& j) {
   if (j.contains("note")) std::printf("%s\n", j["note"].get<std::string>().c_str());
   if (j.contains("provenance") && j["provenance"].is_object() && j["provenance"].contains("safetensors_metadata") &&
       !j["provenance"]["safetensors_metadata"].empty())
-    std::printf("source safetensors metadata: %s\n", j["provenance"]["safetensors_metadata"].dump().c_str());
+    std::printf("source safetensors metadata: %s\n", dump_json(j["provenance"]["safetensors_metadata"]).c_str());
   if (j.contains("metadata") && j["metadata"].is_object() && !j["metadata"].empty())
-    std::printf("safetensors metadata: %s\n", j["metadata"].dump().c_str());
+    std::printf("safetensors metadata: %s\n", dump_json(j["metadata"]).c_str());
   size_t w = 4;
   for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
   std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");
   for (const auto& t : j["tensors"]) {
-    std::string shape = t["shape"].dump();
+    std::string shape = dump_json(t["shape"]);
     std::string layout = t.contains("layout") ? layout_text(t["layout"]) : "";
     std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t["name"].get<std::string>().c_str(), shape.c_str(),
                 t["format"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), layout.c_str(),
                 (unsigned long long)t["bytes"].get<uint64_t>(), (unsigned long long)t["offset"].get<uint64_t>());
-    if (t.contains("params")) std::printf("%-*s    params %s\n", int(w), "", t["params"].dump().c_str());
+    if (t.contains("params")) std::printf("%-*s    params %s\n", int(w), "", dump_json(t["params"]).c_str());
   }
   std::printf("total: %llu tensors, %s of tensor data", (unsigned long long)j["tensor_count"].get<uint64_t>(),
               human_bytes(double(j["tensor_bytes"].get<uint64_t>())).c_str());

@@ -17,6 +17,7 @@
 #include "common/atomic_output.h"
 #include "converter/output_guard.h"
 #include "verify/device_checks.h"
+#include "formats/json_text.h"
 
 namespace iris {
 
@@ -61,7 +62,7 @@ int run_verify_command(const VerifyOptions& o) {
     }
     VerifyReport report = verify_v1_structure(*v1);
     if (int rc = junit(junit_xml(report))) return rc;
-    if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
+    if (o.json) std::printf("%s\n", dump_json(report.to_json(), 2).c_str());
     else report.print_text(stdout, o.verbose);
     return report.ok() ? 0 : int(kExitVerifyFailed);
   }
@@ -94,7 +95,7 @@ int run_verify_command(const VerifyOptions& o) {
   }
   if (o.strict) report.fail_on_warnings();
   if (int rc = junit(junit_xml(report))) return rc;
-  if (o.json) std::printf("%s\n", report.to_json().dump(2).c_str());
+  if (o.json) std::printf("%s\n", dump_json(report.to_json(), 2).c_str());
   else report.print_text(stdout, o.verbose);
   return report.ok() ? 0 : int(kExitVerifyFailed);
 }
@@ -119,7 +120,7 @@ int run_diff_command(const DiffOptions& o) {
       if (!r.error.empty()) j["error"] = r.error;
       t.push_back(std::move(j));
     }
-    std::printf("%s\n", nlohmann::json({{"ok", true}, {"a", o.a}, {"b", o.b}, {"tensors", t}}).dump(2).c_str());
+    std::printf("%s\n", dump_json({{"ok", true}, {"a", o.a}, {"b", o.b}, {"tensors", t}}, 2).c_str());
     return 0;
   }
   std::printf("%-48s %-9s %-9s %10s %9s %11s\n", "tensor", "A", "B", "rel L2", "SNR dB", "max |err|");

@@ -25,6 +25,17 @@ const char* const kAuxNames[] = {
 
 Result<std::string> read_small_file(const fs::path& p) {
   std::error_code ec;
+  // A device, FIFO or folder has no size to check (file_size said "Operation not supported"),
+  // and /dev/zero would be read forever: metadata comes from regular files only.
+  const auto st = fs::status(p, ec);
+  if (!ec && st.type() != fs::file_type::regular)
+    return invalid_input(p.string() + ": not a regular file (" +
+                         (st.type() == fs::file_type::directory   ? "a folder"
+                          : st.type() == fs::file_type::character ? "a character device"
+                          : st.type() == fs::file_type::block     ? "a block device"
+                          : st.type() == fs::file_type::fifo      ? "a FIFO"
+                                                                  : "a special file") +
+                         ")");
   auto size = fs::file_size(p, ec);
   if (ec) return io_error(p.string() + ": cannot stat: " + ec.message());
   if (size > kMaxSmallFile) return invalid_input(p.string() + ": larger than 256 MiB, refusing to read it as metadata");

@@ -216,3 +216,25 @@ TEST(Preamble, RejectsCorruptionAndBadBounds) {
 
 }  // namespace
 }  // namespace iris
+
+namespace iris {
+namespace {
+
+// A scale_shape whose product passes 2^64 says so (it was reported as "holds 0 scales").
+TEST(TensorDesc, AnOverflowingFp8ScaleShapeIsNamedAsSuch) {
+  TensorDesc d;
+  d.name = "w";
+  d.shape = {64, 64};
+  d.dtype = DType::kBF16;
+  d.format = Format::kFp8E4M3;
+  d.layout = {LayoutKind::kTiled, 16, 64};
+  d.params = {{"scale_granularity", "tensor"}, {"scale_dtype", "f32"}, {"scale_shape", {uint64_t(1) << 40, uint64_t(1) << 40}},
+              {"scale_name", "weight_scale"}};
+  auto specs = component_specs(d);
+  ASSERT_FALSE(specs.is_ok());
+  EXPECT_NE(specs.status().message().find("overflows"), std::string::npos) << specs.status().message();
+  EXPECT_EQ(specs.status().message().find("holds 0 scales"), std::string::npos) << specs.status().message();
+}
+
+}  // namespace
+}  // namespace iris
