@@ -18,6 +18,9 @@
 #include "converter/cli/progress.h"
 #include "converter/cli/report_print.h"
 #include "converter/cli/verify_command.h"
+#include "converter/cli/wait_policy.h"
+
+#include <omp.h>
 
 namespace {
 
@@ -44,11 +47,19 @@ int fail(const iris::Status& s, const char* json_command = nullptr) { return iri
 }  // namespace
 
 int main(int argc, char** argv) {
+  iris::ensure_passive_waiting(argv);
   iris::PartialFileRegistry* partial_files = iris::install_partial_file_cleanup();
   CLI::App app{"iris: convert Hugging Face checkpoints into kernel-ready .iris archives", "iris"};
   app.footer(kExitCodes);
   app.require_subcommand(1);
-  app.set_version_flag("--version", IRIS_VERSION);
+  app.set_version_flag("--version", iris::version_text(IRIS_VERSION));
+  // Options of the main app may follow the subcommand ("iris convert X --threads 2").
+  app.fallthrough();
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "Worker threads for encoding, decoding and checks (default 0: one per core, as OpenMP counts them; "
+                 "waiting threads sleep unless OMP_WAIT_POLICY says otherwise)")
+      ->check(CLI::Range(0, 4096));
 
   // convert
   iris::ConvertOptions co;
@@ -184,6 +195,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
     return int(iris::kExitUsage);
   }
+
+  if (threads > 0) omp_set_num_threads(threads);
 
   // An empty path is a usage error (exit 2), not a file the system cannot find (exit 5).
   for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{exp, &eo.output},

@@ -79,3 +79,33 @@ TEST(Extract, EmbeddedFilesComeOutAsTheSnapshotHadThem) {
 
 }  // namespace
 }  // namespace iris
+
+namespace iris {
+namespace {
+
+// Waiting OpenMP threads sleep by default (issue 24 item 6): with OMP_WAIT_POLICY unset the
+// CLI starts again with it set to passive before libgomp reads it; a policy the user set is
+// kept. `--version` states the policy the process runs with.
+TEST(WaitPolicy, PassiveUnlessTheUserChoseOne) {
+  auto unset = testing_cli::run_env("env -u OMP_WAIT_POLICY", "--version");
+  EXPECT_EQ(unset.rc, 0) << unset.out;
+  EXPECT_NE(unset.out.find("waiting threads passive"), std::string::npos) << unset.out;
+  auto active = testing_cli::run_env("OMP_WAIT_POLICY=active", "--version");
+  EXPECT_NE(active.out.find("waiting threads active"), std::string::npos) << active.out;
+}
+
+// --threads N: the same archive with one thread as with the default, and a negative count is
+// a usage error.
+TEST(Threads, OneThreadWritesTheSameArchiveAndNegativeIsAUsageError) {
+  testing_files::TempDir d;
+  const std::string src = test_paths::fixtures() + "/llama-bf16";
+  ASSERT_EQ(testing_cli::run("convert " + src + " -o " + d / "a.iris --quant nf4 -q").rc, 0);
+  auto one = testing_cli::run("convert " + src + " -o " + d / "b.iris --quant nf4 -q --threads 1");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_EQ(testing_files::read_all(d / "a.iris"), testing_files::read_all(d / "b.iris"));
+  auto bad = testing_cli::run("convert " + src + " -o " + d / "c.iris -q --threads -2");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+}
+
+}  // namespace
+}  // namespace iris
