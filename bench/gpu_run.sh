@@ -67,6 +67,12 @@ echo "== iris verify --device cuda on converted fixtures =="
   for f in gptoss-mxfp4 llama-nf4-dq llama-fp8-block; do
     "$B/iris" convert "tests/data/fixtures/$f" -o "$T/$f.iris" --force && "$B/iris" verify "$T/$f.iris" --device cuda
   done
+  # FP8 block scales of either sign and zero (transformers' FineGrained FP8 writes such):
+  # the GPU must agree with the CPU reference; verify warns (exit 0), --strict fails (exit 4).
+  python3 bench/make_signed_fp8_snapshot.py "$T/signed-fp8" 1 &&
+    "$B/iris" convert "$T/signed-fp8" -o "$T/signed-fp8.iris" --force && "$B/iris" verify "$T/signed-fp8.iris" --device cuda
+  echo "signed-fp8 verify exit $?"
+  "$B/iris" verify "$T/signed-fp8.iris" --device cuda --strict -q > /dev/null; echo "signed-fp8 verify --strict exit $? (4 expected)"
   for q in mxfp4 nf4 fp8 fp8-channel fp8-block; do  # kept for the C API runs below as bf16-*.iris
     "$B/iris" convert tests/data/fixtures/llama-bf16 -o "$T/bf16-$q.iris" --quant "$q" --force && "$B/iris" verify "$T/bf16-$q.iris" --device cuda
   done

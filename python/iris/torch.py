@@ -722,8 +722,10 @@ def _materialize_non_persistent_buffers(model: torch.nn.Module, device: torch.de
         config = getattr(module, "config", None)
         if config is not None:
             try:
+                # The default device places the buffers (the `device=` argument is deprecated
+                # in transformers 5.17 and gone in 5.18).
                 with torch.device(device):
-                    fresh = type(module)(config=config, device=device)
+                    fresh = type(module)(config=config)
             except Exception:  # noqa: BLE001 - any failure is reported by name below
                 fresh = None
         for leaf in meta:
