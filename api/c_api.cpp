@@ -134,26 +134,19 @@ Result<const ArchiveTensor*> tensor_at(const iris_archive* a, uint64_t index) {
   return &ts[index];
 }
 
-// Sets this thread's OpenMP team size for the codecs for the duration of one call (both are
-// the calling thread's own settings, restored after: nothing of the host process changes).
-// With threads <= 0 the team is sized dynamically: libgomp then leaves out the cores that the
-// load average says are busy, so on a host whose cores run its own work the codecs do not
-// start more threads than there are free cores, each spinning at barriers while another
-// holds its core (one large dequant ran 3.3x slower so, issue 24).
+// Sets this thread's OpenMP team size for the codecs for the duration of one call. How idle
+// workers wait is libgomp's, read from the host's environment when it loaded (docs/API.md:
+// engines on busy hosts set OMP_WAIT_POLICY=passive); sizing teams dynamically by the load
+// average was measured and changed nothing (docs/BENCHMARKS.md, issue 24).
 class ThreadScope {
  public:
-  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()), saved_dynamic_(omp_get_dynamic()) {
+  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
     if (threads > 0) omp_set_num_threads(threads);
-    else omp_set_dynamic(1);
   }
-  ~ThreadScope() {
-    omp_set_num_threads(saved_);
-    omp_set_dynamic(saved_dynamic_);
-  }
+  ~ThreadScope() { omp_set_num_threads(saved_); }
 
  private:
   int saved_;
-  int saved_dynamic_;
 };
 
 void fill_component(const iris_archive* a, const StoredComponent& c, iris_component_info* info) {
