@@ -16,7 +16,7 @@ namespace {
 constexpr uint64_t kPage = 4096;
 }
 
-Result<MappedFile> MappedFile::open(const std::string& path) {
+Result<MappedFile> MappedFile::open(const std::string& path, Descriptor descriptor) {
   // O_NONBLOCK: opening a FIFO or a device must not wait for a writer (the S_ISREG check below
   // refuses it); it changes nothing for regular files.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -47,7 +47,13 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
     }
     f.data_ = static_cast<const uint8_t*>(p);
   }
-  f.fd_ = fd;  // kept for read_at()
+  f.identity_ = {uint64_t(st.st_dev), uint64_t(st.st_ino), f.size_};
+  if (descriptor == Descriptor::kHeld) {
+    f.fd_ = fd;  // kept for read_at()
+  } else {
+    ::close(fd);  // the map needs no descriptor; read_at() reopens through the cache
+    f.on_demand_ = true;
+  }
   return f;
 }
 
@@ -64,9 +70,13 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_ && !borrowed_) munmap(const_cast<uint8_t*>(data_), size_);
     if (fd_ >= 0) ::close(fd_);
+    if (on_demand_) OpenFileCache::shared().forget(identity_);
     path_ = std::move(o.path_);
     fd_ = o.fd_;
     borrowed_ = o.borrowed_;
+    on_demand_ = o.on_demand_;
+    identity_ = o.identity_;
+    o.on_demand_ = false;
     o.fd_ = -1;
     data_ = o.data_;
     size_ = o.size_;
@@ -79,6 +89,7 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 MappedFile::~MappedFile() {
   if (data_ && !borrowed_) munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
+  if (on_demand_) OpenFileCache::shared().forget(identity_);
 }
 
 Status MappedFile::read_at(uint64_t offset, void* dst, uint64_t n) const {
@@ -88,8 +99,16 @@ Status MappedFile::read_at(uint64_t offset, void* dst, uint64_t n) const {
     if (n) std::memcpy(p, data_ + offset, n);
     return Status::ok();
   }
+  if (n == 0) return Status::ok();
+  // The borrowed descriptor stays open for the whole read even if the cache evicts it.
+  std::shared_ptr<const SharedFd> borrowed;
+  int fd = fd_;
+  if (on_demand_) {
+    IRIS_ASSIGN_OR_RETURN(borrowed, OpenFileCache::shared().acquire(path_, identity_));
+    fd = borrowed->get();
+  }
   while (n > 0) {
-    ssize_t r = pread(fd_, p, std::min<uint64_t>(n, uint64_t(1) << 30), off_t(offset));
+    ssize_t r = pread(fd, p, std::min<uint64_t>(n, uint64_t(1) << 30), off_t(offset));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return io_error(path_ + ": read failed at offset " + std::to_string(offset) + ": " + (r < 0 ? std::strerror(errno) : "file shrank"));
     p += r;

@@ -9,13 +9,24 @@
 #include <span>
 #include <string>
 
+#include "common/open_file_cache.h"
 #include "common/status.h"
 
 namespace iris {
 
 class MappedFile {
  public:
-  static Result<MappedFile> open(const std::string& path);
+  // Whether the map keeps its file descriptor for read_at().
+  enum class Descriptor {
+    // Held open: a long-lived reader (an archive, libiris) goes on reading the file it opened,
+    // even if the path is replaced meanwhile. One descriptor per open file.
+    kHeld,
+    // Closed once mapped; read_at() borrows one from OpenFileCache::shared(), reopening the
+    // path and checking it is the same file. For readers of many files at once (a snapshot's
+    // shards), which would otherwise exhaust RLIMIT_NOFILE.
+    kOnDemand,
+  };
+  static Result<MappedFile> open(const std::string& path, Descriptor descriptor = Descriptor::kHeld);
   // A view of bytes the caller owns and keeps alive (readers over a memory buffer: the
   // fuzz targets, engines that already hold the archive); `name` stands in for the path.
   static MappedFile borrow(std::span<const uint8_t> bytes, std::string name);
@@ -33,7 +44,7 @@ class MappedFile {
   std::span<const uint8_t> bytes(uint64_t offset, uint64_t n) const { return {data_ + offset, size_t(n)}; }
 
   // Copies [offset, offset+n) into `dst` with pread: for streaming, this is several times
-  // faster than touching the map (no per-page faults) and leaves RSS untouched.
+  // faster than touching the map (no per-page faults) and leaves RSS untouched. Thread-safe.
   Status read_at(uint64_t offset, void* dst, uint64_t n) const;
 
   // Hints the kernel to read [offset, offset+n) ahead, sequentially.
@@ -43,7 +54,9 @@ class MappedFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;              // Descriptor::kHeld
+  bool on_demand_ = false;   // Descriptor::kOnDemand: read through OpenFileCache::shared()
+  FileIdentity identity_;    // as opened, for reopening
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   bool borrowed_ = false;  // borrow(): not ours to unmap

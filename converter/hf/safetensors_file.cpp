@@ -220,7 +220,8 @@ Status parse_safetensors_header(const std::string& path, std::string_view header
 }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
+  // Shards come by the hundred: none keeps a descriptor (MappedFile::Descriptor::kOnDemand).
+  IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path, MappedFile::Descriptor::kOnDemand));
   return from_map(std::move(map));
 }
 

@@ -2,6 +2,9 @@
 //
 // open() applies every rule of the reference reader, plus the ones it leaves out: duplicate
 // names are rejected, JSON nesting is capped, and any error names the file and the tensor.
+// An open file holds no file descriptor (a snapshot may have more shards than the process may
+// hold open files): reads reopen it through OpenFileCache, and fail, naming it, if the path
+// no longer names the file that was parsed.
 #pragma once
 
 #include <cstdint>
