@@ -1,11 +1,13 @@
 // Small helpers that write (possibly malformed) safetensors files and snapshot folders.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -37,6 +39,14 @@ inline std::string st_bytes(const std::string& header, const std::string& data, 
 
 inline void write_st(const std::string& path, const std::string& header, const std::string& data) {
   write_bytes(path, st_bytes(header, data));
+}
+
+// The names of a folder's entries, sorted.
+inline std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> n;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) n.push_back(e.path().filename().string());
+  std::sort(n.begin(), n.end());
+  return n;
 }
 
 inline std::string read_all(const std::string& path) {

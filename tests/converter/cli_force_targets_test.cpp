@@ -23,13 +23,6 @@ using testing_cli::run;
 namespace fs = std::filesystem;
 const std::string kFix = test_paths::fixtures();
 
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> n;
-  for (const auto& e : fs::directory_iterator(dir)) n.push_back(e.path().filename().string());
-  std::sort(n.begin(), n.end());
-  return n;
-}
-
 bool is_fifo(const std::string& p) { return fs::status(p).type() == fs::file_type::fifo; }
 
 // Runs `iris ARGS` while a separate process (cat, killed after 30 s should iris never open the

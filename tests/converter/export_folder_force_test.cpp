@@ -20,13 +20,6 @@ using testing_cli::run;
 namespace fs = std::filesystem;
 const std::string kFix = test_paths::fixtures();
 
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> n;
-  for (const auto& e : fs::directory_iterator(dir)) n.push_back(e.path().filename().string());
-  std::sort(n.begin(), n.end());
-  return n;
-}
-
 TEST(ExportFolderForce, AFolderThatIsOrHoldsTheInputIsRefused) {
   TempDir d;
   fs::create_directories(d / "m/sub");
