@@ -43,4 +43,4 @@ measure "verify a36k.iris" "$IRIS" verify "$W/a36k.iris"
 "$B/bench/iris_archive_open_bench" "$W/a36k.iris" 5 | tail -1 | sed 's/^/C API a36k.iris: /'
 measure "inspect snap1m" "$IRIS" inspect "$W/snap1m"
 measure "inspect --json snap1m" "$IRIS" inspect --json "$W/snap1m"
-measure "convert --dry-run snap1m" "$IRIS" convert "$W/snap1m" -o "$W/x.iris" --dry-run -q
+measure "convert --dry-run snap1m" "$IRIS" convert "$W/snap1m" -o "$W/x.iris" --dry-run -q  # prints the plan: 10^6 lines
