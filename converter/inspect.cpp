@@ -1,6 +1,5 @@
 #include "converter/inspect.h"
 
-#include <cstdio>
 #include <map>
 
 #include "formats/iris_archive.h"
@@ -12,108 +11,155 @@ namespace iris {
 
 using nlohmann::json;
 
+// Fills an Inspection: the summary in one pass over the tensors, each tensor's JSON later.
+struct InspectionBuilder {
+  Inspection in;
+  void name_seen(size_t bytes) { in.longest_name_ = std::max(in.longest_name_, bytes); }
+  Inspection done(json summary, size_t count, std::function<json(size_t)> tensor) {
+    in.summary_ = std::move(summary);
+    in.count_ = count;
+    in.tensor_ = std::move(tensor);
+    return std::move(in);
+  }
+};
+
 namespace {
 
-Result<json> inspect_archive(const std::string& path) {
-  IRIS_ASSIGN_OR_RETURN(IrisArchive a, IrisArchive::open(path));
-  const Manifest& m = a.manifest();
-  json tensors = json::array();
+json archive_tensor(const IrisArchive& a, const ArchiveTensor& t) {
+  json tj = tensor_desc_to_json(t.desc);
+  uint64_t bytes = 0;
+  json comps = json::array();
+  for (const auto& c : t.components) {
+    bytes += c.spec.bytes;
+    comps.push_back({{"role", role_name(c.spec.role)}, {"dtype", std::string(dtype_archive_name(c.spec.dtype))}, {"shape", c.spec.shape},
+                     {"offset", a.absolute_offset(c)}, {"bytes", c.spec.bytes}});
+  }
+  tj["bytes"] = bytes;
+  tj["offset"] = t.components.empty() ? 0 : a.absolute_offset(t.components[0]);
+  tj["components"] = comps;
+  return tj;
+}
+
+Result<Inspection> inspect_archive(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(IrisArchive opened, IrisArchive::open(path));
+  auto a = std::make_shared<const IrisArchive>(std::move(opened));
+  const Manifest& m = a->manifest();
+  InspectionBuilder b;
   uint64_t total = 0;
   std::map<std::string, uint64_t> by_format;
   for (const auto& t : m.tensors) {
-    json tj = tensor_desc_to_json(t.desc);
-    uint64_t bytes = 0;
-    json comps = json::array();
-    for (const auto& c : t.components) {
-      bytes += c.spec.bytes;
-      comps.push_back({{"role", role_name(c.spec.role)}, {"dtype", std::string(dtype_archive_name(c.spec.dtype))}, {"shape", c.spec.shape},
-                       {"offset", a.absolute_offset(c)}, {"bytes", c.spec.bytes}});
-    }
-    tj["bytes"] = bytes;
-    tj["offset"] = t.components.empty() ? 0 : a.absolute_offset(t.components[0]);
-    tj["components"] = comps;
-    total += bytes;
-    by_format[tj["format"].get<std::string>()] += 1;
-    tensors.push_back(std::move(tj));
+    for (const auto& c : t.components) total += c.spec.bytes;
+    by_format[storage_name(t.desc)] += 1;
+    b.name_seen(t.desc.name.size());
   }
   json files = json::array();
   for (const auto& f : m.files) files.push_back({{"name", f.name}, {"bytes", f.raw_size}, {"stored_bytes", f.size}});
-  return json{{"kind", "archive"},
-              {"path", path},
-              {"format_version", std::to_string(a.preamble().version_major) + "." + std::to_string(a.preamble().version_minor)},
-              {"model_type", m.model_type},
-              {"tool", m.tool},
-              {"provenance", m.provenance},
-              {"file_bytes", a.mapping().size()},
-              {"tensor_bytes", total},
-              {"tensor_count", m.tensors.size()},
-              {"formats", by_format},
-              {"files", files},
-              {"tensors", tensors}};
+  json summary = json{{"kind", "archive"},
+                       {"path", path},
+                       {"format_version", std::to_string(a->preamble().version_major) + "." + std::to_string(a->preamble().version_minor)},
+                       {"model_type", m.model_type},
+                       {"tool", m.tool},
+                       {"provenance", m.provenance},
+                       {"file_bytes", a->mapping().size()},
+                       {"tensor_bytes", total},
+                       {"tensor_count", m.tensors.size()},
+                       {"formats", by_format},
+                       {"files", files}};
+  return b.done(std::move(summary), m.tensors.size(), [a](size_t i) { return archive_tensor(*a, a->manifest().tensors[i]); });
 }
 
 // A seed-engine v1 archive: its table as it is (v1 has no formats, only raw dtypes).
-Result<json> inspect_v1(const std::string& path) {
-  IRIS_ASSIGN_OR_RETURN(V1Archive a, V1Archive::open(path));
-  json tensors = json::array();
+Result<Inspection> inspect_v1(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(V1Archive opened, V1Archive::open(path));
+  auto a = std::make_shared<const V1Archive>(std::move(opened));
+  InspectionBuilder b;
   uint64_t total = 0;
   std::map<std::string, uint64_t> by_dtype;
-  for (const auto& e : a.entries()) {
-    tensors.push_back({{"name", e.name}, {"format", "raw"}, {"dtype", v1_dtype_name(e.dtype)}, {"shape", e.shape}, {"offset", e.offset},
-                       {"bytes", e.nbytes}});
+  for (const auto& e : a->entries()) {
     total += e.nbytes;
     by_dtype[v1_dtype_name(e.dtype)] += 1;
+    b.name_seen(e.name.size());
   }
-  return json{{"kind", "archive"},
-              {"path", path},
-              {"format_version", "1"},
-              {"checksums", false},
-              {"note", "a .iris v1 archive (the seed engine's): raw blobs, no checksums, no quantization metadata"},
-              {"file_bytes", a.mapping().size()},
-              {"tensor_bytes", total},
-              {"tensor_count", a.entries().size()},
-              {"formats", json{{"raw", a.entries().size()}}},
-              {"dtypes", by_dtype},
-              {"files", json::array()},
-              {"tensors", tensors}};
+  json summary = json{{"kind", "archive"},
+                       {"path", path},
+                       {"format_version", "1"},
+                       {"checksums", false},
+                       {"note", "a .iris v1 archive (the seed engine's): raw blobs, no checksums, no quantization metadata"},
+                       {"file_bytes", a->mapping().size()},
+                       {"tensor_bytes", total},
+                       {"tensor_count", a->entries().size()},
+                       {"formats", json{{"raw", a->entries().size()}}},
+                       {"dtypes", by_dtype},
+                       {"files", json::array()}};
+  return b.done(std::move(summary), a->entries().size(), [a](size_t i) -> json {
+    const auto& e = a->entries()[i];
+    return {{"name", e.name}, {"format", "raw"}, {"dtype", v1_dtype_name(e.dtype)}, {"shape", e.shape}, {"offset", e.offset},
+            {"bytes", e.nbytes}};
+  });
 }
 
-Result<json> inspect_snapshot(const std::string& path) {
-  IRIS_ASSIGN_OR_RETURN(Snapshot s, Snapshot::open(path));
-  IRIS_ASSIGN_OR_RETURN(auto sources, group_source_tensors(s));
-  json tensors = json::array();
+// The snapshot and its logical tensors, which point into it: kept alive together.
+struct OpenSnapshot {
+  Snapshot snapshot;
+  std::vector<SourceTensor> sources;
+};
+
+json snapshot_tensor(const SourceTensor& st) {
+  TensorDesc d = st.desc;
+  d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
+  json tj = tensor_desc_to_json(d);
+  tj.erase("layout");
+  uint64_t bytes = 0;
+  for (const auto& p : st.parts) bytes += p.ref.tensor->size;
+  tj["bytes"] = bytes;
+  tj["offset"] = st.parts[0].ref.tensor->offset;
+  tj["file"] = st.parts[0].ref.file->path();
+  tj["source"] = st.source_json();
+  return tj;
+}
+
+Result<Inspection> inspect_snapshot(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(Snapshot opened, Snapshot::open(path));
+  auto s = std::make_shared<OpenSnapshot>(OpenSnapshot{std::move(opened), {}});
+  IRIS_ASSIGN_OR_RETURN(s->sources, group_source_tensors(s->snapshot));
+  InspectionBuilder b;
   uint64_t total = 0;
   std::map<std::string, uint64_t> by_format;
-  for (const auto& st : sources) {
-    TensorDesc d = st.desc;
-    d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
-    json tj = tensor_desc_to_json(d);
-    tj.erase("layout");
-    uint64_t bytes = 0;
-    for (const auto& p : st.parts) bytes += p.ref.tensor->size;
-    tj["bytes"] = bytes;
-    tj["offset"] = st.parts[0].ref.tensor->offset;
-    tj["file"] = st.parts[0].ref.file->path();
-    tj["source"] = st.source_json();
-    total += bytes;
-    by_format[tj["format"].get<std::string>()] += 1;
-    tensors.push_back(std::move(tj));
+  for (const auto& st : s->sources) {
+    for (const auto& p : st.parts) total += p.ref.tensor->size;
+    by_format[storage_name(st.desc)] += 1;  // the layout, chosen per tensor, does not enter it
+    b.name_seen(st.desc.name.size());
   }
   json files = json::array();
-  for (const auto& f : s.aux_files()) files.push_back({{"name", f.name}, {"bytes", f.bytes.size()}});
-  const json metadata = s.safetensors_metadata();
-  return json{{"kind", "snapshot"},   {"path", path},           {"resolved", s.resolved_from()},
-              {"model_type", s.config().model_type}, {"quantization_config", s.config().quantization_config},
-              {"tensor_bytes", total}, {"tensor_count", sources.size()}, {"formats", by_format},
-              {"files", files},       {"warnings", s.warnings()}, {"metadata", metadata}, {"tensors", tensors}};
+  for (const auto& f : s->snapshot.aux_files()) files.push_back({{"name", f.name}, {"bytes", f.bytes.size()}});
+  const Snapshot& snap = s->snapshot;
+  const json metadata = snap.safetensors_metadata();
+  json summary = json{{"kind", "snapshot"},   {"path", path},           {"resolved", snap.resolved_from()},
+                       {"model_type", snap.config().model_type}, {"quantization_config", snap.config().quantization_config},
+                       {"tensor_bytes", total}, {"tensor_count", s->sources.size()}, {"formats", by_format},
+                       {"files", files},       {"warnings", snap.warnings()}, {"metadata", metadata}};
+  return b.done(std::move(summary), s->sources.size(), [s](size_t i) { return snapshot_tensor(s->sources[i]); });
 }
 
 }  // namespace
 
-Result<json> inspect_path(const std::string& path) {
+Result<Inspection> Inspection::open(const std::string& path) {
   if (is_iris_v1_archive(path)) return inspect_v1(path);
   if (is_iris_archive(path)) return inspect_archive(path);
   return inspect_snapshot(path);
+}
+
+json Inspection::to_json() const {
+  json j = summary_;
+  json tensors = json::array();
+  for (size_t i = 0; i < count_; ++i) tensors.push_back(tensor(i));
+  j["tensors"] = std::move(tensors);
+  return j;
+}
+
+Result<json> inspect_path(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(Inspection in, Inspection::open(path));
+  return in.to_json();
 }
 
 }  // namespace iris

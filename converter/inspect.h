@@ -1,6 +1,9 @@
 // `iris inspect`: what an archive, a snapshot or a safetensors file holds.
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -9,7 +12,31 @@
 
 namespace iris {
 
-// Returns the description as JSON (the CLI renders it: converter/cli/report_print.h).
+// An opened archive, snapshot or safetensors file, described one tensor at a time: a
+// description of 10^6 tensors as one JSON document took 5 GB (issue 24 item 10), so the CLI
+// renders it tensor by tensor (converter/cli/report_print.h).
+class Inspection {
+ public:
+  static Result<Inspection> open(const std::string& path);
+
+  // Every key of the description but "tensors" (kind, path, totals, formats, files, ...).
+  const nlohmann::json& summary() const { return summary_; }
+  size_t tensor_count() const { return count_; }
+  // Tensor i of the description's "tensors" list, built on demand.
+  nlohmann::json tensor(size_t i) const { return tensor_(i); }
+  // The longest tensor name in bytes (the text table's first column).
+  size_t longest_name() const { return longest_name_; }
+  // The whole description as one document: summary() plus "tensors".
+  nlohmann::json to_json() const;
+
+ private:
+  nlohmann::json summary_;
+  size_t count_ = 0, longest_name_ = 0;
+  std::function<nlohmann::json(size_t)> tensor_;  // owns what it reads (shared_ptr captures)
+  friend struct InspectionBuilder;
+};
+
+// Inspection::open(path)->to_json().
 Result<nlohmann::json> inspect_path(const std::string& path);
 
 }  // namespace iris

@@ -34,7 +34,7 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
     return corrupt_data(path + ": manifest checksum mismatch (corrupt manifest)");
   IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json(text, path + ": manifest"));
   IRIS_TRY(check_manifest_version(j, a.preamble_.version_major, a.preamble_.version_minor, path));
-  IRIS_ASSIGN_OR_RETURN(a.manifest_, manifest_from_json(j, a.preamble_.data_size, path));
+  IRIS_ASSIGN_OR_RETURN(a.manifest_, manifest_from_json(std::move(j), a.preamble_.data_size, path));
   a.by_name_.reserve(a.manifest_.tensors.size());
   for (size_t i = 0; i < a.manifest_.tensors.size(); ++i) a.by_name_.emplace(a.manifest_.tensors[i].desc.name, i);
   return a;

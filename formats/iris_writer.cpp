@@ -135,7 +135,7 @@ Status check_written_header(int fd, uint64_t data_offset, uint64_t file_size, co
   std::string_view text(reinterpret_cast<const char*>(head.data()) + p.manifest_offset, p.manifest_size);
   if (xxh3_64(text.data(), text.size()) != p.manifest_xxh3) return internal_error(path + ": manifest checksum mismatch after writing");
   IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json(text, path + ": manifest"));
-  auto m = manifest_from_json(j, p.data_size, path);
+  auto m = manifest_from_json(std::move(j), p.data_size, path);
   if (!m.is_ok()) return internal_error("written manifest does not validate: " + m.status().message());
   return Status::ok();
 }
@@ -258,7 +258,7 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
 
   // 2. The manifest's length does not depend on the checksums (fixed-width hex), so the data
   //    section can start right after a draft of it, plus the room late descriptors may take.
-  l.manifest_size = manifest_to_json(m).dump(1).size();
+  l.manifest_size = manifest_text_size(m);
   for (const auto& p : pending_) l.manifest_size += p.late.manifest_room;
   l.data_offset = round_up(kPreambleSize + l.manifest_size, kIrisAlignment);
   return l;
@@ -268,7 +268,7 @@ Result<WriteSummary> IrisWriter::planned() const {
   IRIS_ASSIGN_OR_RETURN(Layout l, layout());
   for (size_t i = 0; i < pending_.size(); ++i) IRIS_TRY(finish_late(i, l.manifest.tensors[i]));
   const uint64_t data_size = data_end(l.manifest);
-  return summary(l.manifest, l.data_offset, data_size, manifest_to_json(l.manifest).dump(1).size());
+  return summary(l.manifest, l.data_offset, data_size, manifest_text_size(l.manifest));
 }
 
 Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {

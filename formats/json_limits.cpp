@@ -28,39 +28,74 @@ int max_depth_of(std::string_view s) {
   return max_depth;
 }
 
-// A SAX pass that only looks for an object key repeated inside one object, at any depth: a
-// duplicate makes a document mean different things to different parsers (nlohmann keeps the
-// last, others the first), so untrusted JSON with one is refused. Linear in the text (a hash
-// set per open object), unlike nlohmann's callback parser, whose cost grew quadratically with
-// the number of keys.
-class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
+// Builds the document in one SAX pass and notes the first object key repeated inside one object,
+// at any depth: a duplicate makes a document mean different things to different parsers
+// (nlohmann keeps the last, others the first), so untrusted JSON with one is refused. One pass,
+// not a parse and then a second lexing pass for duplicates: the manifest of a 36k-tensor
+// archive (29 MB) is read when an engine opens it (issue 24 item 5). Each key is looked up in
+// the object being built (no set per object). Parsing goes on after a duplicate, so that a
+// document that is also malformed is reported as malformed, as it was with two passes.
+class UntrustedDomBuilder : public nlohmann::json_sax<nlohmann::json> {
  public:
-  std::string duplicate;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    open_.emplace_back();
-    return true;
-  }
+  using json = nlohmann::json;
+  explicit UntrustedDomBuilder(bool check_duplicates) : check_duplicates_(check_duplicates) {}
+
+  json root;
+  std::string duplicate;  // the first key found twice in one object, when checked
+  bool failed = false;    // a parse error: `error` holds its text
+  std::string error;
+
+  bool null() override { return value(json(nullptr)); }
+  bool boolean(bool v) override { return value(json(v)); }
+  bool number_integer(number_integer_t v) override { return value(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return value(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool string(string_t& v) override { return value(json(std::move(v))); }
+  bool binary(binary_t& v) override { return value(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
   bool key(string_t& k) override {
-    if (!open_.empty() && !open_.back().insert(k).second && duplicate.empty()) duplicate = k;
-    return duplicate.empty();  // stop at the first one
-  }
-  bool end_object() override {
-    if (!open_.empty()) open_.pop_back();
+    json& o = *stack_.back();
+    if (check_duplicates_ && duplicate.empty() && o.contains(k)) duplicate = k;
+    key_ = std::move(k);
     return true;
   }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    failed = true;
+    error = json_error_text(e);
+    return false;
+  }
 
  private:
-  std::vector<std::unordered_set<std::string>> open_;
+  // A finished scalar or container goes where the DOM parser would put it: the root, the
+  // array being built, or the object under the last key (the last of repeated keys wins).
+  json* place(json v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& parent = *stack_.back();
+    if (parent.is_array()) return &parent.emplace_back(std::move(v));
+    return &(parent[key_] = std::move(v));
+  }
+  bool value(json v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json fresh) {  // depth: bounded by the nesting check before parsing
+    stack_.push_back(place(std::move(fresh)));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  bool check_duplicates_;
+  std::vector<json*> stack_;
+  std::string key_;
 };
 
 // JSON allows no control bytes but tab, newline and return, even in strings: a text that failed
@@ -93,18 +128,14 @@ Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::st
     IRIS_TRY(refuse_binary(text, what));
     return invalid_input(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
-  try {
-    nlohmann::json j = nlohmann::json::parse(text.begin(), text.end());
-    if (reject_duplicate_keys) {
-      DuplicateKeyFinder finder;
-      nlohmann::json::sax_parse(text.begin(), text.end(), &finder);
-      if (!finder.duplicate.empty()) return invalid_input(what + ": duplicate key '" + finder.duplicate + "'");
-    }
-    return j;
-  } catch (const nlohmann::json::exception& e) {
+  UntrustedDomBuilder builder(reject_duplicate_keys);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
+  if (builder.failed) {
     IRIS_TRY(refuse_binary(text, what));
-    return invalid_input(what + ": invalid JSON: " + json_error_text(e));
+    return invalid_input(what + ": invalid JSON: " + builder.error);
   }
+  if (!builder.duplicate.empty()) return invalid_input(what + ": duplicate key '" + builder.duplicate + "'");
+  return std::move(builder.root);
 }
 
 int json_nesting_depth(std::string_view text) { return max_depth_of(text); }

@@ -39,6 +39,42 @@ json tensor_desc_to_json(const TensorDesc& d) {
   return t;
 }
 
+json archive_tensor_to_json(const ArchiveTensor& t) {
+  json tj = tensor_desc_to_json(t.desc);
+  json comps = json::array();
+  for (const auto& c : t.components) {
+    comps.push_back({{"role", role_name(c.spec.role)},
+                     {"dtype", std::string(dtype_archive_name(c.spec.dtype))},
+                     {"shape", c.spec.shape},
+                     {"offset", c.offset},
+                     {"bytes", c.spec.bytes},
+                     {"xxh3", hash_hex(c.xxh3)}});
+  }
+  tj["components"] = comps;
+  tj["source"] = t.source;
+  return tj;
+}
+
+uint64_t manifest_text_size(const Manifest& m) {
+  // The document without its tensors, then each tensor as dump(1) writes it inside the
+  // "tensors" list: two levels deep, so each of its lines but the first gains two spaces.
+  Manifest empty;
+  empty.alignment = m.alignment;
+  empty.model_type = m.model_type;
+  empty.tool = m.tool;
+  empty.provenance = m.provenance;
+  empty.files = m.files;
+  uint64_t size = manifest_to_json(empty).dump(1).size();
+  if (m.tensors.empty()) return size;
+  size -= 2;  // "[]"
+  for (const auto& t : m.tensors) {
+    const std::string text = archive_tensor_to_json(t).dump(1);
+    size += text.size() + 2 * uint64_t(std::count(text.begin(), text.end(), '\n'));
+    size += 4;  // its indent "  " and the ",\n" after it
+  }
+  return size + 3;  // "[\n" opens, the last ",\n" is "\n", then " ]"
+}
+
 json manifest_to_json(const Manifest& m) {
   json j;
   j["format"] = "iris";
@@ -48,21 +84,7 @@ json manifest_to_json(const Manifest& m) {
   j["tool"] = m.tool;
   j["provenance"] = m.provenance;
   json tensors = json::array();
-  for (const auto& t : m.tensors) {
-    json tj = tensor_desc_to_json(t.desc);
-    json comps = json::array();
-    for (const auto& c : t.components) {
-      comps.push_back({{"role", role_name(c.spec.role)},
-                       {"dtype", std::string(dtype_archive_name(c.spec.dtype))},
-                       {"shape", c.spec.shape},
-                       {"offset", c.offset},
-                       {"bytes", c.spec.bytes},
-                       {"xxh3", hash_hex(c.xxh3)}});
-    }
-    tj["components"] = comps;
-    tj["source"] = t.source;
-    tensors.push_back(std::move(tj));
-  }
+  for (const auto& t : m.tensors) tensors.push_back(archive_tensor_to_json(t));
   j["tensors"] = std::move(tensors);
   json files = json::array();
   for (const auto& f : m.files)
@@ -130,7 +152,8 @@ Status check_range(uint64_t offset, uint64_t bytes, uint64_t alignment, uint64_t
 
 // `ctx` is "PATH: tensor 'NAME': " for this file's own messages; checks shared with the
 // writer name the tensor themselves, so `path` alone is added to theirs.
-Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx, const std::string& path) {
+// Moves the params out of `t` (the caller's document is discarded after it is read).
+Result<TensorDesc> desc_from_json(json& t, const std::string& ctx, const std::string& path) {
   TensorDesc d;
   IRIS_ASSIGN_OR_RETURN(d.name, get_str(t, "name", ctx));
   IRIS_ASSIGN_OR_RETURN(d.shape, get_shape(t, "shape", ctx));
@@ -143,7 +166,7 @@ Result<TensorDesc> desc_from_json(const json& t, const std::string& ctx, const s
     d.format = *f;
     auto p = t.find("params");
     if (p == t.end() || !p->is_object()) return invalid_input(ctx + "quantized tensor without a 'params' object");
-    d.params = *p;
+    d.params = std::move(*p);
   } else if (fmt == dt) {
     d.format = Format::kRaw;
   } else {
@@ -209,7 +232,7 @@ Status check_manifest_version(const json& j, uint16_t major, uint16_t minor, con
   return Status::ok();
 }
 
-Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std::string& path) {
+Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::string& path) {
   const std::string mctx = path + ": manifest: ";
   if (!j.is_object()) return invalid_input(mctx + "not a JSON object");
   Manifest m;
@@ -221,15 +244,17 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     if (!mt->is_string()) return invalid_input(mctx + "'model_type' is not a string");
     m.model_type = mt->get<std::string>();
   }
-  if (auto t = j.find("tool"); t != j.end()) m.tool = *t;
-  if (auto p = j.find("provenance"); p != j.end()) m.provenance = *p;
+  if (auto t = j.find("tool"); t != j.end()) m.tool = std::move(*t);
+  if (auto p = j.find("provenance"); p != j.end()) m.provenance = std::move(*p);
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");
   std::vector<Range> ranges;
   std::unordered_set<std::string> names;
-  for (const auto& tj : *tensors) {
+  m.tensors.reserve(tensors->size());
+  for (auto& tj : *tensors) {
     if (!tj.is_object()) return invalid_input(mctx + "a tensor entry is not an object");
-    std::string name = tj.contains("name") && tj["name"].is_string() ? tj["name"].get<std::string>() : "?";
+    const auto name_it = tj.find("name");
+    std::string name = name_it != tj.end() && name_it->is_string() ? name_it->get<std::string>() : "?";
     const std::string ctx = path + ": tensor '" + name + "': ";
     ArchiveTensor at;
     IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
@@ -264,7 +289,7 @@ Result<Manifest> manifest_from_json(const json& j, uint64_t data_size, const std
     }
     if (auto s = tj.find("source"); s != tj.end()) {
       IRIS_TRY(check_source_record(*s, ctx + "source: "));
-      at.source = *s;
+      at.source = std::move(*s);
     }
     m.tensors.push_back(std::move(at));
   }

@@ -43,9 +43,16 @@ struct Manifest {
 };
 
 nlohmann::json manifest_to_json(const Manifest& m);
+// One tensor's entry of manifest_to_json()'s "tensors" list.
+nlohmann::json archive_tensor_to_json(const ArchiveTensor& t);
+// manifest_to_json(m).dump(1).size(), one tensor at a time: the writer plans the data offset
+// from it, and the document of 10^6 tensors took gigabytes (issue 24 item 10).
+uint64_t manifest_text_size(const Manifest& m);
 // Validates structure, names, descriptors against component_specs(), alignment, bounds
-// within `data_size` and non-overlap of every byte range.
-Result<Manifest> manifest_from_json(const nlohmann::json& j, uint64_t data_size, const std::string& path);
+// within `data_size` and non-overlap of every byte range. Takes the document by value and
+// moves its parts (params, source records) into the manifest: a 36k-tensor manifest's records
+// are not copied when an engine opens it (pass it with std::move).
+Result<Manifest> manifest_from_json(nlohmann::json j, uint64_t data_size, const std::string& path);
 
 // The manifest's format_version must be the preamble's [major, minor]: a file whose two
 // version fields disagree was not written by one writer.

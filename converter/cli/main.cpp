@@ -240,12 +240,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (inspect->parsed()) {
-    auto r = iris::inspect_path(inspect_path);
+    auto r = iris::Inspection::open(inspect_path);
     if (!r.is_ok()) return fail(r.status(), inspect_json ? "inspect" : nullptr);
-    if (inspect_json) {
-      (*r)["ok"] = true;
-      std::printf("%s\n", iris::dump_json(*r, 2).c_str());
-    }
+    if (inspect_json) iris::print_inspection_json(*r, stdout);
     else iris::print_inspection(*r);
     return 0;
   }

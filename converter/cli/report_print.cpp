@@ -59,7 +59,8 @@ void print_quality_summary(const ConvertReport& r, std::FILE* out) {
   if (q.size() > 10) std::fprintf(out, "... %zu more (--report FILE.json lists all)\n", q.size() - 10);
 }
 
-void print_inspection(const json& j) {
+void print_inspection(const Inspection& in) {
+  const json& j = in.summary();
   std::printf("%s: %s", j["path"].get<std::string>().c_str(), j["kind"].get<std::string>().c_str());
   if (j.contains("format_version")) std::printf(" v%s", j["format_version"].get<std::string>().c_str());
   std::string mt = j.value("model_type", "");
@@ -70,10 +71,10 @@ void print_inspection(const json& j) {
     std::printf("source safetensors metadata: %s\n", dump_json(j["provenance"]["safetensors_metadata"]).c_str());
   if (j.contains("metadata") && j["metadata"].is_object() && !j["metadata"].empty())
     std::printf("safetensors metadata: %s\n", dump_json(j["metadata"]).c_str());
-  size_t w = 4;
-  for (const auto& t : j["tensors"]) w = std::max(w, t["name"].get<std::string>().size());
+  const size_t w = std::max<size_t>(4, in.longest_name());
   std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");
-  for (const auto& t : j["tensors"]) {
+  for (size_t i = 0; i < in.tensor_count(); ++i) {
+    const json t = in.tensor(i);
     std::string shape = dump_json(t["shape"]);
     std::string layout = t.contains("layout") ? layout_text(t["layout"]) : "";
     std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t["name"].get<std::string>().c_str(), shape.c_str(),
@@ -90,6 +91,49 @@ void print_inspection(const json& j) {
     for (const auto& f : j["files"]) std::printf(" %s (%llu B)", f["name"].get<std::string>().c_str(), (unsigned long long)f["bytes"].get<uint64_t>());
     std::printf("\n");
   }
+}
+
+namespace {
+
+// `v` as nlohmann dumps it with indent 2 when it sits `depth` spaces deep: every line after the
+// first gains `depth` spaces (JSON strings hold no raw newline, so each '\n' starts a line).
+void write_nested(const json& v, size_t depth, std::FILE* out) {
+  const std::string text = dump_json(v, 2);
+  const std::string pad(depth, ' ');
+  size_t from = 0;
+  for (size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1) {
+    std::fwrite(text.data() + from, 1, nl + 1 - from, out);
+    std::fwrite(pad.data(), 1, pad.size(), out);
+  }
+  std::fwrite(text.data() + from, 1, text.size() - from, out);
+}
+
+}  // namespace
+
+void print_inspection_json(const Inspection& in, std::FILE* out) {
+  json top = in.summary();
+  top["ok"] = true;
+  top["tensors"] = nullptr;  // its place among the keys, which nlohmann writes sorted
+  std::fputs("{\n", out);
+  size_t k = 0;
+  for (auto it = top.begin(); it != top.end(); ++it, ++k) {
+    std::fprintf(out, "  %s: ", dump_json(json(it.key())).c_str());
+    if (it.key() != "tensors") {
+      write_nested(it.value(), 2, out);
+    } else if (in.tensor_count() == 0) {
+      std::fputs("[]", out);
+    } else {
+      std::fputs("[\n", out);
+      for (size_t i = 0; i < in.tensor_count(); ++i) {
+        std::fputs("    ", out);
+        write_nested(in.tensor(i), 4, out);
+        std::fputs(i + 1 < in.tensor_count() ? ",\n" : "\n", out);
+      }
+      std::fputs("  ]", out);
+    }
+    std::fputs(k + 1 < top.size() ? ",\n" : "\n", out);
+  }
+  std::fputs("}\n", out);
 }
 
 }  // namespace iris

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "converter/convert.h"
+#include "converter/inspect.h"
 
 namespace iris {
 
@@ -11,7 +12,10 @@ namespace iris {
 void print_plan(const ConvertReport& r, std::FILE* out);
 // Requantized tensors, worst SNR first (at most 10 lines; --report has them all).
 void print_quality_summary(const ConvertReport& r, std::FILE* out);
-// The JSON of inspect_path() as a table on stdout.
-void print_inspection(const nlohmann::json& j);
+// An inspection as a table on stdout.
+void print_inspection(const Inspection& in);
+// An inspection as `--json` prints it: the text of dump_json(in.to_json() + "ok": true, 2),
+// written one tensor at a time so that 10^6 tensors never form one document or one string.
+void print_inspection_json(const Inspection& in, std::FILE* out);
 
 }  // namespace iris

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/checked_math.h"
 #include "converter/hf/foreign_formats.h"
@@ -108,7 +109,8 @@ class HeaderReader : public nlohmann::json_sax<json> {
       if (k.size() > kMaxTensorNameBytes)
         return fail(invalid_input(path_ + ": a tensor name of " + std::to_string(k.size()) + " bytes exceeds the " +
                                   std::to_string(kMaxTensorNameBytes) + "-byte limit"));
-      if (!names_.insert(k).second) return fail(invalid_input(path_ + ": header: duplicate key '" + k + "'"));
+      const bool repeated = k == "__metadata__" ? std::exchange(saw_metadata_, true) : seen_.contains(std::string_view(k));
+      if (repeated) return fail(invalid_input(path_ + ": header: duplicate key '" + k + "'"));
       top_key_ = k;
       return true;
     }
@@ -173,8 +175,26 @@ class HeaderReader : public nlohmann::json_sax<json> {
     Status st = parse_entry(path_, top_key_, e, &t);
     if (!st.is_ok()) return fail(std::move(st));
     tensors_->push_back(std::move(t));
+    seen_.insert(tensors_->size() - 1);
     return true;
   }
+
+  // The names seen so far, as positions in *tensors_ (heterogeneous lookup by name): a set of
+  // the names themselves held a third copy of every name while the header was read.
+  struct NameHash {
+    using is_transparent = void;
+    const std::vector<SafetensorsTensor>* tensors;
+    size_t operator()(std::string_view name) const { return std::hash<std::string_view>()(name); }
+    size_t operator()(size_t i) const { return (*this)((*tensors)[i].name); }
+  };
+  struct NameEq {
+    using is_transparent = void;
+    const std::vector<SafetensorsTensor>* tensors;
+    std::string_view name(size_t i) const { return (*tensors)[i].name; }
+    std::string_view name(std::string_view s) const { return s; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return name(a) == name(b); }
+  };
 
   static constexpr size_t kMaxTensorNameBytes = 4096;
   const std::string& path_;
@@ -182,7 +202,8 @@ class HeaderReader : public nlohmann::json_sax<json> {
   std::map<std::string, std::string>* metadata_;
   json root_, entry_;
   std::vector<json*> stack_;
-  std::unordered_set<std::string> names_;
+  std::unordered_set<size_t, NameHash, NameEq> seen_{0, NameHash{tensors_}, NameEq{tensors_}};
+  bool saw_metadata_ = false;
   std::string top_key_, pending_key_;
   bool saw_root_object_ = false;
 };
@@ -233,6 +254,7 @@ SafetensorsFile SafetensorsFile::from_table(MappedFile map, std::vector<Safetens
   SafetensorsFile f;
   f.map_ = std::move(map);
   f.tensors_ = std::move(tensors);
+  f.index_.reserve(f.tensors_.size());
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
   return f;
 }
@@ -253,6 +275,7 @@ Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
                          std::to_string(size) + "-byte file");
   std::string_view header(reinterpret_cast<const char*>(f.map_.data()) + 8, size_t(n));
   IRIS_TRY(parse_safetensors_header(path, header, size - 8 - n, &f.tensors_, &f.metadata_));
+  f.index_.reserve(f.tensors_.size());
   for (size_t i = 0; i < f.tensors_.size(); ++i) {
     f.tensors_[i].offset += 8 + n;
     f.index_.emplace(f.tensors_[i].name, i);

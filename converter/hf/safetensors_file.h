@@ -11,6 +11,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -54,7 +55,9 @@ class SafetensorsFile {
   static Result<SafetensorsFile> from_map(MappedFile map);
   MappedFile map_;
   std::vector<SafetensorsTensor> tensors_;
-  std::unordered_map<std::string, size_t> index_;
+  // Views of the names in tensors_, whose strings never move once the file is built (a move of
+  // the file moves the vector's buffer, not its elements): 10^6 names are not held twice.
+  std::unordered_map<std::string_view, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
 

@@ -158,6 +158,7 @@ Status Snapshot::load_folder(const std::string& folder, const std::string& singl
                            " .safetensors files but no index to say which tensors they hold");
     }
   }
+  by_name_.reserve(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].tensor->name, i);
   IRIS_TRY(load_config());
   IRIS_TRY(load_aux_files());

@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,7 +73,9 @@ class Snapshot {
   std::string resolved_from_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::vector<SnapshotTensor> tensors_;
-  std::unordered_map<std::string, size_t> by_name_;
+  // Views of the names held by the shards (heap-allocated, so they stay put when the snapshot
+  // moves): 10^6 names are not copied.
+  std::unordered_map<std::string_view, size_t> by_name_;
   ModelConfig config_;
   std::optional<nlohmann::json> config_json_;
   std::vector<AuxFile> aux_files_;

@@ -96,6 +96,27 @@ TEST(Archive, WritingTwiceGivesTheSameBytes) {
   EXPECT_EQ(read_all(write_sample(d1)), read_all(write_sample(d2)));
 }
 
+// The writer plans the data offset from manifest_text_size(), computed one tensor at a time:
+// it must be the size of the whole document's text, with no tensor, one, and several.
+TEST(Manifest, TextSizeIsTheSizeOfTheWholeDocument) {
+  Manifest m;
+  m.model_type = "llama";
+  m.tool = {{"name", "iris"}};
+  m.provenance = {{"source", {{"kind", "folder"}}}, {"options", {{"rules", json::array()}}}};
+  m.files.push_back({"config.json", "zstd", 4096, 10, 20, 0x1234});
+  EXPECT_EQ(manifest_text_size(m), manifest_to_json(m).dump(1).size());
+  for (int i = 0; i < 3; ++i) {
+    ArchiveTensor t;
+    t.desc.name = "layers." + std::to_string(i) + ".w\u00e9ight";
+    t.desc.shape = {2, uint64_t(3 + i)};
+    t.desc.dtype = DType::kBF16;
+    t.components.push_back({{Role::kData, DType::kBF16, t.desc.shape, 12}, uint64_t(i) * 4096, 7});
+    t.source = {{"tensors", json::array({{{"role", "data"}, {"name", t.desc.name}, {"shape", t.desc.shape}}})}};
+    m.tensors.push_back(t);
+    EXPECT_EQ(manifest_text_size(m), manifest_to_json(m).dump(1).size()) << i + 1 << " tensors";
+  }
+}
+
 TEST(TileLayout, TileThenUntileIsTheIdentityAndPaddingIsTheZeroCode) {
   for (auto [bits, n, k, tn, tk] : std::vector<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t, uint64_t>>{
            {4, 17, 96, 16, 64}, {4, 1, 32, 1, 32}, {8, 33, 40, 8, 16}, {8, 5, 300, 4, 128}, {4, 64, 256, 16, 256}}) {
