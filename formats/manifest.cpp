@@ -102,6 +102,14 @@ namespace {
 
 using Range = ManifestReader::Range;
 
+// What a byte range holds, for the overlap message: named only when one is reported (a
+// string per range cost 48k allocations for a 36k-tensor manifest, issue 24 item 5).
+std::string range_name(const Manifest& m, const Range& r) {
+  if (r.component < 0) return "file " + m.files[r.item].name;
+  const ArchiveTensor& t = m.tensors[r.item];
+  return t.desc.name + "/" + role_name(t.components[size_t(r.component)].spec.role);
+}
+
 // Non-negative integers, whether nlohmann holds them as signed (built in memory) or unsigned (parsed).
 bool is_nonneg_int(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
 
@@ -137,13 +145,13 @@ Result<uint64_t> get_hash(const json& o, const std::string& ctx) {
 }
 
 Status check_range(uint64_t offset, uint64_t bytes, uint64_t alignment, uint64_t data_size, const std::string& ctx,
-                   std::vector<Range>* ranges, std::string what) {
+                   std::vector<Range>* ranges, size_t item, int component) {
   if (offset % alignment != 0) return invalid_input(ctx + "offset " + std::to_string(offset) + " is not " + std::to_string(alignment) + "-aligned");
   auto end = checked_add(offset, bytes);
   if (!end || *end > data_size)
     return invalid_input(ctx + "bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") run past the " +
                          std::to_string(data_size) + "-byte data section");
-  ranges->push_back({offset, *end, std::move(what)});
+  ranges->push_back({offset, *end, item, component});
   return Status::ok();
 }
 
@@ -249,8 +257,12 @@ Status ManifestReader::read_tensor(json& tj) {
   IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
   if (const char* why = tensor_name_problem(at.desc.name))
     return invalid_input(path + ": tensor '" + escaped_name(at.desc.name) + "': " + why);
-  if (!names_.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
-  auto specs = component_specs(at.desc);
+  // Listed before it is complete, so that the name set can refer to it by position.
+  tensors_.push_back(std::move(at));
+  const size_t index = tensors_.size() - 1;
+  if (!names_.insert(index).second) return invalid_input(ctx + "name appears twice in the manifest");
+  ArchiveTensor& t = tensors_.back();
+  auto specs = component_specs(t.desc);
   if (!specs.is_ok()) return specs.status().with_context(path + ": ");
   auto comps = tj.find("components");
   if (comps == tj.end() || !comps->is_array()) return invalid_input(ctx + "'components' missing");
@@ -273,14 +285,13 @@ Status ManifestReader::read_tensor(json& tj) {
       return invalid_input(cctx + "listed as " + role + " " + cdt + " " + json(shape).dump() + " (" + std::to_string(bytes) +
                            " bytes) but the descriptor needs " + role_name(want.role) + " " + std::string(dtype_archive_name(want.dtype)) +
                            " " + json(want.shape).dump() + " (" + std::to_string(want.bytes) + " bytes)");
-    IRIS_TRY(check_range(c.offset, c.spec.bytes, kIrisAlignment, data_size_, cctx, &ranges_, name + "/" + role_name(want.role)));
-    at.components.push_back(std::move(c));
+    IRIS_TRY(check_range(c.offset, c.spec.bytes, kIrisAlignment, data_size_, cctx, &ranges_, index, int(i)));
+    t.components.push_back(std::move(c));
   }
   if (auto s = tj.find("source"); s != tj.end()) {
     IRIS_TRY(check_source_record(*s, ctx + "source: "));
-    at.source = std::move(*s);
+    t.source = std::move(*s);
   }
-  tensors_.push_back(std::move(at));
   return Status::ok();
 }
 
@@ -326,7 +337,7 @@ Result<Manifest> ManifestReader::finish(json j) {
       if (f.raw_size > kMaxManifestSize) return invalid_input(fctx + "raw size too large");
       if (f.encoding == "raw" && f.raw_size != f.size) return invalid_input(fctx + "raw file with two sizes");
       IRIS_ASSIGN_OR_RETURN(f.xxh3, get_hash(fj, fctx));
-      IRIS_TRY(check_range(f.offset, f.size, m.alignment, data_size, fctx, &ranges, "file " + f.name));
+      IRIS_TRY(check_range(f.offset, f.size, m.alignment, data_size, fctx, &ranges, m.files.size(), -1));
       m.files.push_back(std::move(f));
     }
   }
@@ -335,7 +346,8 @@ Result<Manifest> ManifestReader::finish(json j) {
   const Range* furthest = nullptr;
   for (const auto& r : ranges) {
     if (r.end == r.begin) continue;
-    if (furthest && r.begin < furthest->end) return invalid_input(path + ": " + r.what + " overlaps " + furthest->what);
+    if (furthest && r.begin < furthest->end)
+      return invalid_input(path + ": " + range_name(m, r) + " overlaps " + range_name(m, *furthest));
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
   return m;

@@ -243,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
     Catalogue, ManifestRejects,
     ::testing::Values(
         BadManifest{"misaligned", [](json& j) { tensor(j, "a")["components"][0]["offset"] = 4097; }, "is not 4096-aligned"},
-        BadManifest{"overlap", [](json& j) { tensor(j, "m")["components"][0]["offset"] = tensor(j, "a")["components"][0]["offset"]; }, "overlaps"},
+        BadManifest{"overlap", [](json& j) { tensor(j, "m")["components"][0]["offset"] = tensor(j, "a")["components"][0]["offset"]; }, "x.iris: m/codes overlaps a/data"},
         BadManifest{"past end", [](json& j) { tensor(j, "a")["components"][0]["offset"] = uint64_t(1) << 40; }, "run past the"},
         BadManifest{"component count", [](json& j) { tensor(j, "m")["components"].erase(1); }, "1 components listed, its descriptor needs 2"},
         BadManifest{"component shape", [](json& j) { tensor(j, "a")["components"][0]["shape"] = {5, 3}; }, "but the descriptor needs"},
