@@ -32,9 +32,14 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
                         a.preamble_.manifest_size);
   if (xxh3_64(text.data(), text.size()) != a.preamble_.manifest_xxh3)
     return corrupt_data(path + ": manifest checksum mismatch (corrupt manifest)");
-  IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json(text, path + ": manifest"));
+  // Each tensor entry is read as soon as it is parsed and its small document freed: the 29 MB
+  // manifest of 36k tensors is never one document (issue 24 item 5). The reader keeps the
+  // first error and reports it after the parse, duplicate and version checks, as before.
+  ManifestReader reader(a.preamble_.data_size, path);
+  IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json_streaming(text, path + ": manifest", "tensors",
+                                                               [&](nlohmann::json& t) { reader.add_tensor(t); }));
   IRIS_TRY(check_manifest_version(j, a.preamble_.version_major, a.preamble_.version_minor, path));
-  IRIS_ASSIGN_OR_RETURN(a.manifest_, manifest_from_json(std::move(j), a.preamble_.data_size, path));
+  IRIS_ASSIGN_OR_RETURN(a.manifest_, reader.finish(std::move(j)));
   a.by_name_.reserve(a.manifest_.tensors.size());
   for (size_t i = 0; i < a.manifest_.tensors.size(); ++i) a.by_name_.emplace(a.manifest_.tensors[i].desc.name, i);
   return a;

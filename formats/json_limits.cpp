@@ -9,8 +9,8 @@ namespace iris {
 
 namespace {
 
-// Maximum bracket nesting of a JSON text, ignoring brackets inside strings. Checked before
-// parsing so that a hostile "[[[[..." never reaches a recursive routine.
+// Maximum bracket nesting of a JSON text, ignoring brackets inside strings: for a text whose
+// parse stopped early, whose depth the parser never saw whole.
 int max_depth_of(std::string_view s) {
   int depth = 0, max_depth = 0;
   bool in_string = false, escaped = false;
@@ -39,10 +39,16 @@ class UntrustedDomBuilder : public nlohmann::json_sax<nlohmann::json> {
  public:
   using json = nlohmann::json;
   explicit UntrustedDomBuilder(bool check_duplicates) : check_duplicates_(check_duplicates) {}
+  // Elements of the root object's list `key` go to `fn` when complete, not into the document.
+  void stream_list(const char* key, const std::function<void(json&)>* fn) {
+    stream_key_ = key;
+    on_element_ = fn;
+  }
 
   json root;
   std::string duplicate;  // the first key found twice in one object, when checked
   bool failed = false;    // a parse error: `error` holds its text
+  bool too_deep = false;  // stopped at a bracket nested deeper than kMaxJsonDepth
   std::string error;
 
   bool null() override { return value(json(nullptr)); }
@@ -57,8 +63,6 @@ class UntrustedDomBuilder : public nlohmann::json_sax<nlohmann::json> {
   bool end_object() override { return close(); }
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
-    json& o = *stack_.back();
-    if (check_duplicates_ && duplicate.empty() && o.contains(k)) duplicate = k;
     key_ = std::move(k);
     return true;
   }
@@ -78,24 +82,55 @@ class UntrustedDomBuilder : public nlohmann::json_sax<nlohmann::json> {
     }
     json& parent = *stack_.back();
     if (parent.is_array()) return &parent.emplace_back(std::move(v));
-    return &(parent[key_] = std::move(v));
+    // One lookup finds a repeated key and places the value: a key's value is placed before
+    // the next key is read, so the first duplicate found is the first in the text.
+    auto [it, inserted] = parent.get_ref<json::object_t&>().try_emplace(std::move(key_), std::move(v));
+    if (!inserted) {
+      if (check_duplicates_ && duplicate.empty()) duplicate = key_;
+      it->second = std::move(v);  // the last of repeated keys wins, as nlohmann's parser does
+    }
+    return &it->second;
   }
   bool value(json v) {
-    place(std::move(v));
+    json* placed = place(std::move(v));
+    if (streamed_ && stack_.back() == streamed_) hand_over(placed);
     return true;
   }
-  bool open(json fresh) {  // depth: bounded by the nesting check before parsing
+  bool open(json fresh) {
+    // Stops the parse at the first bracket too deep: the parser and this builder are
+    // iterative, so nothing recursive ever sees a hostile "[[[[..." (parse_with says which
+    // error is reported).
+    if (++depth_ > kMaxJsonDepth) {
+      too_deep = true;
+      return false;
+    }
+    const bool is_streamed_list = on_element_ && stack_.size() == 1 && root.is_object() && fresh.is_array() && key_ == stream_key_;
     stack_.push_back(place(std::move(fresh)));
+    if (is_streamed_list) streamed_ = stack_.back();
     return true;
   }
   bool close() {
+    --depth_;
+    json* done = stack_.back();
     stack_.pop_back();
+    if (done == streamed_) streamed_ = nullptr;
+    else if (streamed_ && stack_.back() == streamed_) hand_over(done);
     return true;
+  }
+  // The streamed list holds at most this one element, so pointers to it stay valid while it
+  // is built (the list's storage is not reallocated: clear() keeps its capacity).
+  void hand_over(json* element) {
+    (*on_element_)(*element);
+    streamed_->clear();
   }
 
   bool check_duplicates_;
   std::vector<json*> stack_;
   std::string key_;
+  const char* stream_key_ = nullptr;
+  const std::function<void(json&)>* on_element_ = nullptr;
+  json* streamed_ = nullptr;  // the list being streamed, while it is open
+  int depth_ = 0;
 };
 
 // JSON allows no control bytes but tab, newline and return, even in strings: a text that failed
@@ -122,20 +157,40 @@ std::string json_error_text(const nlohmann::json::exception& e) {
   return pos != std::string::npos ? msg.substr(pos + 2) : msg;
 }
 
-Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
-                                            bool reject_duplicate_keys) {
-  if (max_depth_of(text) > kMaxJsonDepth) {
+namespace {
+
+Result<nlohmann::json> parse_with(UntrustedDomBuilder& builder, std::string_view text, const std::string& what) {
+  // Nesting is checked while parsing, not in a pass of its own (29 MB of manifest, issue 24
+  // item 5), yet reported as the pass before the parse did: a text nested too deep anywhere,
+  // even after a syntax error, is refused for its depth. A text that parsed whole has the
+  // parser's depth, so the pass over the text is needed only when parsing stopped early.
+  nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
+  if (builder.too_deep || (builder.failed && max_depth_of(text) > kMaxJsonDepth)) {
     IRIS_TRY(refuse_binary(text, what));
     return invalid_input(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
-  UntrustedDomBuilder builder(reject_duplicate_keys);
-  nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
   if (builder.failed) {
     IRIS_TRY(refuse_binary(text, what));
     return invalid_input(what + ": invalid JSON: " + builder.error);
   }
   if (!builder.duplicate.empty()) return invalid_input(what + ": duplicate key '" + builder.duplicate + "'");
   return std::move(builder.root);
+}
+
+}  // namespace
+
+Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
+                                            bool reject_duplicate_keys) {
+  UntrustedDomBuilder builder(reject_duplicate_keys);
+  return parse_with(builder, text, what);
+}
+
+Result<nlohmann::json> parse_untrusted_json_streaming(std::string_view text, const std::string& what,
+                                                      const char* list_key,
+                                                      const std::function<void(nlohmann::json&)>& on_element) {
+  UntrustedDomBuilder builder(true);
+  builder.stream_list(list_key, &on_element);
+  return parse_with(builder, text, what);
 }
 
 int json_nesting_depth(std::string_view text) { return max_depth_of(text); }

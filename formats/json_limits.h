@@ -1,6 +1,7 @@
 // Guards applied to untrusted JSON before and while it is parsed.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -23,5 +24,14 @@ std::string json_error_text(const nlohmann::json::exception& e);
 // in error messages ("model.safetensors: header").
 Result<nlohmann::json> parse_untrusted_json(std::string_view text, const std::string& what,
                                             bool reject_duplicate_keys = true);
+
+// parse_untrusted_json() (duplicate keys refused) that hands each element of the root object's
+// list `list_key` to `on_element` as soon as the element is complete, and leaves that list
+// empty in the document returned: a 36k-tensor manifest is read one small document at a time
+// instead of as one 29 MB document freed at the end (issue 24 item 5). Elements are handed
+// over even when parsing later fails: the caller reports the parse error first.
+Result<nlohmann::json> parse_untrusted_json_streaming(std::string_view text, const std::string& what,
+                                                      const char* list_key,
+                                                      const std::function<void(nlohmann::json&)>& on_element);
 
 }  // namespace iris

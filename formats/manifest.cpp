@@ -100,10 +100,15 @@ json manifest_to_json(const Manifest& m) {
 
 namespace {
 
-struct Range {
-  uint64_t begin, end;
-  std::string what;
-};
+using Range = ManifestReader::Range;
+
+// What a byte range holds, for the overlap message: named only when one is reported (a
+// string per range cost 48k allocations for a 36k-tensor manifest, issue 24 item 5).
+std::string range_name(const Manifest& m, const Range& r) {
+  if (r.component < 0) return "file " + m.files[r.item].name;
+  const ArchiveTensor& t = m.tensors[r.item];
+  return t.desc.name + "/" + role_name(t.components[size_t(r.component)].spec.role);
+}
 
 // Non-negative integers, whether nlohmann holds them as signed (built in memory) or unsigned (parsed).
 bool is_nonneg_int(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
@@ -140,13 +145,13 @@ Result<uint64_t> get_hash(const json& o, const std::string& ctx) {
 }
 
 Status check_range(uint64_t offset, uint64_t bytes, uint64_t alignment, uint64_t data_size, const std::string& ctx,
-                   std::vector<Range>* ranges, std::string what) {
+                   std::vector<Range>* ranges, size_t item, int component) {
   if (offset % alignment != 0) return invalid_input(ctx + "offset " + std::to_string(offset) + " is not " + std::to_string(alignment) + "-aligned");
   auto end = checked_add(offset, bytes);
   if (!end || *end > data_size)
     return invalid_input(ctx + "bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") run past the " +
                          std::to_string(data_size) + "-byte data section");
-  ranges->push_back({offset, *end, std::move(what)});
+  ranges->push_back({offset, *end, item, component});
   return Status::ok();
 }
 
@@ -232,7 +237,67 @@ Status check_manifest_version(const json& j, uint16_t major, uint16_t minor, con
   return Status::ok();
 }
 
-Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::string& path) {
+ManifestReader::ManifestReader(uint64_t data_size, std::string path) : data_size_(data_size), path_(std::move(path)) {}
+
+void ManifestReader::add_tensor(json& tj) {
+  if (!error_.is_ok()) return;  // the first error in document order is the one reported
+  error_ = read_tensor(tj);
+}
+
+// One entry of "tensors". The alignment is taken as kIrisAlignment: finish() refuses any other
+// before it reports what this found.
+Status ManifestReader::read_tensor(json& tj) {
+  const std::string& path = path_;
+  const std::string mctx = path + ": manifest: ";
+  if (!tj.is_object()) return invalid_input(mctx + "a tensor entry is not an object");
+  const auto name_it = tj.find("name");
+  std::string name = name_it != tj.end() && name_it->is_string() ? name_it->get<std::string>() : "?";
+  const std::string ctx = path + ": tensor '" + name + "': ";
+  ArchiveTensor at;
+  IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
+  if (const char* why = tensor_name_problem(at.desc.name))
+    return invalid_input(path + ": tensor '" + escaped_name(at.desc.name) + "': " + why);
+  // Listed before it is complete, so that the name set can refer to it by position.
+  tensors_.push_back(std::move(at));
+  const size_t index = tensors_.size() - 1;
+  if (!names_.insert(index).second) return invalid_input(ctx + "name appears twice in the manifest");
+  ArchiveTensor& t = tensors_.back();
+  auto specs = component_specs(t.desc);
+  if (!specs.is_ok()) return specs.status().with_context(path + ": ");
+  auto comps = tj.find("components");
+  if (comps == tj.end() || !comps->is_array()) return invalid_input(ctx + "'components' missing");
+  if (comps->size() != specs->size())
+    return invalid_input(ctx + std::to_string(comps->size()) + " components listed, its descriptor needs " + std::to_string(specs->size()));
+  for (size_t i = 0; i < specs->size(); ++i) {
+    const json& cj = (*comps)[i];
+    const ComponentSpec& want = (*specs)[i];
+    const std::string cctx = ctx + "component '" + role_name(want.role) + "': ";
+    if (!cj.is_object()) return invalid_input(cctx + "not an object");
+    IRIS_ASSIGN_OR_RETURN(std::string role, get_str(cj, "role", cctx));
+    IRIS_ASSIGN_OR_RETURN(std::string cdt, get_str(cj, "dtype", cctx));
+    IRIS_ASSIGN_OR_RETURN(auto shape, get_shape(cj, "shape", cctx));
+    StoredComponent c;
+    c.spec = want;
+    IRIS_ASSIGN_OR_RETURN(c.offset, get_u64(cj, "offset", cctx));
+    IRIS_ASSIGN_OR_RETURN(uint64_t bytes, get_u64(cj, "bytes", cctx));
+    IRIS_ASSIGN_OR_RETURN(c.xxh3, get_hash(cj, cctx));
+    if (role != role_name(want.role) || cdt != dtype_archive_name(want.dtype) || shape != want.shape || bytes != want.bytes)
+      return invalid_input(cctx + "listed as " + role + " " + cdt + " " + json(shape).dump() + " (" + std::to_string(bytes) +
+                           " bytes) but the descriptor needs " + role_name(want.role) + " " + std::string(dtype_archive_name(want.dtype)) +
+                           " " + json(want.shape).dump() + " (" + std::to_string(want.bytes) + " bytes)");
+    IRIS_TRY(check_range(c.offset, c.spec.bytes, kIrisAlignment, data_size_, cctx, &ranges_, index, int(i)));
+    t.components.push_back(std::move(c));
+  }
+  if (auto s = tj.find("source"); s != tj.end()) {
+    IRIS_TRY(check_source_record(*s, ctx + "source: "));
+    t.source = std::move(*s);
+  }
+  return Status::ok();
+}
+
+Result<Manifest> ManifestReader::finish(json j) {
+  const std::string& path = path_;
+  const uint64_t data_size = data_size_;
   const std::string mctx = path + ": manifest: ";
   if (!j.is_object()) return invalid_input(mctx + "not a JSON object");
   Manifest m;
@@ -248,51 +313,12 @@ Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::strin
   if (auto p = j.find("provenance"); p != j.end()) m.provenance = std::move(*p);
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");
-  std::vector<Range> ranges;
-  std::unordered_set<std::string> names;
-  m.tensors.reserve(tensors->size());
-  for (auto& tj : *tensors) {
-    if (!tj.is_object()) return invalid_input(mctx + "a tensor entry is not an object");
-    const auto name_it = tj.find("name");
-    std::string name = name_it != tj.end() && name_it->is_string() ? name_it->get<std::string>() : "?";
-    const std::string ctx = path + ": tensor '" + name + "': ";
-    ArchiveTensor at;
-    IRIS_ASSIGN_OR_RETURN(at.desc, desc_from_json(tj, ctx, path));
-    if (const char* why = tensor_name_problem(at.desc.name))
-      return invalid_input(path + ": tensor '" + escaped_name(at.desc.name) + "': " + why);
-    if (!names.insert(at.desc.name).second) return invalid_input(ctx + "name appears twice in the manifest");
-    auto specs = component_specs(at.desc);
-    if (!specs.is_ok()) return specs.status().with_context(path + ": ");
-    auto comps = tj.find("components");
-    if (comps == tj.end() || !comps->is_array()) return invalid_input(ctx + "'components' missing");
-    if (comps->size() != specs->size())
-      return invalid_input(ctx + std::to_string(comps->size()) + " components listed, its descriptor needs " + std::to_string(specs->size()));
-    for (size_t i = 0; i < specs->size(); ++i) {
-      const json& cj = (*comps)[i];
-      const ComponentSpec& want = (*specs)[i];
-      const std::string cctx = ctx + "component '" + role_name(want.role) + "': ";
-      if (!cj.is_object()) return invalid_input(cctx + "not an object");
-      IRIS_ASSIGN_OR_RETURN(std::string role, get_str(cj, "role", cctx));
-      IRIS_ASSIGN_OR_RETURN(std::string cdt, get_str(cj, "dtype", cctx));
-      IRIS_ASSIGN_OR_RETURN(auto shape, get_shape(cj, "shape", cctx));
-      StoredComponent c;
-      c.spec = want;
-      IRIS_ASSIGN_OR_RETURN(c.offset, get_u64(cj, "offset", cctx));
-      IRIS_ASSIGN_OR_RETURN(uint64_t bytes, get_u64(cj, "bytes", cctx));
-      IRIS_ASSIGN_OR_RETURN(c.xxh3, get_hash(cj, cctx));
-      if (role != role_name(want.role) || cdt != dtype_archive_name(want.dtype) || shape != want.shape || bytes != want.bytes)
-        return invalid_input(cctx + "listed as " + role + " " + cdt + " " + json(shape).dump() + " (" + std::to_string(bytes) +
-                             " bytes) but the descriptor needs " + role_name(want.role) + " " + std::string(dtype_archive_name(want.dtype)) +
-                             " " + json(want.shape).dump() + " (" + std::to_string(want.bytes) + " bytes)");
-      IRIS_TRY(check_range(c.offset, c.spec.bytes, m.alignment, data_size, cctx, &ranges, name + "/" + role_name(want.role)));
-      at.components.push_back(std::move(c));
-    }
-    if (auto s = tj.find("source"); s != tj.end()) {
-      IRIS_TRY(check_source_record(*s, ctx + "source: "));
-      at.source = std::move(*s);
-    }
-    m.tensors.push_back(std::move(at));
-  }
+  // Entries not streamed in by add_tensor() (a document parsed whole) are read now, in order.
+  tensors_.reserve(tensors_.size() + tensors->size());
+  for (auto& tj : *tensors) add_tensor(tj);
+  IRIS_TRY(error_);
+  m.tensors = std::move(tensors_);
+  std::vector<Range>& ranges = ranges_;
   if (auto files = j.find("files"); files != j.end()) {
     if (!files->is_array()) return invalid_input(mctx + "'files' is not a list");
     std::unordered_set<std::string> fnames;
@@ -311,7 +337,7 @@ Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::strin
       if (f.raw_size > kMaxManifestSize) return invalid_input(fctx + "raw size too large");
       if (f.encoding == "raw" && f.raw_size != f.size) return invalid_input(fctx + "raw file with two sizes");
       IRIS_ASSIGN_OR_RETURN(f.xxh3, get_hash(fj, fctx));
-      IRIS_TRY(check_range(f.offset, f.size, m.alignment, data_size, fctx, &ranges, "file " + f.name));
+      IRIS_TRY(check_range(f.offset, f.size, m.alignment, data_size, fctx, &ranges, m.files.size(), -1));
       m.files.push_back(std::move(f));
     }
   }
@@ -320,10 +346,16 @@ Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::strin
   const Range* furthest = nullptr;
   for (const auto& r : ranges) {
     if (r.end == r.begin) continue;
-    if (furthest && r.begin < furthest->end) return invalid_input(path + ": " + r.what + " overlaps " + furthest->what);
+    if (furthest && r.begin < furthest->end)
+      return invalid_input(path + ": " + range_name(m, r) + " overlaps " + range_name(m, *furthest));
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
   return m;
+}
+
+Result<Manifest> manifest_from_json(json j, uint64_t data_size, const std::string& path) {
+  ManifestReader reader(data_size, path);
+  return reader.finish(std::move(j));
 }
 
 }  // namespace iris

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +55,48 @@ uint64_t manifest_text_size(const Manifest& m);
 // moves its parts (params, source records) into the manifest: a 36k-tensor manifest's records
 // are not copied when an engine opens it (pass it with std::move).
 Result<Manifest> manifest_from_json(nlohmann::json j, uint64_t data_size, const std::string& path);
+
+// manifest_from_json() one tensor entry at a time, for a parser that hands the entries of
+// "tensors" over as it reads them (parse_untrusted_json_streaming): the whole document of a
+// 36k-tensor manifest is never built (issue 24 item 5). Reports exactly what
+// manifest_from_json() reports: a tensor's error is kept and returned by finish() after the
+// document-level checks that come before it.
+class ManifestReader {
+ public:
+  struct Range {  // bytes [begin, end) of the data section: tensor `item`'s component, or file `item`
+    uint64_t begin, end;
+    size_t item;
+    int component;  // its index in the tensor's components; -1: embedded file `item`
+  };
+
+  ManifestReader(uint64_t data_size, std::string path);
+  ManifestReader(const ManifestReader&) = delete;  // the name set refers to this reader's tensors
+  ManifestReader& operator=(const ManifestReader&) = delete;
+  // Moves params and source out of `entry`.
+  void add_tensor(nlohmann::json& entry);
+  // The document less the entries already added; its own entries of "tensors" are added first.
+  Result<Manifest> finish(nlohmann::json j);
+
+ private:
+  Status read_tensor(nlohmann::json& entry);
+
+  uint64_t data_size_;
+  std::string path_;
+  Status error_ = Status::ok();
+  std::vector<ArchiveTensor> tensors_;
+  std::vector<Range> ranges_;
+  // Positions in tensors_, hashed and compared by name: a second copy of 36k names cost a
+  // tenth of an archive's open (issue 24 item 5).
+  struct NameHash {
+    const std::vector<ArchiveTensor>* tensors;
+    size_t operator()(size_t i) const { return std::hash<std::string_view>{}((*tensors)[i].desc.name); }
+  };
+  struct NameEq {
+    const std::vector<ArchiveTensor>* tensors;
+    bool operator()(size_t a, size_t b) const { return (*tensors)[a].desc.name == (*tensors)[b].desc.name; }
+  };
+  std::unordered_set<size_t, NameHash, NameEq> names_{0, NameHash{&tensors_}, NameEq{&tensors_}};
+};
 
 // The manifest's format_version must be the preamble's [major, minor]: a file whose two
 // version fields disagree was not written by one writer.

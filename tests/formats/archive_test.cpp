@@ -8,6 +8,7 @@
 #include "common/hashing.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
+#include "formats/json_limits.h"
 #include "formats/tile_layout.h"
 #include "tests/test_files.h"
 
@@ -174,9 +175,62 @@ TEST_P(ManifestRejects, WithAClearMessage) {
   ASSERT_TRUE(a.is_ok());
   json j = manifest_to_json(a->manifest());
   GetParam().mutate(j);
+  const std::string text = j.dump(1);
   auto m = manifest_from_json(j, a->preamble().data_size, "x.iris");
   ASSERT_FALSE(m.is_ok()) << GetParam().name;
   EXPECT_NE(m.status().message().find(GetParam().expect), std::string::npos) << m.status().message();
+  // The archive reader's path (entries read as they are parsed) says exactly the same.
+  ManifestReader reader(a->preamble().data_size, "x.iris");
+  auto doc = parse_untrusted_json_streaming(text, "x.iris: manifest", "tensors", [&](json& t) { reader.add_tensor(t); });
+  ASSERT_TRUE(doc.is_ok()) << doc.status().message();
+  auto streamed = reader.finish(std::move(*doc));
+  ASSERT_FALSE(streamed.is_ok()) << GetParam().name;
+  EXPECT_EQ(streamed.status().message(), m.status().message());
+}
+
+// Depth is checked while parsing, yet a text nested too deep anywhere is refused for its depth
+// even when a syntax error comes first, as when a pass over the text preceded the parse.
+TEST(UntrustedJson, DepthAndDuplicatesAreReportedAsBefore) {
+  const auto message = [](const std::string& text) {
+    auto j = parse_untrusted_json(text, "t");
+    return j.is_ok() ? std::string("ok") : j.status().message();
+  };
+  const std::string deep = std::string(65, '[') + std::string(65, ']');
+  const std::string deepest_ok = std::string(64, '[') + std::string(64, ']');
+  EXPECT_EQ(message(deep), "t: JSON nested deeper than 64 levels");
+  EXPECT_EQ(message(deepest_ok), "ok");
+  EXPECT_EQ(message("[1,,]" + deep), "t: JSON nested deeper than 64 levels");
+  EXPECT_EQ(message("[\"[[[[\"," + deepest_ok + "]").substr(0, 20), "t: JSON nested deepe");
+  EXPECT_EQ(message("[\"" + deep + "\"]"), "ok");
+  EXPECT_EQ(message(R"({"a": 1, "b": {"a": 2, "a": 3}, "b": 4})"), "t: duplicate key 'a'");
+  EXPECT_EQ(message(R"({"a": 1, "b": 2, "a": 3, "b": 4})"), "t: duplicate key 'a'");
+  EXPECT_EQ(message(R"({"a": 1, "a": 2,})").find("t: invalid JSON"), 0u);
+  auto last_wins = parse_untrusted_json(R"({"a": 1, "a": [2]})", "t", false);
+  ASSERT_TRUE(last_wins.is_ok());
+  EXPECT_EQ(last_wins->dump(), R"({"a":[2]})");
+}
+
+// Errors before the tensors (document level) still come first when the tensors are read
+// while parsing, and a parse error after a bad tensor is the one reported.
+TEST(Manifest, StreamedReadingReportsInTheSameOrder) {
+  const std::string bad_tensor = R"({"name": "a", "shape": "x"})";
+  const auto read = [](const std::string& text) {
+    ManifestReader reader(1 << 20, "x.iris");
+    auto doc = parse_untrusted_json_streaming(text, "x.iris: manifest", "tensors", [&](json& t) { reader.add_tensor(t); });
+    if (!doc.is_ok()) return doc.status().message();
+    auto m = reader.finish(std::move(*doc));
+    return m.is_ok() ? std::string("ok") : m.status().message();
+  };
+  EXPECT_EQ(read(R"({"tensors": [)" + bad_tensor + R"(], "format": "gguf", "alignment": 4096})"),
+            "x.iris: manifest: 'format' is not \"iris\"");
+  EXPECT_EQ(read(R"({"format": "iris", "alignment": 4096, "tensors": [)" + bad_tensor + R"(]})"),
+            "x.iris: tensor 'a': 'shape' missing or not a list of at most 16 dims");
+  EXPECT_EQ(read(R"({"format": "iris", "alignment": 4096, "tensors": [)" + bad_tensor + R"(], "x": })").find("invalid JSON"), 18u);
+  EXPECT_EQ(read(R"({"format": "iris", "alignment": 4096, "tensors": [)" + bad_tensor + R"(], "format": "iris"})"),
+            "x.iris: manifest: duplicate key 'format'");
+  EXPECT_EQ(read(R"({"format": "iris", "alignment": 4096, "tensors": [7]})"), "x.iris: manifest: a tensor entry is not an object");
+  EXPECT_EQ(read(R"({"format": "iris", "alignment": 4096, "tensors": []})"), "ok");
+  EXPECT_EQ(read(R"([{"tensors": 1}, []])"), "x.iris: manifest: not a JSON object");
 }
 
 json& tensor(json& j, const std::string& name) {
@@ -189,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
     Catalogue, ManifestRejects,
     ::testing::Values(
         BadManifest{"misaligned", [](json& j) { tensor(j, "a")["components"][0]["offset"] = 4097; }, "is not 4096-aligned"},
-        BadManifest{"overlap", [](json& j) { tensor(j, "m")["components"][0]["offset"] = tensor(j, "a")["components"][0]["offset"]; }, "overlaps"},
+        BadManifest{"overlap", [](json& j) { tensor(j, "m")["components"][0]["offset"] = tensor(j, "a")["components"][0]["offset"]; }, "x.iris: m/codes overlaps a/data"},
         BadManifest{"past end", [](json& j) { tensor(j, "a")["components"][0]["offset"] = uint64_t(1) << 40; }, "run past the"},
         BadManifest{"component count", [](json& j) { tensor(j, "m")["components"].erase(1); }, "1 components listed, its descriptor needs 2"},
         BadManifest{"component shape", [](json& j) { tensor(j, "a")["components"][0]["shape"] = {5, 3}; }, "but the descriptor needs"},
