@@ -446,6 +446,23 @@ def _tiny_config(transformers, family):
     raise ValueError(family)
 
 
+def _twin_and_meta_patched(transformers, config, archive, tmp_path, source_dir):
+    """The twin (`from_pretrained` of `iris export --dtype bf16` of `archive`) and a model built
+    on the meta device from `source_dir`'s config, patched from `archive`."""
+    twin_dir = tmp_path / "twin"
+    twin_dir.mkdir()
+    config.save_pretrained(twin_dir)
+    run_iris("export", archive, "-o", twin_dir / "model.safetensors", "--dtype", "bf16", "-q")
+    twin = _from_pretrained(transformers, twin_dir)
+    patched = _meta_model(transformers, transformers.AutoConfig.from_pretrained(source_dir))
+    return twin, patched, itorch.patch(patched, archive)
+
+
+def _block_scales(scales: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """[N/128, K/128] block scales expanded to one per element of an [n, k] weight."""
+    return scales.float().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+
+
 @pytest.mark.parametrize("family,quant", [("llama", "nf4"), ("qwen2", "fp8-block"), ("qwen3_moe", "nf4"), ("qwen3_moe", "keep"),
                                           ("mixtral", "nf4"), ("mixtral", "keep")])
 def test_meta_built_model_patched_equals_its_dequantized_twin(tmp_path, family, quant):
@@ -460,13 +477,7 @@ def test_meta_built_model_patched_equals_its_dequantized_twin(tmp_path, family, 
     _random_snapshot(transformers, config, src, 0.05, mixtral_names=family == "mixtral")
     archive = tmp_path / "model.iris"
     run_iris("convert", src, "-o", archive, "-q", *(() if quant == "keep" else ("--quant", quant)))
-    twin_dir = tmp_path / "twin"
-    twin_dir.mkdir()
-    config.save_pretrained(twin_dir)
-    run_iris("export", archive, "-o", twin_dir / "model.safetensors", "--dtype", "bf16", "-q")
-    twin = _from_pretrained(transformers, twin_dir)
-    patched = _meta_model(transformers, transformers.AutoConfig.from_pretrained(src))
-    result = itorch.patch(patched, archive)
+    twin, patched, result = _twin_and_meta_patched(transformers, config, archive, tmp_path, src)
     assert result.unset == [] and result.unused == []
     assert not any(t.is_meta for t in list(patched.parameters()) + list(patched.buffers()))
     prompts = torch.randint(1, 64, (2, 32), generator=torch.Generator().manual_seed(3)).cuda()
@@ -591,8 +602,7 @@ def test_fp8_block_scales_of_either_sign(tmp_path):
         scales = torch.from_numpy(raw[name + "_scale_inv"].copy())
         negative += int((scales < 0).sum())
         n, k = codes.shape
-        full = scales.repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
-        want = codes * full
+        want = codes * _block_scales(scales, n, k)
         got = sd[name].dequantize(torch.float32).cpu()
         assert torch.equal(got.view(torch.int32), want.view(torch.int32)), f"{name}: dequantize differs from code x scale"
         w64 = want.double().numpy()
@@ -646,8 +656,8 @@ def test_transformers_fine_grained_fp8_checkpoint_with_negative_scales(tmp_path)
     assert flipped > 0
     archive = tmp_path / "model.iris"
     run_iris("convert", fp8_dir, "-o", archive, "-q")
-    v = subprocess_run_iris("verify", archive, "--device", "cuda", "-q")
-    assert v.returncode == 0 and "FP8 scales are negative" in v.stdout, v.stdout + v.stderr
+    v = run_iris("verify", archive, "--device", "cuda", "-q")
+    assert "FP8 scales are negative" in v.stdout, v.stdout
     loaded = itorch.load(archive)
     checked = 0
     for f in files:
@@ -655,27 +665,12 @@ def test_transformers_fine_grained_fp8_checkpoint_with_negative_scales(tmp_path)
         for name in [n for n in sd if n.endswith(".weight_scale_inv")]:
             weight = name[: -len("_scale_inv")]
             n, k = sd[weight].shape
-            full = sd[name].float().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
-            want = sd[weight].float() * full
+            want = sd[weight].float() * _block_scales(sd[name], n, k)
             got = loaded[weight].dequantize(torch.float32).cpu()
             assert torch.equal(got.view(torch.int32), want.view(torch.int32)), f"{weight}: dequantize differs from code x scale"
             checked += 1
     assert checked > 0
-    twin_dir = tmp_path / "twin"
-    twin_dir.mkdir()
-    config.save_pretrained(twin_dir)
-    run_iris("export", archive, "-o", twin_dir / "model.safetensors", "--dtype", "bf16", "-q")
-    twin = _from_pretrained(transformers, twin_dir)
-    patched = _meta_model(transformers, transformers.AutoConfig.from_pretrained(fp8_dir))
-    result = itorch.patch(patched, archive)
+    twin, patched, result = _twin_and_meta_patched(transformers, config, archive, tmp_path, fp8_dir)
     prompts = torch.randint(1, 64, (2, 32), generator=torch.Generator().manual_seed(3)).cuda()
     _compare("qwen2 FineGrained FP8 with negative scales", twin, patched, prompts, decisive_only=True)
     del result
-
-
-def subprocess_run_iris(*args):
-    import subprocess
-
-    from conftest import IRIS
-
-    return subprocess.run([IRIS, *map(str, args)], capture_output=True, text=True)
