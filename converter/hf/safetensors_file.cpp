@@ -10,6 +10,8 @@
 
 #include "common/checked_math.h"
 #include "converter/hf/foreign_formats.h"
+#include "converter/hf/name_index.h"
+#include "converter/hf/safetensors_plain_header.h"
 #include "formats/json_limits.h"
 
 namespace iris {
@@ -209,17 +211,35 @@ class HeaderReader : public nlohmann::json_sax<json> {
 };
 
 
+namespace {
+
+// The plain reader (safetensors_plain_header.h), and no name twice: the full reader refuses
+// a duplicate as it meets it, before any later check.
+bool parse_plain_header(std::string_view header, std::vector<SafetensorsTensor>* tensors,
+                        std::map<std::string, std::string>* metadata) {
+  if (!parse_plain_safetensors_header(header, tensors, metadata)) return false;
+  NameIndex names(TensorNames{tensors->data()});
+  names.reserve(tensors->size());
+  for (size_t i = 0; i < tensors->size(); ++i)
+    if (names.insert(i) != names.npos) return false;
+  return true;
+}
+
+}  // namespace
+
 Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
                                 std::vector<SafetensorsTensor>* tensors,
                                 std::map<std::string, std::string>* metadata) {
-  tensors->clear();
-  metadata->clear();
-  if (json_nesting_depth(header) > kMaxJsonDepth)
-    return invalid_input(path + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  HeaderReader reader(path, tensors, metadata);
-  const bool ok = json::sax_parse(header.begin(), header.end(), &reader);
-  if (!reader.status.is_ok()) return reader.status;
-  if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
+  if (!parse_plain_header(header, tensors, metadata)) {  // else the full reader, which says what is wrong
+    tensors->clear();
+    metadata->clear();
+    if (json_nesting_depth(header) > kMaxJsonDepth)
+      return invalid_input(path + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    HeaderReader reader(path, tensors, metadata);
+    const bool ok = json::sax_parse(header.begin(), header.end(), &reader);
+    if (!reader.status.is_ok()) return reader.status;
+    if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
+  }
   // Contiguous, gap-free, non-overlapping, and covering the buffer exactly (FORMATS.md 1.3 rules 6, 8).
   std::stable_sort(tensors->begin(), tensors->end(), [](const auto& a, const auto& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.size < b.size;
@@ -254,8 +274,9 @@ SafetensorsFile SafetensorsFile::from_table(MappedFile map, std::vector<Safetens
   SafetensorsFile f;
   f.map_ = std::move(map);
   f.tensors_ = std::move(tensors);
+  f.index_ = SafetensorsIndex(TensorNames{f.tensors_.data()});
   f.index_.reserve(f.tensors_.size());
-  for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
+  for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.insert(i);
   return f;
 }
 
@@ -275,17 +296,21 @@ Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
                          std::to_string(size) + "-byte file");
   std::string_view header(reinterpret_cast<const char*>(f.map_.data()) + 8, size_t(n));
   IRIS_TRY(parse_safetensors_header(path, header, size - 8 - n, &f.tensors_, &f.metadata_));
+  // The header's pages are read once: the names were copied, so they leave the resident set
+  // (98 MB of a 10^6-tensor header otherwise counted until exit).
+  f.map_.release(0, 8 + n);
+  f.index_ = SafetensorsIndex(TensorNames{f.tensors_.data()});
   f.index_.reserve(f.tensors_.size());
   for (size_t i = 0; i < f.tensors_.size(); ++i) {
     f.tensors_[i].offset += 8 + n;
-    f.index_.emplace(f.tensors_[i].name, i);
+    f.index_.insert(i);
   }
   return f;
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &tensors_[it->second];
+  const size_t i = index_.find(name);
+  return i == index_.npos ? nullptr : &tensors_[i];
 }
 
 }  // namespace iris

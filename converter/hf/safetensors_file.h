@@ -12,11 +12,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/mapped_file.h"
 #include "common/status.h"
+#include "converter/hf/name_index.h"
 #include "formats/dtype.h"
 
 namespace iris {
@@ -29,6 +29,14 @@ struct SafetensorsTensor {
   uint64_t offset = 0;  // absolute byte offset in the file
   uint64_t size = 0;    // bytes
 };
+
+// The names of a table of tensors, by position (NameIndex's accessor). It holds the table's
+// buffer, which a move of the vector (and of the file) keeps in place.
+struct TensorNames {
+  const SafetensorsTensor* tensors = nullptr;
+  std::string_view operator()(size_t i) const { return tensors[i].name; }
+};
+using SafetensorsIndex = NameIndex<TensorNames>;
 
 class SafetensorsFile {
  public:
@@ -55,9 +63,9 @@ class SafetensorsFile {
   static Result<SafetensorsFile> from_map(MappedFile map);
   MappedFile map_;
   std::vector<SafetensorsTensor> tensors_;
-  // Views of the names in tensors_, whose strings never move once the file is built (a move of
-  // the file moves the vector's buffer, not its elements): 10^6 names are not held twice.
-  std::unordered_map<std::string_view, size_t> index_;
+  // Positions in tensors_, whose strings never move once the file is built (a move of the
+  // file moves the vector's buffer, not its elements): 10^6 names are not held twice.
+  SafetensorsIndex index_;
   std::map<std::string, std::string> metadata_;
 };
 

@@ -158,8 +158,7 @@ Status Snapshot::load_folder(const std::string& folder, const std::string& singl
                            " .safetensors files but no index to say which tensors they hold");
     }
   }
-  by_name_.reserve(tensors_.size());
-  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].tensor->name, i);
+  index_names();
   IRIS_TRY(load_config());
   IRIS_TRY(load_aux_files());
   return Status::ok();
@@ -272,9 +271,15 @@ Status Snapshot::load_aux_files() {
   return Status::ok();
 }
 
+void Snapshot::index_names() {
+  by_name_ = NameIndex<Names>(Names{tensors_.data()});
+  by_name_.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.insert(i);
+}
+
 const SnapshotTensor* Snapshot::find(const std::string& name) const {
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+  const size_t i = by_name_.find(name);
+  return i == by_name_.npos ? nullptr : &tensors_[i];
 }
 
 std::map<std::string, std::string> Snapshot::safetensors_metadata() const {

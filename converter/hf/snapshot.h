@@ -73,9 +73,14 @@ class Snapshot {
   std::string resolved_from_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::vector<SnapshotTensor> tensors_;
-  // Views of the names held by the shards (heap-allocated, so they stay put when the snapshot
-  // moves): 10^6 names are not copied.
-  std::unordered_map<std::string_view, size_t> by_name_;
+  // Positions in tensors_, by the names the shards hold (heap-allocated, so they stay put when
+  // the snapshot moves): 10^6 names are not copied.
+  struct Names {
+    const SnapshotTensor* tensors = nullptr;  // tensors_'s buffer, which a move keeps in place
+    std::string_view operator()(size_t i) const { return tensors[i].tensor->name; }
+  };
+  NameIndex<Names> by_name_;
+  void index_names();  // by_name_ over the complete tensors_
   ModelConfig config_;
   std::optional<nlohmann::json> config_json_;
   std::vector<AuxFile> aux_files_;

@@ -93,8 +93,7 @@ Result<Snapshot> Snapshot::open_v1(const std::string& v1_path, const std::string
   }
   for (const auto& sh : s.shards_)
     for (const auto& t : sh->tensors()) s.tensors_.push_back({sh.get(), &t});
-  s.by_name_.reserve(s.tensors_.size());
-  for (size_t i = 0; i < s.tensors_.size(); ++i) s.by_name_.emplace(s.tensors_[i].tensor->name, i);
+  s.index_names();
   return s;
 }
 
