@@ -6,6 +6,7 @@
 #include "formats/iris_v1.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
+#include "formats/json_text.h"
 
 namespace iris {
 
@@ -15,10 +16,11 @@ using nlohmann::json;
 struct InspectionBuilder {
   Inspection in;
   void name_seen(size_t bytes) { in.longest_name_ = std::max(in.longest_name_, bytes); }
-  Inspection done(json summary, size_t count, std::function<json(size_t)> tensor) {
+  Inspection done(json summary, size_t count, std::function<json(size_t)> tensor, std::function<Inspection::Row(size_t)> row = {}) {
     in.summary_ = std::move(summary);
     in.count_ = count;
     in.tensor_ = std::move(tensor);
+    in.row_ = std::move(row);
     return std::move(in);
   }
 };
@@ -104,18 +106,39 @@ struct OpenSnapshot {
   std::vector<SourceTensor> sources;
 };
 
-json snapshot_tensor(const SourceTensor& st) {
-  TensorDesc d = st.desc;
-  d.layout = choose_layout(d, kDefaultTileN, kDefaultTileK);
-  json tj = tensor_desc_to_json(d);
-  tj.erase("layout");
+uint64_t snapshot_bytes(const SourceTensor& st) {
   uint64_t bytes = 0;
   for (const auto& p : st.parts) bytes += p.ref.tensor->size;
-  tj["bytes"] = bytes;
+  return bytes;
+}
+
+// tensor_desc_to_json() less "layout": a snapshot's layout is not chosen yet.
+json snapshot_tensor(const SourceTensor& st) {
+  json tj = tensor_desc_to_json(st.desc);
+  tj.erase("layout");
+  tj["bytes"] = snapshot_bytes(st);
   tj["offset"] = st.parts[0].ref.tensor->offset;
   tj["file"] = st.parts[0].ref.file->path();
   tj["source"] = st.source_json();
   return tj;
+}
+
+// row_of(snapshot_tensor(st)), field by field.
+Inspection::Row snapshot_row(const SourceTensor& st) {
+  Inspection::Row r;
+  r.name = st.desc.name;
+  r.shape = "[";
+  for (size_t i = 0; i < st.desc.shape.size(); ++i) {
+    if (i) r.shape += ',';
+    r.shape += std::to_string(st.desc.shape[i]);
+  }
+  r.shape += "]";
+  r.format = storage_name(st.desc);
+  r.dtype = dtype_archive_name(st.desc.dtype);
+  r.bytes = snapshot_bytes(st);
+  r.offset = st.parts[0].ref.tensor->offset;
+  if (is_quantized(st.desc.format)) r.params = dump_json(st.desc.params);
+  return r;
 }
 
 Result<Inspection> inspect_snapshot(const std::string& path) {
@@ -138,7 +161,8 @@ Result<Inspection> inspect_snapshot(const std::string& path) {
                        {"model_type", snap.config().model_type}, {"quantization_config", snap.config().quantization_config},
                        {"tensor_bytes", total}, {"tensor_count", s->sources.size()}, {"formats", by_format},
                        {"files", files},       {"warnings", snap.warnings()}, {"metadata", metadata}};
-  return b.done(std::move(summary), s->sources.size(), [s](size_t i) { return snapshot_tensor(s->sources[i]); });
+  return b.done(std::move(summary), s->sources.size(), [s](size_t i) { return snapshot_tensor(s->sources[i]); },
+                [s](size_t i) { return snapshot_row(s->sources[i]); });
 }
 
 }  // namespace
@@ -147,6 +171,30 @@ Result<Inspection> Inspection::open(const std::string& path) {
   if (is_iris_v1_archive(path)) return inspect_v1(path);
   if (is_iris_archive(path)) return inspect_archive(path);
   return inspect_snapshot(path);
+}
+
+namespace {
+
+std::string layout_text(const json& l) {
+  std::string k = l.value("kind", "");
+  if (k != "tiled") return k;
+  return "tiled " + std::to_string(l.value("tile_n", 0)) + "x" + std::to_string(l.value("tile_k", 0)) + " pad " +
+         std::to_string(l.value("padded_n", 0)) + "x" + std::to_string(l.value("padded_k", 0));
+}
+
+}  // namespace
+
+Inspection::Row Inspection::row_of(const json& t) {
+  Row r;
+  r.name = t["name"].get<std::string>();
+  r.shape = dump_json(t["shape"]);
+  r.format = t["format"].get<std::string>();
+  r.dtype = t["dtype"].get<std::string>();
+  r.layout = t.contains("layout") ? layout_text(t["layout"]) : "";
+  r.bytes = t["bytes"].get<uint64_t>();
+  r.offset = t["offset"].get<uint64_t>();
+  if (t.contains("params")) r.params = dump_json(t["params"]);
+  return r;
 }
 
 json Inspection::to_json() const {

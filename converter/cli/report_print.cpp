@@ -10,18 +10,6 @@ namespace iris {
 
 using nlohmann::json;
 
-namespace {
-
-std::string layout_text(const json& l) {
-  std::string k = l.value("kind", "");
-  if (k != "tiled") return k;
-  return "tiled " + std::to_string(l.value("tile_n", 0)) + "x" + std::to_string(l.value("tile_k", 0)) + " pad " +
-         std::to_string(l.value("padded_n", 0)) + "x" + std::to_string(l.value("padded_k", 0));
-}
-
-}  // namespace
-
-
 void print_plan(const ConvertReport& r, std::FILE* out) {
   size_t w = 4;
   for (const auto& o : r.outcomes) w = std::max(w, o.name.size());
@@ -74,13 +62,10 @@ void print_inspection(const Inspection& in) {
   const size_t w = std::max<size_t>(4, in.longest_name());
   std::printf("%-*s  %-18s %-9s %-6s %-26s %12s %12s\n", int(w), "name", "shape", "format", "dtype", "layout", "bytes", "offset");
   for (size_t i = 0; i < in.tensor_count(); ++i) {
-    const json t = in.tensor(i);
-    std::string shape = dump_json(t["shape"]);
-    std::string layout = t.contains("layout") ? layout_text(t["layout"]) : "";
-    std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t["name"].get<std::string>().c_str(), shape.c_str(),
-                t["format"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), layout.c_str(),
-                (unsigned long long)t["bytes"].get<uint64_t>(), (unsigned long long)t["offset"].get<uint64_t>());
-    if (t.contains("params")) std::printf("%-*s    params %s\n", int(w), "", dump_json(t["params"]).c_str());
+    const Inspection::Row t = in.row(i);
+    std::printf("%-*s  %-18s %-9s %-6s %-26s %12llu %12llu\n", int(w), t.name.c_str(), t.shape.c_str(), t.format.c_str(), t.dtype.c_str(),
+                t.layout.c_str(), (unsigned long long)t.bytes, (unsigned long long)t.offset);
+    if (!t.params.empty()) std::printf("%-*s    params %s\n", int(w), "", t.params.c_str());
   }
   std::printf("total: %llu tensors, %s of tensor data", (unsigned long long)j["tensor_count"].get<uint64_t>(),
               human_bytes(double(j["tensor_bytes"].get<uint64_t>())).c_str());
