@@ -150,7 +150,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.allow_nonfinite = o.allow_nonfinite;
   ro.mxfp4_rule = o.mxfp4_scale == "search" ? quant::Mxfp4ScaleRule::kSearch : quant::Mxfp4ScaleRule::kOcpFloor;
 
-  IrisWriter writer;
+  // A dry run plans each tensor as it is added and keeps nothing of it (formats/archive_plan.h).
+  IrisWriter writer(o.dry_run ? IrisWriter::Mode::kPlan : IrisWriter::Mode::kWrite);
   writer.set_model_type(snap.config().model_type);
   writer.set_tool({{"name", "iris"}, {"version", IRIS_VERSION}});
   json files = json::array();
@@ -200,7 +201,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.from = storage_name(st.desc);
     out.why = decision.why;
     TensorDesc desc;
-    json source_record;
+    SourceRecordFn source_record;
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
     LateDesc late;
@@ -210,12 +211,12 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       desc = st.desc;
       desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
       IRIS_ASSIGN_OR_RETURN(producers, producers_for(st, desc));
-      source_record = st.source_json();
+      source_record = [&st] { return st.source_json(); };  // `sources` outlives the writer's use
     } else {
       auto plan = plan_requantize(st, decision.target, ro);
       if (!plan.is_ok()) return plan.status();
       desc = plan->desc;
-      source_record = plan->source_record;
+      source_record = [record = std::move(plan->source_record)] { return record; };
       producers = std::move(plan->producers);
       out.requantized = true;
       out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);

@@ -15,6 +15,7 @@
 #include "common/checked_math.h"
 #include "common/hashing.h"
 #include "common/stream_writer.h"
+#include "formats/archive_plan.h"
 #include "formats/iris_preamble.h"
 #include "formats/json_limits.h"
 
@@ -142,9 +143,25 @@ Status check_written_header(int fd, uint64_t data_offset, uint64_t file_size, co
 
 }  // namespace
 
+IrisWriter::IrisWriter(Mode mode) {
+  if (mode == Mode::kPlan) plan_ = std::make_unique<ArchivePlan>();
+}
+
+IrisWriter::~IrisWriter() = default;
+
 void IrisWriter::add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers, ProducerCost cost,
                             LateDesc late) {
-  pending_.push_back({std::move(desc), std::move(source), std::move(producers), cost, std::move(late)});
+  if (plan_) {
+    if (plan_status_.is_ok()) plan_status_ = plan_->add(ArchiveTensor{std::move(desc), {}, std::move(source)}, producers.size(), late);
+    return;
+  }
+  pending_.push_back({std::move(desc), std::move(source), nullptr, std::move(producers), cost, std::move(late)});
+}
+
+void IrisWriter::add_tensor(TensorDesc desc, SourceRecordFn source, std::vector<ComponentProducer> producers, ProducerCost cost,
+                            LateDesc late) {
+  if (plan_) return add_tensor(std::move(desc), source(), std::move(producers), cost, std::move(late));
+  pending_.push_back({std::move(desc), nullptr, std::move(source), std::move(producers), cost, std::move(late)});
 }
 
 namespace {
@@ -161,33 +178,6 @@ void place_empty_ranges(Manifest& m, uint64_t data_size) {
 }
 
 }  // namespace
-
-Status IrisWriter::finish_late(size_t i, ArchiveTensor& t) const {
-  const LateDesc& late = pending_[i].late;
-  if (!late.finish) return Status::ok();
-  TensorDesc desc = t.desc;
-  nlohmann::json source = t.source;
-  IRIS_TRY(late.finish(desc, source));
-  IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
-  const std::string what = "tensor '" + t.desc.name + "': its final descriptor ";
-  if (desc.name != t.desc.name || desc.shape != t.desc.shape || desc.format != t.desc.format || desc.layout.kind != t.desc.layout.kind ||
-      specs.size() != t.components.size())
-    return internal_error(what + "changed more than its parameters");
-  for (size_t c = 0; c < specs.size(); ++c) {
-    const auto& was = t.components[c].spec;
-    const uint64_t pages_end = round_up(t.components[c].offset + was.bytes, kIrisAlignment);
-    const bool same_kind = specs[c].role == was.role && specs[c].dtype == was.dtype;
-    const bool fits = c > 0 ? was.bytes && specs[c].bytes && round_up(t.components[c].offset + specs[c].bytes, kIrisAlignment) == pages_end
-                            : specs[c].bytes == was.bytes;  // the first: already written
-    if (!same_kind || (specs[c].bytes != was.bytes && !fits))
-      return internal_error(what + "moves component " + std::to_string(c) + " (" + std::to_string(was.bytes) + " -> " +
-                            std::to_string(specs[c].bytes) + " bytes)");
-  }
-  for (size_t c = 0; c < specs.size(); ++c) t.components[c].spec = specs[c];
-  t.desc = std::move(desc);
-  t.source = std::move(source);
-  return Status::ok();
-}
 
 namespace {
 
@@ -241,16 +231,14 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
     if (specs->size() != p.producers.size())
       return internal_error("tensor '" + p.desc.name + "': " + std::to_string(p.producers.size()) + " producers for " +
                             std::to_string(specs->size()) + " components");
-    ArchiveTensor t{p.desc, {}, p.source};
+    ArchiveTensor t{p.desc, {}, source_of(p)};
     for (auto& s : *specs) t.components.push_back({s, place(s.bytes), 0});
     m.tensors.push_back(std::move(t));
   }
-  for (const auto& [name, bytes] : files_) {
-    IRIS_ASSIGN_OR_RETURN(std::string z, zstd_compress(bytes, name));
-    StoredFile f{name, "zstd", 0, z.size(), bytes.size(), xxh3_64(z.data(), z.size())};
+  IRIS_ASSIGN_OR_RETURN(std::vector<StoredFile> files, stored_files(&l.compressed));
+  for (StoredFile& f : files) {
     f.offset = place(f.size);
     m.files.push_back(f);
-    l.compressed.push_back(std::move(z));
   }
   place_empty_ranges(m, l.data_size);
   for (const auto& t : m.tensors)
@@ -264,14 +252,32 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
   return l;
 }
 
+Result<std::vector<StoredFile>> IrisWriter::stored_files(std::vector<std::string>* compressed) const {
+  std::vector<StoredFile> out;
+  for (const auto& [name, bytes] : files_) {
+    IRIS_ASSIGN_OR_RETURN(std::string z, zstd_compress(bytes, name));
+    out.push_back({name, "zstd", 0, z.size(), bytes.size(), xxh3_64(z.data(), z.size())});
+    if (compressed) compressed->push_back(std::move(z));
+  }
+  return out;
+}
+
+// One tensor at a time (formats/archive_plan.h), as write() would place and describe them:
+// the tensors planned as they came (Mode::kPlan), or now.
 Result<WriteSummary> IrisWriter::planned() const {
-  IRIS_ASSIGN_OR_RETURN(Layout l, layout());
-  for (size_t i = 0; i < pending_.size(); ++i) IRIS_TRY(finish_late(i, l.manifest.tensors[i]));
-  const uint64_t data_size = data_end(l.manifest);
-  return summary(l.manifest, l.data_offset, data_size, manifest_text_size(l.manifest));
+  if (plan_) {
+    IRIS_TRY(plan_status_);
+    IRIS_ASSIGN_OR_RETURN(std::vector<StoredFile> files, stored_files(nullptr));
+    return plan_->finish(manifest_, files);
+  }
+  ArchivePlan plan;
+  for (const auto& p : pending_) IRIS_TRY(plan.add(ArchiveTensor{p.desc, {}, source_of(p)}, p.producers.size(), p.late));
+  IRIS_ASSIGN_OR_RETURN(std::vector<StoredFile> files, stored_files(nullptr));
+  return plan.finish(manifest_, files);
 }
 
 Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptions& options) {
+  if (plan_) return internal_error(path + ": this writer only plans (IrisWriter::Mode::kPlan)");
   IRIS_ASSIGN_OR_RETURN(Layout l, layout());
   Manifest& m = l.manifest;
   const uint64_t data_offset = l.data_offset, total = l.total;
@@ -320,7 +326,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
         FileSink sink(&stream, at, comp.spec.bytes, "tensor '" + t.desc.name + "' " + role_name(comp.spec.role), on_bytes, cancel);
         if (s.is_ok()) s = pending_[i].producers[c](sink);
         if (s.is_ok()) s = sink.finish(&comp.xxh3);
-        if (s.is_ok() && c == 0) s = finish_late(i, t);  // the sizes of the later components final
+        if (s.is_ok() && c == 0) s = apply_late_desc(pending_[i].late, t);  // the sizes of the later components final
         if (!s.is_ok()) {
           lane.failed_tensor = i;
           lane.cancelled = sink.cancelled();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,14 +74,33 @@ struct LateDesc {
   uint64_t manifest_room = 0;
 };
 
+// A tensor's source record (FORMAT.md section 3) made when the manifest needs it: a record the
+// caller can rebuild from what it keeps anyway (the snapshot's tensors) is then not held as
+// JSON, about 1 KB, for every tensor until the archive is written (issue 24 item 10).
+using SourceRecordFn = std::function<nlohmann::json()>;
+
+class ArchivePlan;
+
 class IrisWriter {
  public:
+  // kWrite: the tensors are kept for write() (and planned()). kPlan: each tensor is planned as
+  // it is added and let go (formats/archive_plan.h), so that a dry run holds nothing per tensor
+  // but its size; only planned() answers, and an error in planning a tensor comes from it.
+  enum class Mode { kWrite, kPlan };
+  explicit IrisWriter(Mode mode = Mode::kWrite);
+  ~IrisWriter();
+  IrisWriter(const IrisWriter&) = delete;
+  IrisWriter& operator=(const IrisWriter&) = delete;
+
   void set_model_type(std::string t) { manifest_.model_type = std::move(t); }
   void set_tool(nlohmann::json t) { manifest_.tool = std::move(t); }
   void set_provenance(nlohmann::json p) { manifest_.provenance = std::move(p); }
   // One producer per component of component_specs(desc), in that order. Producers of kCopy
   // tensors may run on another thread than the caller's, concurrently with other tensors'.
   void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers,
+                  ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
+  // The same with the source record made on demand (called while this writer lives).
+  void add_tensor(TensorDesc desc, SourceRecordFn source, std::vector<ComponentProducer> producers,
                   ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
   // Embedded small files (config, tokenizer): stored zstd-compressed.
   void add_file(std::string name, std::string bytes);
@@ -98,18 +118,22 @@ class IrisWriter {
     uint64_t manifest_size = 0;  // the most the final manifest may take (its draft plus the late tensors' room)
   };
   Result<Layout> layout() const;
-  // Tensor i's late descriptor applied to its manifest entry (the first component's size kept).
-  Status finish_late(size_t i, ArchiveTensor& t) const;
+  // The embedded files as stored (zstd), not yet placed; their bytes into `compressed` if given.
+  Result<std::vector<StoredFile>> stored_files(std::vector<std::string>* compressed) const;
   struct Pending {
     TensorDesc desc;
     nlohmann::json source;
+    SourceRecordFn make_source;  // when set, the record (`source` is unused)
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
     LateDesc late;
   };
+  static nlohmann::json source_of(const Pending& p) { return p.make_source ? p.make_source() : p.source; }
   Manifest manifest_;
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, std::string>> files_;
+  std::unique_ptr<ArchivePlan> plan_;  // Mode::kPlan
+  Status plan_status_ = Status::ok();  // the first error planning a tensor (Mode::kPlan)
 };
 
 }  // namespace iris

@@ -47,12 +47,12 @@ struct Learned {
 struct Plan {
   uint64_t planned_state = 16, final_state = 200, room = 64;
   float final_offset = 0.0123456789f;
-  bool copy_after = true, file_after = true;
+  bool copy_after = true, file_after = true, empty_after = false;
 };
 
 // Writes (or, with path empty, plans) an archive of one late NF4 tensor, then a plain one
-// and an embedded file unless the plan leaves them out.
-Result<WriteSummary> run(const Plan& p, const std::string& path) {
+// and an embedded file unless the plan leaves them out, then an empty tensor if it asks.
+Result<WriteSummary> run(const Plan& p, const std::string& path, IrisWriter::Mode mode = IrisWriter::Mode::kWrite) {
   constexpr uint64_t n = 1000;
   auto learned = std::make_shared<Learned>();
   auto learn = [learned, p] {  // the "pass over the values"
@@ -77,32 +77,38 @@ Result<WriteSummary> run(const Plan& p, const std::string& path) {
     source["state"] = learned->state_bytes;
     return Status::ok();
   };
-  IrisWriter w;
+  IrisWriter w(mode);
   w.set_model_type("test");
   w.add_tensor(planned, json::object(), std::move(producers), ProducerCost::kCompute, late);
   if (p.copy_after)
     w.add_tensor(flat_u8("after", 5000), json::object(), {[](ByteSink& s) { return s.write(std::vector<uint8_t>(5000, 7)); }},
                  ProducerCost::kCopy);
+  if (p.empty_after) w.add_tensor(flat_u8("empty", 0), json::object(), {[](ByteSink&) { return Status::ok(); }});
   if (p.file_after) w.add_file("config.json", R"({"model_type":"test"})");
   if (path.empty()) return w.planned();
   return w.write(path, WriteOptions{});
 }
 
 TEST(LateDesc, TheArchiveHoldsTheFinalDescriptorAndPlannedPredictsItExactly) {
-  for (bool last : {false, true}) {  // the late tensor's quant_state the data section's last range, or not
+  // The late tensor's quant_state the data section's last range or not, or followed by an empty tensor.
+  for (int last : {0, 1, 2}) {
     for (uint64_t final_state : {uint64_t(200), uint64_t(3)}) {  // grown and shrunk within its page
       SCOPED_TRACE(std::to_string(last) + " " + std::to_string(final_state));
       TempDir d;
       Plan p;
       p.final_state = final_state;
-      p.copy_after = p.file_after = !last;
-      auto predicted = run(p, "");
-      ASSERT_TRUE(predicted.is_ok()) << predicted.status().message();
+      p.copy_after = p.file_after = last == 0;
+      p.empty_after = last == 2;
       auto written = run(p, d / "a.iris");
       ASSERT_TRUE(written.is_ok()) << written.status().message();
-      EXPECT_EQ(predicted->file_bytes, written->file_bytes);
-      EXPECT_EQ(predicted->data_bytes, written->data_bytes);
-      EXPECT_EQ(predicted->manifest_bytes, written->manifest_bytes);
+      for (auto mode : {IrisWriter::Mode::kWrite, IrisWriter::Mode::kPlan}) {  // the tensors kept, or planned as added
+        auto predicted = run(p, "", mode);
+        ASSERT_TRUE(predicted.is_ok()) << predicted.status().message();
+        EXPECT_EQ(predicted->file_bytes, written->file_bytes);
+        EXPECT_EQ(predicted->data_bytes, written->data_bytes);
+        EXPECT_EQ(predicted->manifest_bytes, written->manifest_bytes);
+        EXPECT_EQ(predicted->tensor_bytes, written->tensor_bytes);
+      }
       EXPECT_EQ(std::filesystem::file_size(d / "a.iris"), written->file_bytes);
       auto a = IrisArchive::open(d / "a.iris");
       ASSERT_TRUE(a.is_ok()) << a.status().message();
@@ -116,7 +122,7 @@ TEST(LateDesc, TheArchiveHoldsTheFinalDescriptorAndPlannedPredictsItExactly) {
       const auto bytes = a->bytes(*state);
       EXPECT_EQ(std::count(bytes.begin(), bytes.end(), uint8_t(0x45)), int64_t(final_state));
       for (const auto& tt : a->manifest().tensors) EXPECT_TRUE(a->verify_tensor(tt).is_ok()) << tt.desc.name;
-      if (!last) {
+      if (p.file_after) {
         EXPECT_TRUE(a->read_file("config.json").is_ok());
       }
       // The room left between the manifest and the data section is zero, as FORMAT.md requires.
