@@ -27,12 +27,39 @@ namespace iris {
 
 using nlohmann::json;
 
+OutcomeLayout OutcomeLayout::of(const TensorDesc& d) {
+  OutcomeLayout l;
+  l.kind = d.layout.kind;
+  if (l.kind != LayoutKind::kTiled) return l;
+  l.tile_n = d.layout.tile_n;
+  l.tile_k = d.layout.tile_k;
+  if (auto g = matrix_geometry(d); g.is_ok()) {
+    l.padded = true;
+    l.padded_n = g->padded_n;
+    l.padded_k = g->padded_k;
+  }
+  return l;
+}
+
+json OutcomeLayout::to_json() const {
+  json l = {{"kind", layout_kind_name(kind)}};
+  if (kind == LayoutKind::kTiled) {
+    l["tile_n"] = tile_n;
+    l["tile_k"] = tile_k;
+    if (padded) {
+      l["padded_n"] = padded_n;
+      l["padded_k"] = padded_k;
+    }
+  }
+  return l;
+}
+
 json ConvertReport::to_json() const {
   json per = json::array();
   for (const auto& o : outcomes) {
     json t = {{"name", o.name}, {"from", o.from}, {"to", o.to}, {"why", o.why}, {"requantized", o.requantized}, {"bytes", o.bytes}};
     if (o.lossy_requant) t["requantized_from_quantized"] = true;
-    if (!o.layout.is_null()) t["layout"] = o.layout;
+    t["layout"] = o.layout.to_json();
     if (o.quality) t["quality"] = o.quality->to_json();
     per.push_back(std::move(t));
   }
@@ -172,6 +199,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   // decoded (NF4 planning decodes): the chunk size is chosen to fit --max-rss.
   std::vector<QuantPolicy::Decision> decisions;
   std::vector<PlannedTensor> planned;
+  decisions.reserve(sources.size());
+  planned.reserve(sources.size());
   for (const auto& st : sources) {
     decisions.push_back(policy.decide(st.desc));
     planned.push_back({&st, decisions.back().target, !already_in_target(st.desc, decisions.back().target)});
@@ -193,6 +222,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
                        " MiB of memory even in the smallest chunks, more than --max-rss " + mib_text(o.max_rss) + " allows (its largest requantized tensor sets it; --dry-run shows the plan)");
   ro.chunk_floats = memory.chunk_floats;
   ro.workers = memory.workers;
+  planned = {};
+  report.outcomes.reserve(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) {
     auto& st = sources[i];
     const auto& decision = decisions[i];
@@ -201,7 +232,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.from = storage_name(st.desc);
     out.why = decision.why;
     TensorDesc desc;
-    SourceRecordFn source_record;
+    SourceRecordFn source_record;  // made when the writer needs it (formats/iris_writer.h)
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
     LateDesc late;
@@ -211,7 +242,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       desc = st.desc;
       desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
       IRIS_ASSIGN_OR_RETURN(producers, producers_for(st, desc));
-      source_record = [&st] { return st.source_json(); };  // `sources` outlives the writer's use
+      source_record = [&st] { return st.source_json(); };  // `sources` outlives the writer
     } else {
       auto plan = plan_requantize(st, decision.target, ro);
       if (!plan.is_ok()) return plan.status();
@@ -226,10 +257,10 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.to = storage_name(desc);
     IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
     for (const auto& c : specs) out.bytes += c.bytes;
-    out.layout = tensor_desc_to_json(desc)["layout"];
+    out.layout = OutcomeLayout::of(desc);
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    writer.add_tensor(desc, source_record, std::move(producers), cost, std::move(late));
+    writer.add_tensor(std::move(desc), std::move(source_record), std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }

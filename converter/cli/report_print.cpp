@@ -15,10 +15,12 @@ void print_plan(const ConvertReport& r, std::FILE* out) {
   for (const auto& o : r.outcomes) w = std::max(w, o.name.size());
   std::fprintf(out, "%-*s  %-9s    %-9s %12s  %-30s %s\n", int(w), "name", "from", "to", "bytes", "layout", "why");
   for (const auto& o : r.outcomes) {
-    std::string layout = o.layout.value("kind", "");
-    if (layout == "tiled")
-      layout += " " + std::to_string(o.layout.value("tile_n", 0)) + "x" + std::to_string(o.layout.value("tile_k", 0)) + " pad " +
-                std::to_string(o.layout.value("padded_n", 0)) + "x" + std::to_string(o.layout.value("padded_k", 0));
+    // The numbers as int, as they were printed when the layout was a JSON object read with
+    // value(key, 0): the same text (a size of 2^31 or more would print wrapped, as it did).
+    std::string layout = layout_kind_name(o.layout.kind);
+    if (o.layout.kind == LayoutKind::kTiled)
+      layout += " " + std::to_string(int(o.layout.tile_n)) + "x" + std::to_string(int(o.layout.tile_k)) + " pad " +
+                std::to_string(int(o.layout.padded_n)) + "x" + std::to_string(int(o.layout.padded_k));
     std::fprintf(out, "%-*s  %-9s -> %-9s %12llu  %-30s %s%s\n", int(w), o.name.c_str(), o.from.c_str(), o.to.c_str(),
                  (unsigned long long)o.bytes, layout.c_str(), o.why.c_str(), o.lossy_requant ? " (requantized from a quantized source)" : "");
   }
