@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <unordered_set>
 #include <utility>
@@ -241,9 +242,10 @@ Status parse_safetensors_header(const std::string& path, std::string_view header
     if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
   }
   // Contiguous, gap-free, non-overlapping, and covering the buffer exactly (FORMATS.md 1.3 rules 6, 8).
-  std::stable_sort(tensors->begin(), tensors->end(), [](const auto& a, const auto& b) {
-    return a.offset != b.offset ? a.offset < b.offset : a.size < b.size;
-  });
+  // (Writers list tensors in offset order: then there is nothing to sort, and no 10^6-entry
+  // merge buffer is allocated for it.)
+  const auto by_offset = [](const auto& a, const auto& b) { return a.offset != b.offset ? a.offset < b.offset : a.size < b.size; };
+  if (!std::is_sorted(tensors->begin(), tensors->end(), by_offset)) std::stable_sort(tensors->begin(), tensors->end(), by_offset);
   uint64_t expect = 0;
   for (const auto& t : *tensors) {
     if (t.offset != expect) {
@@ -273,6 +275,7 @@ Result<SafetensorsFile> SafetensorsFile::open_memory(std::span<const uint8_t> by
 SafetensorsFile SafetensorsFile::from_table(MappedFile map, std::vector<SafetensorsTensor> tensors) {
   SafetensorsFile f;
   f.map_ = std::move(map);
+  f.file_name_ = std::filesystem::path(f.map_.path()).filename().string();
   f.tensors_ = std::move(tensors);
   f.index_ = SafetensorsIndex(TensorNames{f.tensors_.data()});
   f.index_.reserve(f.tensors_.size());
@@ -283,6 +286,7 @@ SafetensorsFile SafetensorsFile::from_table(MappedFile map, std::vector<Safetens
 Result<SafetensorsFile> SafetensorsFile::from_map(MappedFile map) {
   SafetensorsFile f;
   f.map_ = std::move(map);
+  f.file_name_ = std::filesystem::path(f.map_.path()).filename().string();
   const std::string path = f.map_.path();
   const uint64_t size = f.map_.size();
   if (auto hint = foreign_format_hint({f.map_.data(), size_t(std::min<uint64_t>(size, 16))})) return unsupported(path + ": " + *hint);

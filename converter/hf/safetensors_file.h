@@ -52,6 +52,7 @@ class SafetensorsFile {
   static SafetensorsFile from_table(MappedFile map, std::vector<SafetensorsTensor> tensors);
 
   const std::string& path() const { return map_.path(); }
+  const std::string& file_name() const { return file_name_; }  // the path's last component
   uint64_t file_size() const { return map_.size(); }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }  // in offset order
   const SafetensorsTensor* find(const std::string& name) const;
@@ -62,6 +63,7 @@ class SafetensorsFile {
  private:
   static Result<SafetensorsFile> from_map(MappedFile map);
   MappedFile map_;
+  std::string file_name_;  // named once: every tensor's source record names its file
   std::vector<SafetensorsTensor> tensors_;
   // Positions in tensors_, whose strings never move once the file is built (a move of the
   // file moves the vector's buffer, not its elements): 10^6 names are not held twice.

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "common/checked_math.h"
@@ -235,7 +234,7 @@ json SourceTensor::source_json() const {
   for (const auto& p : parts)
     parts_j.push_back({{"role", role_name(p.role)},
                        {"name", p.ref.tensor->name},
-                       {"file", std::filesystem::path(p.ref.file->path()).filename().string()},
+                       {"file", p.ref.file->file_name()},
                        {"dtype", std::string(dtype_st_name(p.ref.tensor->dtype))},
                        {"shape", p.ref.tensor->shape}});
   return {{"tensors", parts_j}};
@@ -257,8 +256,10 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
       return unsupported(where(st) + "a companion of " + scheme + ", a quantization scheme iris does not decode");
   std::unordered_set<std::string> consumed;
   std::vector<SourceTensor> out;
+  std::vector<size_t> position;  // of out[i]'s primary tensor in the snapshot
   // Pass 1: find the primary tensor of each quantized group.
-  for (const auto& st : snap.tensors()) {
+  for (size_t i = 0; i < snap.tensors().size(); ++i) {
+    const SnapshotTensor& st = snap.tensors()[i];
     const std::string& name = st.tensor->name;
     if (ends_with(name, "_blocks")) {
       std::string base = name.substr(0, name.size() - 7);
@@ -268,6 +269,7 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
       consumed.insert(name);
       consumed.insert(scales->tensor->name);
       out.push_back(std::move(t));
+      position.push_back(i);
     } else if (ends_with(name, ".quant_state.bitsandbytes__nf4") || ends_with(name, ".quant_state.bitsandbytes__fp4")) {
       const bool nf4 = ends_with(name, "__nf4");
       std::string weight_name = name.substr(0, name.size() - std::strlen(".quant_state.bitsandbytes__nf4"));
@@ -278,6 +280,7 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
       IRIS_ASSIGN_OR_RETURN(SourceTensor t, group_bnb(snap, weight_name, *weight, st, nf4));
       for (const auto& p : t.parts) consumed.insert(p.ref.tensor->name);
       out.push_back(std::move(t));
+      position.push_back(size_t(weight - snap.tensors().data()));  // its primary tensor: the weight
     } else if (ends_with(name, "_scale_inv") || ends_with(name, ".weight_scale")) {
       const bool inv = ends_with(name, "_scale_inv");
       std::string weight_name = inv ? name.substr(0, name.size() - 10) : name.substr(0, name.size() - 6);
@@ -292,10 +295,12 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
       consumed.insert(name);
       consumed.insert(weight_name);
       out.push_back(std::move(t));
+      position.push_back(size_t(weight - snap.tensors().data()));
     }
   }
   // Pass 2: companions nobody claimed are orphans; the rest are raw tensors.
-  for (const auto& st : snap.tensors()) {
+  for (size_t i = 0; i < snap.tensors().size(); ++i) {
+    const SnapshotTensor& st = snap.tensors()[i];
     const std::string& name = st.tensor->name;
     if (consumed.count(name)) continue;
     if (ends_with(name, "_scales") && snap.find(name.substr(0, name.size() - 7) + "_blocks") == nullptr &&
@@ -318,20 +323,21 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
     t.desc.format = Format::kRaw;
     t.parts = {{Role::kData, st}};
     out.push_back(std::move(t));
+    position.push_back(i);
   }
   // Archive order follows the snapshot's (shard, offset) order of each primary tensor, so
-  // conversion reads the shards sequentially.
-  // (Positions looked up once per tensor, not inside the comparator: 10^6 tensors sort in
-  // well under a second.)
-  std::unordered_map<const SafetensorsTensor*, size_t> position;
-  position.reserve(snap.tensors().size());
-  for (size_t i = 0; i < snap.tensors().size(); ++i) position.emplace(snap.tensors()[i].tensor, i);
-  std::vector<std::pair<size_t, size_t>> order(out.size());  // (snapshot position, index in out)
-  for (size_t i = 0; i < out.size(); ++i) order[i] = {position.at(out[i].parts[0].ref.tensor), i};
-  std::sort(order.begin(), order.end());
+  // conversion reads the shards sequentially. (A snapshot of raw tensors only is in that order
+  // already: its 10^6 tensors are then not moved into a second list.)
   std::vector<SourceTensor> sorted;
-  sorted.reserve(out.size());
-  for (const auto& [pos, i] : order) sorted.push_back(std::move(out[i]));
+  if (std::is_sorted(position.begin(), position.end())) {
+    sorted = std::move(out);
+  } else {
+    std::vector<std::pair<size_t, size_t>> order(out.size());  // (snapshot position, index in out)
+    for (size_t i = 0; i < out.size(); ++i) order[i] = {position[i], i};
+    std::sort(order.begin(), order.end());
+    sorted.reserve(out.size());
+    for (const auto& [pos, i] : order) sorted.push_back(std::move(out[i]));
+  }
   for (auto& t : sorted) {
     // Every logical tensor must be one an archive can describe: the grouped shape (K of an
     // MXFP4 stack is 32x its blocks' third dimension) within the format's dimension limit.
