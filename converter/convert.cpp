@@ -232,7 +232,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.from = storage_name(st.desc);
     out.why = decision.why;
     TensorDesc desc;
-    SourceRecordFn source_record;  // made when the writer needs it (formats/iris_writer.h)
+    SourceRecordMaker source_record;  // made when the writer needs it (formats/iris_writer.h)
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
     LateDesc late;
@@ -242,12 +242,13 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
       desc = st.desc;
       desc.layout = choose_layout(desc, o.tile_n, o.tile_k);
       IRIS_ASSIGN_OR_RETURN(producers, producers_for(st, desc));
-      source_record = [&st] { return st.source_json(); };  // `sources` outlives the writer
+      // (`sources` outlives the writer.)
+      source_record = {[&st] { return st.source_json(); }, [&st](std::string& out, int depth) { st.append_source_text(out, depth); }};
     } else {
       auto plan = plan_requantize(st, decision.target, ro);
       if (!plan.is_ok()) return plan.status();
       desc = plan->desc;
-      source_record = [record = std::move(plan->source_record)] { return record; };
+      source_record.make = [record = std::move(plan->source_record)] { return record; };
       producers = std::move(plan->producers);
       out.requantized = true;
       out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);

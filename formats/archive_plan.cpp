@@ -69,7 +69,8 @@ uint64_t ArchivePlan::place(uint64_t bytes) {
   return off;
 }
 
-Status ArchivePlan::add(ArchiveTensor t, size_t producers, const LateDesc& late) {
+Status ArchivePlan::add(ArchiveTensor t, size_t producers, const LateDesc& late, const std::function<void(std::string&, int)>& source_text) {
+  if (source_text && late.finish) return internal_error("tensor '" + t.desc.name + "': a late descriptor needs its source record as JSON");
   auto specs = component_specs(t.desc);
   if (!specs.is_ok()) return specs.status();
   if (specs->size() != producers)
@@ -83,7 +84,8 @@ Status ArchivePlan::add(ArchiveTensor t, size_t producers, const LateDesc& late)
   }
   // Each entry two levels deep in the manifest, after its indent ("  ") and before ",\n".
   text_.clear();
-  append_tensor_entry_text(text_, t.desc, t.components, t.source, 2);
+  if (source_text) append_tensor_entry_text(text_, t.desc, t.components, source_text, 2);
+  else append_tensor_entry_text(text_, t.desc, t.components, t.source, 2);
   planned_text_ += text_.size() + 4;
   room_ += late.manifest_room;
   if (late.finish) {

@@ -7,6 +7,7 @@
 // measure it (issue 24 item 10). Tests pin every figure to what write() then writes.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@ Status apply_late_desc(const LateDesc& late, ArchiveTensor& t);
 class ArchivePlan {
  public:
   // The next tensor, in file order: placed, its entry measured, its late descriptor applied
-  // (which may do a pass over its values), then let go. `t` has no components yet.
-  Status add(ArchiveTensor t, size_t producers, const LateDesc& late);
+  // (which may do a pass over its values), then let go. `t` has no components yet. Its source
+  // record is t.source, or what `source_text` writes (SourceRecordMaker::text) when given: a
+  // tensor with a late descriptor, which may change the record, needs t.source.
+  Status add(ArchiveTensor t, size_t producers, const LateDesc& late, const std::function<void(std::string&, int)>& source_text = nullptr);
   // After the last tensor: the sizes write() would produce, with the embedded files (as
   // stored: compressed, not yet placed) placed after the tensors. `header` gives the
   // manifest's fields other than its tensors and files.

@@ -155,13 +155,18 @@ void IrisWriter::add_tensor(TensorDesc desc, nlohmann::json source, std::vector<
     if (plan_status_.is_ok()) plan_status_ = plan_->add(ArchiveTensor{std::move(desc), {}, std::move(source)}, producers.size(), late);
     return;
   }
-  pending_.push_back({std::move(desc), std::move(source), nullptr, std::move(producers), cost, std::move(late)});
+  pending_.push_back({std::move(desc), std::move(source), {}, std::move(producers), cost, std::move(late)});
 }
 
-void IrisWriter::add_tensor(TensorDesc desc, SourceRecordFn source, std::vector<ComponentProducer> producers, ProducerCost cost,
+void IrisWriter::add_tensor(TensorDesc desc, SourceRecordMaker source, std::vector<ComponentProducer> producers, ProducerCost cost,
                             LateDesc late) {
-  if (plan_) return add_tensor(std::move(desc), source(), std::move(producers), cost, std::move(late));
-  pending_.push_back({std::move(desc), nullptr, std::move(source), std::move(producers), cost, std::move(late)});
+  if (!plan_) {
+    pending_.push_back({std::move(desc), nullptr, std::move(source), std::move(producers), cost, std::move(late)});
+  } else if (!source.text || late.finish) {  // a late descriptor changes the record: it is made
+    add_tensor(std::move(desc), source.make(), std::move(producers), cost, std::move(late));
+  } else if (plan_status_.is_ok()) {
+    plan_status_ = plan_->add(ArchiveTensor{std::move(desc), {}, nullptr}, producers.size(), late, source.text);
+  }
 }
 
 namespace {
@@ -271,7 +276,11 @@ Result<WriteSummary> IrisWriter::planned() const {
     return plan_->finish(manifest_, files);
   }
   ArchivePlan plan;
-  for (const auto& p : pending_) IRIS_TRY(plan.add(ArchiveTensor{p.desc, {}, source_of(p)}, p.producers.size(), p.late));
+  for (const auto& p : pending_) {
+    const bool as_text = p.maker.make && p.maker.text && !p.late.finish;  // as add_tensor() plans it
+    IRIS_TRY(plan.add(ArchiveTensor{p.desc, {}, as_text ? nullptr : source_of(p)}, p.producers.size(), p.late,
+                      as_text ? p.maker.text : nullptr));
+  }
   IRIS_ASSIGN_OR_RETURN(std::vector<StoredFile> files, stored_files(nullptr));
   return plan.finish(manifest_, files);
 }

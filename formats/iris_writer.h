@@ -74,10 +74,15 @@ struct LateDesc {
   uint64_t manifest_room = 0;
 };
 
-// A tensor's source record (FORMAT.md section 3) made when the manifest needs it: a record the
-// caller can rebuild from what it keeps anyway (the snapshot's tensors) is then not held as
-// JSON, about 1 KB, for every tensor until the archive is written (issue 24 item 10).
-using SourceRecordFn = std::function<nlohmann::json()>;
+// A tensor's source record (FORMAT.md section 3) made when the manifest needs it, so that it
+// is not held as JSON, about 1 KB, for every tensor until the archive is written (issue 24
+// item 10): `make` makes it; `text`, when given, appends what append_json_text(make(), depth)
+// would (formats/manifest_entry_text.h) without making the JSON, which is how a planned
+// manifest measures 10^6 of them. Both are called while the writer lives.
+struct SourceRecordMaker {
+  std::function<nlohmann::json()> make;
+  std::function<void(std::string& out, int depth)> text;
+};
 
 class ArchivePlan;
 
@@ -99,8 +104,8 @@ class IrisWriter {
   // tensors may run on another thread than the caller's, concurrently with other tensors'.
   void add_tensor(TensorDesc desc, nlohmann::json source, std::vector<ComponentProducer> producers,
                   ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
-  // The same with the source record made on demand (called while this writer lives).
-  void add_tensor(TensorDesc desc, SourceRecordFn source, std::vector<ComponentProducer> producers,
+  // The same with the source record made on demand.
+  void add_tensor(TensorDesc desc, SourceRecordMaker source, std::vector<ComponentProducer> producers,
                   ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
   // Embedded small files (config, tokenizer): stored zstd-compressed.
   void add_file(std::string name, std::string bytes);
@@ -123,12 +128,12 @@ class IrisWriter {
   struct Pending {
     TensorDesc desc;
     nlohmann::json source;
-    SourceRecordFn make_source;  // when set, the record (`source` is unused)
+    SourceRecordMaker maker;  // when maker.make is set, the record (`source` is unused)
     std::vector<ComponentProducer> producers;
     ProducerCost cost = ProducerCost::kCompute;
     LateDesc late;
   };
-  static nlohmann::json source_of(const Pending& p) { return p.make_source ? p.make_source() : p.source; }
+  static nlohmann::json source_of(const Pending& p) { return p.maker.make ? p.maker.make() : p.source; }
   Manifest manifest_;
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, std::string>> files_;

@@ -2,111 +2,116 @@
 
 #include <charconv>
 
-#include "common/hashing.h"
-
 namespace iris {
 
 using nlohmann::json;
 
-namespace {
-
-void append_uint(std::string& out, uint64_t v) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-// A string as nlohmann writes it (ensure_ascii off): printable ASCII other than '"' and '\'
-// stands for itself; anything else goes through nlohmann's escaping (and its refusal of text
-// that is not UTF-8).
-void append_string(std::string& out, std::string_view s) {
+// Printable ASCII other than '"' and '\' stands for itself; anything else goes through
+// nlohmann's escaping (ensure_ascii off), and its refusal of text that is not UTF-8.
+void append_json_string(std::string& out, std::string_view s) {
+  bool plain = true;
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c > 0x7E || c == '"' || c == '\\') {
-      out += json(std::string(s)).dump();
-      return;
-    }
+    plain &= c >= 0x20 && c <= 0x7E && c != '"' && c != '\\';
+  }
+  if (!plain) {
+    out += json(std::string(s)).dump();
+    return;
   }
   out += '"';
   out += s;
   out += '"';
 }
 
-// dump(1)'s layout of an object's members or an array's elements, `depth` levels deep: each
-// on a line of its own, indented one level more, the closing bracket back at `depth`.
-class Members {
- public:
-  Members(std::string& out, int depth, char open) : out_(out), depth_(depth) { out_ += open; }
-  // Starts the next member (a key, then the caller writes its value) or element.
-  void key(std::string_view k) {
-    element();
-    append_string(out_, k);
-    out_ += ": ";
-  }
-  void element() {
-    out_ += first_ ? "\n" : ",\n";
-    first_ = false;
-    out_.append(size_t(depth_ + 1), ' ');
-  }
-  void close(char bracket) {
-    out_ += '\n';
-    out_.append(size_t(depth_), ' ');
-    out_ += bracket;
-  }
-  int inner() const { return depth_ + 1; }
+void append_json_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
 
- private:
-  std::string& out_;
-  int depth_;
-  bool first_ = true;
-};
-
-void append_shape(std::string& out, const std::vector<uint64_t>& shape, int depth) {
-  if (shape.empty()) {
+void append_json_uints(std::string& out, std::span<const uint64_t> values, int depth) {
+  if (values.empty()) {
     out += "[]";
     return;
   }
-  Members m(out, depth, '[');
-  for (uint64_t d : shape) {
+  JsonMembers m(out, depth, '[');
+  for (uint64_t v : values) {
     m.element();
-    append_uint(out, d);
+    append_json_uint(out, v);
   }
   m.close(']');
 }
 
+void JsonMembers::key(std::string_view k) {
+  element();
+  append_json_string(out_, k);
+  out_ += ": ";
+}
+
+void JsonMembers::element() {
+  out_ += first_ ? "\n" : ",\n";
+  first_ = false;
+  out_.append(size_t(depth_ + 1), ' ');
+}
+
+void JsonMembers::close(char bracket) {
+  out_ += '\n';
+  out_.append(size_t(depth_), ' ');
+  out_ += bracket;
+}
+
+namespace {
+
+// A key known to be plain ASCII (the manifest's own): written as it is, without the check.
+void plain_key(std::string& out, JsonMembers& m, std::string_view k) {
+  m.element();
+  out += '"';
+  out += k;
+  out += "\": ";
+}
+
+// hash_hex(): 16 lowercase hex digits, quoted.
+void append_hash(std::string& out, uint64_t h) {
+  static const char kHex[] = "0123456789abcdef";
+  char buf[18];
+  buf[0] = buf[17] = '"';
+  for (int i = 16; i >= 1; --i, h >>= 4) buf[i] = kHex[h & 15];
+  out.append(buf, sizeof buf);
+}
+
 // tensor_desc_to_json()'s "layout": its kind, and a tiled layout's tiles and padded matrix.
 void append_layout(std::string& out, const TensorDesc& d, int depth) {
-  Members m(out, depth, '{');
-  m.key("kind");
-  append_string(out, layout_kind_name(d.layout.kind));
+  JsonMembers m(out, depth, '{');
+  plain_key(out, m, "kind");
+  append_json_string(out, layout_kind_name(d.layout.kind));
   if (d.layout.kind == LayoutKind::kTiled) {
     if (auto g = matrix_geometry(d); g.is_ok()) {
-      m.key("padded_k");
-      append_uint(out, g->padded_k);
-      m.key("padded_n");
-      append_uint(out, g->padded_n);
+      plain_key(out, m, "padded_k");
+      append_json_uint(out, g->padded_k);
+      plain_key(out, m, "padded_n");
+      append_json_uint(out, g->padded_n);
     }
-    m.key("tile_k");
-    append_uint(out, d.layout.tile_k);
-    m.key("tile_n");
-    append_uint(out, d.layout.tile_n);
+    plain_key(out, m, "tile_k");
+    append_json_uint(out, d.layout.tile_k);
+    plain_key(out, m, "tile_n");
+    append_json_uint(out, d.layout.tile_n);
   }
   m.close('}');
 }
 
 void append_component(std::string& out, const StoredComponent& c, int depth) {
-  Members m(out, depth, '{');
-  m.key("bytes");
-  append_uint(out, c.spec.bytes);
-  m.key("dtype");
-  append_string(out, dtype_archive_name(c.spec.dtype));
-  m.key("offset");
-  append_uint(out, c.offset);
-  m.key("role");
-  append_string(out, role_name(c.spec.role));
-  m.key("shape");
-  append_shape(out, c.spec.shape, m.inner());
-  m.key("xxh3");
-  append_string(out, hash_hex(c.xxh3));
+  JsonMembers m(out, depth, '{');
+  plain_key(out, m, "bytes");
+  append_json_uint(out, c.spec.bytes);
+  plain_key(out, m, "dtype");
+  append_json_string(out, dtype_archive_name(c.spec.dtype));
+  plain_key(out, m, "offset");
+  append_json_uint(out, c.offset);
+  plain_key(out, m, "role");
+  append_json_string(out, role_name(c.spec.role));
+  plain_key(out, m, "shape");
+  append_json_uints(out, c.spec.shape, m.inner());
+  plain_key(out, m, "xxh3");
+  append_hash(out, c.xxh3);
   m.close('}');
 }
 
@@ -119,7 +124,7 @@ void append_json_text(std::string& out, const json& j, int depth) {
         out += "{}";
         return;
       }
-      Members m(out, depth, '{');
+      JsonMembers m(out, depth, '{');
       for (auto it = j.begin(); it != j.end(); ++it) {
         m.key(it.key());
         append_json_text(out, it.value(), m.inner());
@@ -132,7 +137,7 @@ void append_json_text(std::string& out, const json& j, int depth) {
         out += "[]";
         return;
       }
-      Members m(out, depth, '[');
+      JsonMembers m(out, depth, '[');
       for (const auto& v : j) {
         m.element();
         append_json_text(out, v, m.inner());
@@ -141,10 +146,10 @@ void append_json_text(std::string& out, const json& j, int depth) {
       return;
     }
     case json::value_t::string:
-      append_string(out, j.get_ref<const std::string&>());
+      append_json_string(out, j.get_ref<const std::string&>());
       return;
     case json::value_t::number_unsigned:
-      append_uint(out, j.get<uint64_t>());
+      append_json_uint(out, j.get<uint64_t>());
       return;
     default:  // null, booleans, signed and floating-point numbers: one token, as nlohmann writes it
       out += j.dump();
@@ -153,37 +158,42 @@ void append_json_text(std::string& out, const json& j, int depth) {
 }
 
 void append_tensor_entry_text(std::string& out, const TensorDesc& desc, std::span<const StoredComponent> components,
-                              const json& source, int depth) {
+                              const std::function<void(std::string&, int)>& source_text, int depth) {
   // archive_tensor_to_json()'s keys, in the order nlohmann's sorted objects write them.
-  Members m(out, depth, '{');
-  m.key("components");
+  JsonMembers m(out, depth, '{');
+  plain_key(out, m, "components");
   if (components.empty()) {
     out += "[]";
   } else {
-    Members list(out, m.inner(), '[');
+    JsonMembers list(out, m.inner(), '[');
     for (const auto& c : components) {
       list.element();
       append_component(out, c, list.inner());
     }
     list.close(']');
   }
-  m.key("dtype");
-  append_string(out, dtype_archive_name(desc.dtype));
-  m.key("format");
-  append_string(out, storage_name(desc));
-  m.key("layout");
+  plain_key(out, m, "dtype");
+  append_json_string(out, dtype_archive_name(desc.dtype));
+  plain_key(out, m, "format");
+  append_json_string(out, storage_name(desc));
+  plain_key(out, m, "layout");
   append_layout(out, desc, m.inner());
-  m.key("name");
-  append_string(out, desc.name);
+  plain_key(out, m, "name");
+  append_json_string(out, desc.name);
   if (is_quantized(desc.format)) {
-    m.key("params");
+    plain_key(out, m, "params");
     append_json_text(out, desc.params, m.inner());
   }
-  m.key("shape");
-  append_shape(out, desc.shape, m.inner());
-  m.key("source");
-  append_json_text(out, source, m.inner());
+  plain_key(out, m, "shape");
+  append_json_uints(out, desc.shape, m.inner());
+  plain_key(out, m, "source");
+  source_text(out, m.inner());
   m.close('}');
+}
+
+void append_tensor_entry_text(std::string& out, const TensorDesc& desc, std::span<const StoredComponent> components,
+                              const json& source, int depth) {
+  append_tensor_entry_text(out, desc, components, [&source](std::string& o, int d) { append_json_text(o, source, d); }, depth);
 }
 
 }  // namespace iris

@@ -8,8 +8,10 @@
 // tests/formats/manifest_plan_test.cpp pins it to archive_tensor_to_json(t).dump(1).
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -18,11 +20,38 @@
 namespace iris {
 
 // Appends j.dump(1) as it reads `depth` levels deep in a dump(1) document (every line after
-// the first indented `depth` spaces more).
+// the first indented `depth` spaces more). No binary values (JSON text has none).
 void append_json_text(std::string& out, const nlohmann::json& j, int depth);
 
 // Appends archive_tensor_to_json({desc, components, source}).dump(1), `depth` levels deep.
 void append_tensor_entry_text(std::string& out, const TensorDesc& desc, std::span<const StoredComponent> components,
                               const nlohmann::json& source, int depth);
+// The same with the source record's text appended by `source_text(out, depth)` (a record made
+// without its JSON: SourceRecordMaker::text, formats/iris_writer.h).
+void append_tensor_entry_text(std::string& out, const TensorDesc& desc, std::span<const StoredComponent> components,
+                              const std::function<void(std::string&, int)>& source_text, int depth);
+
+// For writing such a record by hand: a string and an unsigned integer as dump() writes them,
+// a list of unsigned integers (a shape) `depth` levels deep,
+void append_json_string(std::string& out, std::string_view s);
+void append_json_uint(std::string& out, uint64_t v);
+void append_json_uints(std::string& out, std::span<const uint64_t> values, int depth);
+
+// and the members of a non-empty object or array `depth` levels deep: each on a line of its
+// own, one level deeper, the closing bracket back at `depth`. An object's keys must come in
+// nlohmann's order (sorted), each followed by its value.
+class JsonMembers {
+ public:
+  JsonMembers(std::string& out, int depth, char open) : out_(out), depth_(depth) { out_ += open; }
+  void key(std::string_view k);  // the next member's key (then its value)
+  void element();                // the next element (then its value)
+  void close(char bracket);
+  int inner() const { return depth_ + 1; }  // the depth of the values
+
+ private:
+  std::string& out_;
+  int depth_;
+  bool first_ = true;
+};
 
 }  // namespace iris

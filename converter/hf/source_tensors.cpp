@@ -9,6 +9,7 @@
 
 #include "common/checked_math.h"
 #include "formats/json_limits.h"
+#include "formats/manifest_entry_text.h"
 
 namespace iris {
 
@@ -238,6 +239,34 @@ json SourceTensor::source_json() const {
                        {"dtype", std::string(dtype_st_name(p.ref.tensor->dtype))},
                        {"shape", p.ref.tensor->shape}});
   return {{"tensors", parts_j}};
+}
+
+void SourceTensor::append_source_text(std::string& out, int depth) const {
+  // source_json()'s keys in the order nlohmann's sorted objects write them.
+  JsonMembers record(out, depth, '{');
+  record.key("tensors");
+  if (parts.empty()) {
+    out += "[]";
+  } else {
+    JsonMembers list(out, record.inner(), '[');
+    for (const auto& p : parts) {
+      list.element();
+      JsonMembers e(out, list.inner(), '{');
+      e.key("dtype");
+      append_json_string(out, dtype_st_name(p.ref.tensor->dtype));
+      e.key("file");
+      append_json_string(out, p.ref.file->file_name());
+      e.key("name");
+      append_json_string(out, p.ref.tensor->name);
+      e.key("role");
+      append_json_string(out, role_name(p.role));
+      e.key("shape");
+      append_json_uints(out, p.ref.tensor->shape, e.inner());
+      e.close('}');
+    }
+    list.close(']');
+  }
+  record.close('}');
 }
 
 std::string quant_method(const Snapshot& snap) {

@@ -97,8 +97,13 @@ void add(IrisWriter& w, const Contents& c) {
     std::vector<ComponentProducer> producers = {[n](ByteSink& s) { return n ? s.write(std::vector<uint8_t>(n, 5)) : Status::ok(); }};
     if (i % 2)
       w.add_tensor(flat_u8(name, n), json{{"tensors", {{{"role", "data"}, {"name", name}, {"dtype", "U8"}, {"shape", {n}}}}}}, std::move(producers));
-    else  // the record made on demand
-      w.add_tensor(flat_u8(name, n), [name] { return json{{"i", name}}; }, std::move(producers));
+    else if (i % 4 == 0)  // the record made on demand
+      w.add_tensor(flat_u8(name, n), SourceRecordMaker{[name] { return json{{"i", name}}; }, nullptr}, std::move(producers));
+    else  // and its text too
+      w.add_tensor(flat_u8(name, n),
+                   SourceRecordMaker{[name] { return json{{"i", name}}; },
+                                     [name](std::string& out, int depth) { append_json_text(out, json{{"i", name}}, depth); }},
+                   std::move(producers));
   }
   for (size_t i = 0; i < c.files.size(); ++i) w.add_file("f" + std::to_string(i) + ".json", c.files[i]);
 }
