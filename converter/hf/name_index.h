@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -17,8 +18,8 @@
 namespace iris {
 
 // NameOf: a callable giving the name at a position (a string_view that stays valid while the
-// index is used). Positions must be below 2^32 - 1: a table that large would hold more names
-// than any header fits (a safetensors header is capped at 10^8 bytes).
+// index is used). Positions are kept in 32 bits: 2^32 - 1 names would be thousands of
+// headers at their 10^8-byte cap, more than memory holds; insert() refuses more.
 template <typename NameOf>
 class NameIndex {
  public:
@@ -34,6 +35,7 @@ class NameIndex {
   // Adds position `i` under its name, unless an equal name is indexed: then nothing is added
   // and that name's position is returned. npos when `i` was added.
   size_t insert(size_t i) {
+    if (i >= kEmpty) throw std::length_error("NameIndex: position beyond 32 bits");
     if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
     const std::string_view name = name_of_(i);
     const uint64_t h = hash(name);
