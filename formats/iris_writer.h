@@ -76,9 +76,10 @@ struct LateDesc {
 
 // A tensor's source record (FORMAT.md section 3) made when the manifest needs it, so that it
 // is not held as JSON, about 1 KB, for every tensor until the archive is written (issue 24
-// item 10): `make` makes it; `text`, when given, appends what append_json_text(make(), depth)
-// would (formats/manifest_entry_text.h) without making the JSON, which is how a planned
-// manifest measures 10^6 of them. Both are called while the writer lives.
+// item 10): `make` (required) makes it; `text`, when given, appends what
+// append_json_text(make(), depth) would (formats/manifest_entry_text.h) without making the
+// JSON, which is how a planned manifest measures 10^6 of them. Both are called while the
+// writer lives.
 struct SourceRecordMaker {
   std::function<nlohmann::json()> make;
   std::function<void(std::string& out, int depth)> text;
