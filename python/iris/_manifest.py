@@ -6,39 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import re
 
-import numpy as np
-
-from . import _format
+from . import _format, _jsontext
 from ._errors import IrisError
+from ._jsontext import shown
 
 ALIGNMENT = 4096
 MAX_MANIFEST = 256 << 20
-MAX_JSON_DEPTH = 64
-
-
-_BRACKETS = np.zeros(256, bool)
-_BRACKETS[list(b"[]{}")] = True
-_QUOTE, _OPEN_LIST, _OPEN_OBJECT = ord('"'), ord("["), ord("{")
-
-
-def _json_depth_ok(raw: bytes) -> bool:
-    """Nesting depth of JSON text <= MAX_JSON_DEPTH, counted outside strings, before parsing
-    (so a hostile manifest cannot exhaust the recursion limit). Vectorized, because a walk one
-    character at a time in Python took seconds on a 36k-tensor manifest: a bracket is outside
-    every string when an even number of quotes precede it, once escaped quotes are blanked
-    (backslashes appear only inside strings, and pair up from the left, as bytes.replace
-    scans)."""
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"  ").replace(b'\\"', b"  ")
-    b = np.frombuffer(raw, np.uint8)
-    quotes = np.flatnonzero(b == _QUOTE)
-    brackets = np.flatnonzero(_BRACKETS[b])
-    kinds = b[brackets[np.searchsorted(quotes, brackets) % 2 == 0]]
-    step = np.where((kinds == _OPEN_LIST) | (kinds == _OPEN_OBJECT), 1, -1)
-    return not step.size or int(np.cumsum(step).max()) <= MAX_JSON_DEPTH
 
 
 @contextlib.contextmanager
@@ -54,28 +29,6 @@ def _collector_paused():
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _shown(name: str) -> str:
-    """A name as messages print it: as is when printable, else with Python's escapes (a NUL as
-    \\x00, a lone surrogate as \\ud800), so a message is one line of valid text."""
-    return name if name.isprintable() else repr(name)[1:-1]
-
-
-def _dupes_rejected(pairs):
-    d = dict(pairs)
-    if len(d) != len(pairs):  # rare: find the key that came twice
-        seen = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise IrisError(f"key '{_shown(k)}' appears twice")
-            seen.add(k)
-    return d
-
-
-def _no_constants(name):
-    """NaN, Infinity and -Infinity are not JSON (RFC 8259); Python's parser takes them unless told."""
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _name_problem(name: str) -> str | None:
@@ -156,7 +109,7 @@ def _source_part_problem(p, ctx: str):
 
 def _range_name(r) -> str:
     """A data range for messages: a tensor's component (name/role) or an embedded file."""
-    return f"{_shown(r[2])}/{r[3]}" if r[3] is not None else f"file {_shown(r[2])}"
+    return f"{shown(r[2])}/{r[3]}" if r[3] is not None else f"file {shown(r[2])}"
 
 
 def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) -> "ManifestReader":
@@ -167,17 +120,10 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
         decoded = text.decode("utf-8")
     except UnicodeDecodeError:
         raise IrisError(f"{path}: manifest: not valid UTF-8") from None
-    if not _json_depth_ok(text):
-        raise IrisError(f"{path}: manifest: JSON nested deeper than {MAX_JSON_DEPTH}")
     reader = ManifestReader(path, version, data_size, make_tensor)
     reader.text = decoded
     with _collector_paused():
-        try:
-            m = json.loads(decoded, object_pairs_hook=_dupes_rejected, parse_constant=_no_constants)
-        except IrisError as e:
-            raise IrisError(f"{path}: manifest: {e}") from None
-        except (ValueError, RecursionError) as e:
-            raise IrisError(f"{path}: manifest: invalid JSON ({e})") from None
+        m = _jsontext.parse(f"{path}: manifest", text, decoded)
         reader._check_manifest(m)
         del m  # what the tensors did not keep goes now, before the collector could visit it
     return reader
@@ -214,7 +160,7 @@ class ManifestReader:
                 raise IrisError(P + "a tensor entry is not an object")
             t = self._check_tensor(tj, described)
             if t.name in self.tensors:
-                raise IrisError(f"{self.path}: tensor '{_shown(t.name)}': name appears twice in the manifest")
+                raise IrisError(f"{self.path}: tensor '{shown(t.name)}': name appears twice in the manifest")
             for role, _, _, offset, nbytes, _ in t._components:
                 ranges.append((offset, offset + nbytes, t.name, role))
             self.tensors[t.name] = t
@@ -241,7 +187,7 @@ class ManifestReader:
             if not isinstance(fj, dict) or not isinstance(fj.get("name"), str):
                 raise IrisError(P + "file: 'name' missing or not a string")
             name = fj["name"]
-            fctx = f"{self.path}: embedded file '{_shown(name)}': "
+            fctx = f"{self.path}: embedded file '{shown(name)}': "
             problem = _name_problem(name)
             if problem:
                 raise IrisError(fctx + problem)
@@ -315,7 +261,7 @@ class ManifestReader:
         name = tj.get("name")
         if type(name) is not str:
             raise IrisError(f"{self.path}: tensor '?': 'name' missing or not a string")
-        ctx = f"{self.path}: tensor '{_shown(name)}': "
+        ctx = f"{self.path}: tensor '{shown(name)}': "
         problem = _name_problem(name)
         if problem:
             raise IrisError(ctx + problem)
