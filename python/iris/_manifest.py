@@ -8,7 +8,9 @@ import contextlib
 import gc
 import re
 
-from . import _format, _jsontext
+import numpy as np
+
+from . import _fastcheck, _format, _jsontext
 from ._errors import IrisError
 from ._jsontext import shown
 
@@ -136,7 +138,8 @@ class ManifestReader:
     def __init__(self, path: str, version: tuple, data_size: int, make_tensor):
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
 
-    def _check_manifest(self, m) -> None:
+    def _check_manifest(self, m) -> int:
+        """Checks the parsed manifest; returns the keys its tensor entries' objects hold."""
         P = f"{self.path}: manifest: "
         if not isinstance(m, dict):
             raise IrisError(P + "not a JSON object")
@@ -152,25 +155,45 @@ class ManifestReader:
             raise IrisError(P + "'tensors' missing or not a list")
         self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version") if k in m}
         self.model_type = m.get("model_type", "")
-        ranges = []  # (begin, end, tensor or file name, role or None)
-        self.tensors = {}
-        described = {}
+        try:
+            self.tensors, counted = _fastcheck.check_tensors(self, tensors)
+        except _fastcheck.Slow:  # something is wrong: found again here, in order, with its message
+            self.tensors, counted = self._check_tensors(tensors, P), _fastcheck.members(tensors)
+        files = m.get("files", [])
+        if not isinstance(files, list):
+            raise IrisError(P + "'files' is not a list")
+        self.files = self._check_files(files, P)
+        self._check_ranges(files)
+        return counted
+
+    def _check_tensors(self, tensors: list, P: str) -> dict:
+        """The tensor entries checked one at a time: the first problem raises, with its message."""
+        made, described = {}, {}
         for tj in tensors:
             if not isinstance(tj, dict):
                 raise IrisError(P + "a tensor entry is not an object")
             t = self._check_tensor(tj, described)
-            if t.name in self.tensors:
+            if t.name in made:
                 raise IrisError(f"{self.path}: tensor '{shown(t.name)}': name appears twice in the manifest")
-            for role, _, _, offset, nbytes, _ in t._components:
-                ranges.append((offset, offset + nbytes, t.name, role))
-            self.tensors[t.name] = t
-        files = m.get("files", [])
-        if not isinstance(files, list):
-            raise IrisError(P + "'files' is not a list")
-        self.files = self._check_files(files, P, ranges)
-        ranges.sort()
-        self.ranges = [(r[0], r[1]) for r in ranges]  # for verify(): every other byte must be zero
-        self._check_overlaps(ranges)
+            made[t.name] = t
+        return made
+
+    def _check_ranges(self, files: list) -> None:
+        """No two non-empty data ranges share a byte; sets self.ranges, the (begin, end) of
+        every range in order, for verify() (every other byte must be zero). Vectorized: the
+        ranges are named only when two overlap."""
+        comps = [c for t in self.tensors.values() for c in t._components]
+        begin = np.array([c[3] for c in comps] + [f["offset"] for f in files], np.int64)
+        end = begin + np.array([c[4] for c in comps] + [f["bytes"] for f in files], np.int64)
+        order = np.lexsort((end, begin))
+        begin, end = begin[order], end[order]
+        self.ranges = list(zip(begin.tolist(), end.tolist()))
+        full = end > begin
+        ends = np.maximum.accumulate(end[full])
+        if np.any(begin[full][1:] < ends[:-1]):
+            ranges = [(c[3], c[3] + c[4], t.name, c[0]) for t in self.tensors.values() for c in t._components]
+            ranges += [(f["offset"], f["offset"] + f["bytes"], f["name"], None) for f in files]
+            self._check_overlaps(sorted(ranges))
 
     def _check_format_version(self, v, P) -> None:
         """format_version must name the version the preamble gives: a reader trusts one of them."""
@@ -181,7 +204,7 @@ class ManifestReader:
         if tuple(v) != self.version:
             raise IrisError(P + f"format_version [{v[0]}, {v[1]}] disagrees with the preamble's {self.version[0]}.{self.version[1]}")
 
-    def _check_files(self, files: list, P: str, ranges: list) -> list:
+    def _check_files(self, files: list, P: str) -> list:
         names = set()
         for fj in files:
             if not isinstance(fj, dict) or not isinstance(fj.get("name"), str):
@@ -207,7 +230,6 @@ class ManifestReader:
                 raise IrisError(fctx + "raw file with two sizes")
             self._check_hash(fj, fctx)
             self._check_range(fj["offset"], fj["bytes"], fctx)
-            ranges.append((fj["offset"], fj["offset"] + fj["bytes"], name, None))
         return files
 
     def _check_overlaps(self, ranges: list) -> None:
