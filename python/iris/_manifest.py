@@ -124,9 +124,16 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
         raise IrisError(f"{path}: manifest: not valid UTF-8") from None
     reader = ManifestReader(path, version, data_size, make_tensor)
     reader.text = decoded
+    what = f"{path}: manifest"
     with _collector_paused():
-        m = _jsontext.parse(f"{path}: manifest", text, decoded)
-        reader._check_manifest(m)
+        m, members = _jsontext.parse(what, text, decoded)
+        try:
+            counted = reader._check_manifest(m)
+        except IrisError:
+            _jsontext.refuse_duplicates(what, decoded)  # a key twice is reported first, as by the C++ reader
+            raise
+        if counted != members:  # json.loads kept one of a key's values
+            _jsontext.refuse_duplicates(what, decoded)
         del m  # what the tensors did not keep goes now, before the collector could visit it
     return reader
 
@@ -139,7 +146,7 @@ class ManifestReader:
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
 
     def _check_manifest(self, m) -> int:
-        """Checks the parsed manifest; returns the keys its tensor entries' objects hold."""
+        """Checks the parsed manifest; returns the keys its objects hold."""
         P = f"{self.path}: manifest: "
         if not isinstance(m, dict):
             raise IrisError(P + "not a JSON object")
@@ -164,7 +171,7 @@ class ManifestReader:
             raise IrisError(P + "'files' is not a list")
         self.files = self._check_files(files, P)
         self._check_ranges(files)
-        return counted
+        return len(m) + counted + sum(_fastcheck.members(v) for k, v in m.items() if k != "tensors")
 
     def _check_tensors(self, tensors: list, P: str) -> dict:
         """The tensor entries checked one at a time: the first problem raises, with its message."""
