@@ -20,6 +20,7 @@ from operator import itemgetter
 
 from . import _format
 from ._errors import IrisError
+from ._jsontext import measure
 
 ALIGNMENT = 4096
 
@@ -38,46 +39,39 @@ class _NotPlain(Exception):
     """This entry is checked by ManifestReader on its own."""
 
 
-def members(v) -> int:
-    """The keys held by the objects in a parsed JSON value (nested at most 64 deep: checked
-    before parsing)."""
-    if type(v) is dict:
-        return len(v) + sum(members(x) for x in v.values() if type(x) in (dict, list))
-    if type(v) is list:
-        return sum(members(x) for x in v if type(x) in (dict, list))
-    return 0
-
-
 def check_tensors(reader, tensors: list) -> tuple:
-    """Checks the entries of `tensors`; returns (name -> tensor, keys held by their objects).
-    Raises Slow when one is wrong, or some dims or names must be checked again in order."""
-    made, counted = {}, 0
+    """Checks the entries of `tensors`; returns (name -> tensor, keys held by their objects,
+    nesting depth of the list). Raises Slow when one is wrong, or some dims or names must be
+    checked again in order."""
+    made, counted, deepest = {}, 0, 0
     described, slow_described = {}, {}  # descriptor key -> what the descriptor implies
     shapes = []  # the components' and source parts' shapes, whose dims are checked together
     for tj in tensors:
         try:
-            t, n = _plain_entry(reader, tj, described, shapes)
+            t, n, depth = _plain_entry(reader, tj, described, shapes)
         except _NotPlain:
             if type(tj) is not dict:
                 raise Slow from None
             try:
-                t, n = reader._check_tensor(tj, slow_described), members(tj)
+                t = reader._check_tensor(tj, slow_described)
             except IrisError:
                 raise Slow from None
+            n, depth = measure(tj)
         made[t.name] = t
         counted += n
+        deepest = max(deepest, depth)
     if len(made) != len(tensors):  # a name twice
         raise Slow
     dims = list(chain.from_iterable(shapes))
     if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= _format.MAX_DIM):
         raise Slow
-    return made, counted
+    return made, counted, 1 + deepest
 
 
 def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
     """A tensor entry with the keys the schema names and no others, and an ASCII name:
-    (tensor, keys held by its objects). Raises _NotPlain for any other entry, Slow when a
-    value is wrong."""
+    (tensor, keys held by its objects, its nesting depth). Raises _NotPlain for any other
+    entry, Slow when a value is wrong."""
     try:
         name, shape, dt, fmt, lj, comps = _ENTRY(tj)
         params, source = tj.get("params"), tj.get("source")
@@ -91,7 +85,7 @@ def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
     d = described.get(key)
     if d is None:
         d = described[key] = _describe(reader, shape, dt, fmt, lj, tj, params)
-    typed, layout, geometry, specs, n = d
+    typed, layout, geometry, specs, n, depth = d
     if type(comps) is not list or len(comps) != len(specs):
         raise Slow
     components = []
@@ -118,7 +112,9 @@ def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
         n += _source(source, shapes)
     t = reader._make_tensor(name, tuple(shape), dt, fmt, {} if params is None else params, dict(layout), source, typed,
                             geometry, components)
-    return t, n
+    # Nested 5 deep at most (entry, source, its parts, a part, its shape) but for what params
+    # and layout hold.
+    return t, n, max(5, depth)
 
 
 def _source(source, shapes: list) -> int:
@@ -157,7 +153,7 @@ def _source(source, shapes: list) -> int:
 def _describe(reader, shape, dt, fmt, lj, tj: dict, params) -> tuple:
     """What a descriptor implies, checked by ManifestReader: (typed params, layout, tiled
     geometry or None, component specs as (role, dtype, shape list, bytes, shape tuple), keys
-    held by params and layout)."""
+    held by params and layout, the depth they give an entry)."""
     from ._manifest import _check_dims
 
     try:  # the messages are ManifestReader's to give, in document order
@@ -166,4 +162,5 @@ def _describe(reader, shape, dt, fmt, lj, tj: dict, params) -> tuple:
     except IrisError:
         raise Slow from None
     specs = [(role, cdt, list(cshape), nbytes, tuple(cshape)) for role, cdt, cshape, nbytes in specs]
-    return typed, layout, geometry, specs, members(params) + members(lj)
+    (pk, pd), (lk, ld) = measure(params), measure(lj)
+    return typed, layout, geometry, specs, pk + lk, 1 + max(pd, ld)

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _fastcheck, _format, _jsontext
 from ._errors import IrisError
-from ._jsontext import shown
+from ._jsontext import measure, shown
 
 ALIGNMENT = 4096
 MAX_MANIFEST = 256 << 20
@@ -136,14 +136,13 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
     reader.text = decoded
     what = f"{path}: manifest"
     with _collector_paused():
-        m, members = _jsontext.parse(what, text, decoded)
+        m = _jsontext.parse(what, text, decoded)
         try:
-            counted = reader._check_manifest(m)
-        except IrisError:
-            _jsontext.refuse_duplicates(what, decoded)  # a key twice is reported first, as by the C++ reader
+            keys, depth = reader._check_manifest(m)
+        except IrisError:  # too deep, or a key twice, is what the C++ reader reports first
+            _jsontext.refuse(what, text, decoded)
             raise
-        if counted != members:  # json.loads kept one of a key's values
-            _jsontext.refuse_duplicates(what, decoded)
+        _jsontext.refuse(what, text, decoded, keys, depth)
         del m  # what the tensors did not keep goes now, before the collector could visit it
     return reader
 
@@ -156,7 +155,8 @@ class ManifestReader:
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
 
     def _check_manifest(self, m) -> int:
-        """Checks the parsed manifest; returns the keys its objects hold."""
+        """Checks the parsed manifest; returns (keys its objects hold, its nesting depth), for
+        refuse()."""
         P = f"{self.path}: manifest: "
         if not isinstance(m, dict):
             raise IrisError(P + "not a JSON object")
@@ -173,15 +173,20 @@ class ManifestReader:
         self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version") if k in m}
         self.model_type = m.get("model_type", "")
         try:
-            self.tensors, counted = _fastcheck.check_tensors(self, tensors)
+            self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)
         except _fastcheck.Slow:  # something is wrong: found again here, in order, with its message
-            self.tensors, counted = self._check_tensors(tensors, P), _fastcheck.members(tensors)
+            self.tensors = self._check_tensors(tensors, P)
+            keys, depth = measure(tensors)
         files = m.get("files", [])
         if not isinstance(files, list):
             raise IrisError(P + "'files' is not a list")
         self.files = self._check_files(files, P)
         self._check_ranges(files)
-        return len(m) + counted + sum(_fastcheck.members(v) for k, v in m.items() if k != "tensors")
+        for key, v in m.items():
+            if key != "tensors":
+                held, d = measure(v)
+                keys, depth = keys + held, max(depth, d)
+        return len(m) + keys, 1 + depth
 
     def _check_tensors(self, tensors: list, P: str) -> dict:
         """The tensor entries checked one at a time: the first problem raises, with its message."""

@@ -113,8 +113,73 @@ def test_key_twice_is_reported_before_a_schema_error(converted, tmp_path):
         iris.open(bad)
 
 
-def test_keys_counted_are_the_members_of_the_text(converted):
+def test_keys_and_depth_counted_are_the_texts(converted):
     for fixture in ("gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block", "llama-bf16"):
         a = iris.open(converted(fixture))
         reader = _manifest.ManifestReader(a.path, a.version, a._data_size, functools.partial(_archive.Tensor, a))
-        assert reader._check_manifest(json.loads(a.manifest)) == _jsontext.scan(a._manifest_bytes)[1]
+        keys, depth = reader._check_manifest(json.loads(a.manifest))
+        assert (depth, keys) == _jsontext.scan(a._manifest_bytes)
+
+
+def nested(k: int) -> list:
+    return json.loads("[" * k + "]" * k)
+
+
+def first_of(m, quantized: bool) -> dict:
+    return next(t for t in m["tensors"] if (t["format"] != t["dtype"]) == quantized)
+
+
+# Lists nested to exactly the limit, then one level more, in each place where the depth of a
+# parsed manifest is counted: (edit putting a value there, levels above that value).
+DEEP = {
+    "provenance": (lambda m, v: m["provenance"].update(deep=v), 2),
+    "embedded file": (lambda m, v: m["files"][0].update(deep=v), 3),
+    "tensor entry": (lambda m, v: first_of(m, True).update(deep=v), 3),
+    "layout": (lambda m, v: first_of(m, True)["layout"].update(deep=v), 4),
+    "params of a raw tensor": (lambda m, v: first_of(m, False).update(params={"deep": v}), 4),
+    "component": (lambda m, v: first_of(m, True)["components"][0].update(deep=v), 5),
+    "source part": (lambda m, v: first_of(m, True)["source"]["tensors"][0].update(deep=v), 6),
+}
+
+
+@pytest.mark.parametrize("case", list(DEEP))
+def test_depth_counted_after_parsing_is_the_texts(converted, tmp_path, case):
+    put, above = DEEP[case]
+    good = converted("gptoss-mxfp4").read_bytes()
+    path = tmp_path / "deep.iris"
+    for levels in (64, 65):
+        m = manifest_of(good)
+        put(m, nested(levels - above))
+        text = json.dumps(m)
+        assert _jsontext.scan(text.encode())[0] == levels
+        path.write_bytes(with_manifest(good, text))
+        if levels == 64:
+            assert len(iris.open(path).tensors) == len(m["tensors"])
+        else:
+            with pytest.raises(iris.IrisError, match="nested deeper than 64"):
+                iris.open(path)
+
+
+def test_measure_looks_no_deeper_than_the_limit(converted, tmp_path):
+    assert _jsontext.measure(nested(64)) == (0, 64)
+    assert _jsontext.measure(nested(65)) == (0, 65)
+    assert _jsontext.measure(nested(500)) == (0, 65)  # 65: deeper than 64; no recursion past it
+    assert _jsontext.measure({"a": [{"b": 1, "c": {}}], "d": 2}) == (4, 4)
+    good = converted("gptoss-mxfp4").read_bytes()
+    m = manifest_of(good)
+    m["provenance"]["deep"] = nested(500)  # json.loads parses it; the checks must not recurse 500 deep
+    path = tmp_path / "deep.iris"
+    path.write_bytes(with_manifest(good, json.dumps(m)))
+    with pytest.raises(iris.IrisError, match="nested deeper than 64"):
+        iris.open(path)
+
+
+def test_depth_is_reported_before_a_schema_error_or_a_key_twice(converted, tmp_path):
+    good = converted("gptoss-mxfp4").read_bytes()
+    m = manifest_of(good)
+    m["alignment"] = 512
+    m["provenance"]["deep"] = nested(70)
+    path = tmp_path / "deep.iris"
+    path.write_bytes(with_manifest(good, twice(json.dumps(m), "tile_n", '"layout": ')))
+    with pytest.raises(iris.IrisError, match="nested deeper than 64"):
+        iris.open(path)
