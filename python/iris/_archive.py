@@ -208,7 +208,7 @@ class Archive:
         self._manifest_text = m.text
         self.metadata, self.model_type, self.tensors = m.metadata, m.model_type, m.tensors
         self.files = Files(self, m.files)
-        self._ranges = m.ranges  # for verify(): every other byte must be zero
+        self._ranges = m.ranges  # for verify(): every other byte must be zero (numpy arrays: begin, end)
 
     # -- access
     def _data(self, offset: int, nbytes: int) -> np.ndarray:
@@ -230,7 +230,7 @@ class Archive:
         m_end = PREAMBLE + len(self._manifest_bytes)
         gaps = [(m_end, self._data_offset)]
         pos = 0
-        for begin, end in self._ranges:
+        for begin, end in zip(*(a.tolist() for a in self._ranges)):
             gaps.append((self._data_offset + pos, self._data_offset + begin))
             pos = max(pos, end)
         gaps.append((self._data_offset + pos, self._data_offset + self._data_size))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -16,6 +18,7 @@ from ._jsontext import measure, shown
 
 ALIGNMENT = 4096
 MAX_MANIFEST = 256 << 20
+_OFFSET, _BYTES = itemgetter(3), itemgetter(4)  # of a component tuple
 
 
 @contextlib.contextmanager
@@ -149,7 +152,8 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
 
 class ManifestReader:
     """What a checked manifest holds: metadata, model_type, tensors (name -> tensor), files
-    (the embedded files' entries) and ranges (the sorted (begin, end) data ranges in use)."""
+    (the embedded files' entries) and ranges (the begins and ends of the data ranges in use,
+    sorted)."""
 
     def __init__(self, path: str, version: tuple, data_size: int, make_tensor):
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
@@ -201,15 +205,15 @@ class ManifestReader:
         return made
 
     def _check_ranges(self, files: list) -> None:
-        """No two non-empty data ranges share a byte; sets self.ranges, the (begin, end) of
-        every range in order, for verify() (every other byte must be zero). Vectorized: the
-        ranges are named only when two overlap."""
+        """No two non-empty data ranges share a byte; sets self.ranges, the begins and ends of
+        every range in order (numpy arrays), for verify(): every other byte must be zero.
+        Vectorized: the ranges are named only when two overlap."""
         comps = [c for t in self.tensors.values() for c in t._components]
-        begin = np.array([c[3] for c in comps] + [f["offset"] for f in files], np.int64)
-        end = begin + np.array([c[4] for c in comps] + [f["bytes"] for f in files], np.int64)
+        n = len(comps) + len(files)
+        begin = np.fromiter(chain(map(_OFFSET, comps), (f["offset"] for f in files)), np.int64, n)
+        end = begin + np.fromiter(chain(map(_BYTES, comps), (f["bytes"] for f in files)), np.int64, n)
         order = np.lexsort((end, begin))
-        begin, end = begin[order], end[order]
-        self.ranges = list(zip(begin.tolist(), end.tolist()))
+        self.ranges = begin, end = begin[order], end[order]
         full = end > begin
         ends = np.maximum.accumulate(end[full])
         if np.any(begin[full][1:] < ends[:-1]):
