@@ -14,7 +14,6 @@ with its message: the fast path only ever accepts what the slow one accepts."""
 from __future__ import annotations
 
 import marshal
-import re
 from itertools import chain
 from operator import itemgetter
 
@@ -27,7 +26,6 @@ ALIGNMENT = 4096
 _ENTRY = itemgetter("name", "shape", "dtype", "format", "layout", "components")
 _COMPONENT = itemgetter("role", "dtype", "shape", "bytes", "offset", "xxh3")
 _PART = itemgetter("role", "name", "dtype", "shape")
-_HEX16 = re.compile("[0-9a-f]{16}").fullmatch
 _ROLES = frozenset(_format.ROLES)
 
 
@@ -46,9 +44,10 @@ def check_tensors(reader, tensors: list) -> tuple:
     made, counted, deepest = {}, 0, 0
     described, slow_described = {}, {}  # descriptor key -> what the descriptor implies
     shapes = []  # the components' and source parts' shapes, whose dims are checked together
+    hashes = []  # the components' checksums, checked together
     for tj in tensors:
         try:
-            t, n, depth = _plain_entry(reader, tj, described, shapes)
+            t, n, depth = _plain_entry(reader, tj, described, shapes, hashes)
         except _NotPlain:
             if type(tj) is not dict:
                 raise Slow from None
@@ -59,8 +58,9 @@ def check_tensors(reader, tensors: list) -> tuple:
             n, depth = measure(tj)
         made[t.name] = t
         counted += n
-        deepest = max(deepest, depth)
-    if len(made) != len(tensors):  # a name twice
+        if depth > deepest:
+            deepest = depth
+    if len(made) != len(tensors) or not _all_hex16(hashes):  # a name twice, a checksum not hex
         raise Slow
     dims = list(chain.from_iterable(shapes))
     if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= _format.MAX_DIM):
@@ -68,7 +68,17 @@ def check_tensors(reader, tensors: list) -> tuple:
     return made, counted, 1 + deepest
 
 
-def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
+def _all_hex16(hashes: list) -> bool:
+    """Whether every checksum is 16 lowercase hex digits: one join and one translate, not a
+    regular expression per component."""
+    try:
+        joined = "".join(hashes).encode("ascii")
+    except (TypeError, UnicodeEncodeError):  # not a string, not ASCII
+        return False
+    return not joined.translate(None, b"0123456789abcdef") and set(map(len, hashes)) <= {16}
+
+
+def _plain_entry(reader, tj, described: dict, shapes: list, hashes: list) -> tuple:
     """A tensor entry with the keys the schema names and no others, and an ASCII name:
     (tensor, keys held by its objects, its nesting depth). Raises _NotPlain for any other
     entry, Slow when a value is wrong."""
@@ -85,7 +95,7 @@ def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
     d = described.get(key)
     if d is None:
         d = described[key] = _describe(reader, shape, dt, fmt, lj, tj, params)
-    typed, layout, geometry, specs, n, depth = d
+    as_shape, typed, layout, geometry, specs, n, depth = d
     if type(comps) is not list or len(comps) != len(specs):
         raise Slow
     components = []
@@ -98,23 +108,21 @@ def _plain_entry(reader, tj, described: dict, shapes: list) -> tuple:
             listed = _COMPONENT(cj)
         except KeyError:
             raise Slow from None
-        off, h = listed[4], listed[5]
+        off = listed[4]
         if (listed[0] != role or listed[1] != cdt or type(listed[3]) is not int or listed[3] != nbytes
-                or listed[2] != cshape or type(off) is not int or off < 0 or off % ALIGNMENT or off + nbytes > data_size
-                or type(h) is not str or not _HEX16(h)):
+                or listed[2] != cshape or type(off) is not int or off < 0 or off % ALIGNMENT or off + nbytes > data_size):
             raise Slow
         shapes.append(listed[2])  # equal to the descriptor's: its dims' types are checked later
-        components.append((role, cdt, as_tuple, off, nbytes, h))
+        hashes.append(listed[5])
+        components.append((role, cdt, as_tuple, off, nbytes, listed[5]))
     n += len(tj) + 6 * len(comps)
     if source is None:
         source = {}
     else:
         n += _source(source, shapes)
-    t = reader._make_tensor(name, tuple(shape), dt, fmt, {} if params is None else params, dict(layout), source, typed,
+    t = reader._make_tensor(name, as_shape, dt, fmt, {} if params is None else params, dict(layout), source, typed,
                             geometry, components)
-    # Nested 5 deep at most (entry, source, its parts, a part, its shape) but for what params
-    # and layout hold.
-    return t, n, max(5, depth)
+    return t, n, depth
 
 
 def _source(source, shapes: list) -> int:
@@ -151,9 +159,9 @@ def _source(source, shapes: list) -> int:
 
 
 def _describe(reader, shape, dt, fmt, lj, tj: dict, params) -> tuple:
-    """What a descriptor implies, checked by ManifestReader: (typed params, layout, tiled
-    geometry or None, component specs as (role, dtype, shape list, bytes, shape tuple), keys
-    held by params and layout, the depth they give an entry)."""
+    """What a descriptor implies, checked by ManifestReader: (shape tuple, typed params,
+    layout, tiled geometry or None, component specs as (role, dtype, shape list, bytes, shape
+    tuple), keys held by params and layout, the depth of an entry with this descriptor)."""
     from ._manifest import _check_dims
 
     try:  # the messages are ManifestReader's to give, in document order
@@ -163,4 +171,6 @@ def _describe(reader, shape, dt, fmt, lj, tj: dict, params) -> tuple:
         raise Slow from None
     specs = [(role, cdt, list(cshape), nbytes, tuple(cshape)) for role, cdt, cshape, nbytes in specs]
     (pk, pd), (lk, ld) = measure(params), measure(lj)
-    return typed, layout, geometry, specs, pk + lk, 1 + max(pd, ld)
+    # An entry is nested 5 deep at most (itself, source, its parts, a part, its shape) but for
+    # what params and layout hold.
+    return tuple(shape), typed, layout, geometry, specs, pk + lk, max(5, 1 + pd, 1 + ld)
