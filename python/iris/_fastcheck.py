@@ -9,7 +9,13 @@ the schema); what differs between tensors is checked inline, without messages. A
 is not plain (keys the schema does not name, a name that is not ASCII, ...) is checked by
 ManifestReader on its own. Anything wrong raises Slow, and ManifestReader then checks
 the whole list again, one entry at a time, to report the first problem in document order
-with its message: the fast path only ever accepts what the slow one accepts."""
+with its message: the fast path only ever accepts what the slow one accepts
+(tests/test_fastcheck.py). It also counts the keys and the depth of the entries' objects,
+which _jsontext.refuse compares with the text (a key twice, nesting too deep).
+
+Row by row, each entry's objects visited once while they are in the cache: a variant that
+pulled each field out of all entries first (map, itemgetter, set of types per column) took
+twice as long, every pass over 36k scattered objects missing the cache."""
 
 from __future__ import annotations
 
@@ -19,9 +25,8 @@ from operator import itemgetter
 
 from . import _format
 from ._errors import IrisError
+from ._format import ALIGNMENT
 from ._jsontext import measure
-
-ALIGNMENT = 4096
 
 _ENTRY = itemgetter("name", "shape", "dtype", "format", "layout", "components")
 _COMPONENT = itemgetter("role", "dtype", "shape", "bytes", "offset", "xxh3")

@@ -16,7 +16,7 @@ from . import _fastcheck, _format, _jsontext
 from ._errors import IrisError
 from ._jsontext import measure, shown
 
-ALIGNMENT = 4096
+ALIGNMENT = _format.ALIGNMENT
 MAX_MANIFEST = 256 << 20
 _OFFSET, _BYTES = itemgetter(3), itemgetter(4)  # of a component tuple
 
@@ -158,7 +158,7 @@ class ManifestReader:
     def __init__(self, path: str, version: tuple, data_size: int, make_tensor):
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
 
-    def _check_manifest(self, m) -> int:
+    def _check_manifest(self, m) -> tuple:
         """Checks the parsed manifest; returns (keys its objects hold, its nesting depth), for
         refuse()."""
         P = f"{self.path}: manifest: "
