@@ -92,6 +92,11 @@ def _no_constants(name):
     raise ValueError(f"{name} is not a JSON value")
 
 
+def loads(decoded: str):
+    """The value of a JSON text that parsed before."""
+    return json.loads(decoded, parse_constant=_no_constants)
+
+
 def parse(what: str, text: bytes, decoded: str):
     """The value of JSON `text` (bytes) whose UTF-8 decoding is `decoded`; IrisError starting
     with `what` when it is not JSON, or nested too deep for the parser to finish (its depth
@@ -100,7 +105,7 @@ def parse(what: str, text: bytes, decoded: str):
     every object, which the caller's checks make anyway (scan() before parsing, and a hook
     on every object, cost 0.05 and 0.13 s of a 36k-tensor open)."""
     try:
-        return json.loads(decoded, parse_constant=_no_constants)
+        return loads(decoded)
     except (ValueError, RecursionError) as e:
         if scan(text)[0] > MAX_JSON_DEPTH:
             raise IrisError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH}") from None

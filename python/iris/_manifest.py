@@ -135,8 +135,7 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
         decoded = text.decode("utf-8")
     except UnicodeDecodeError:
         raise IrisError(f"{path}: manifest: not valid UTF-8") from None
-    reader = ManifestReader(path, version, data_size, make_tensor)
-    reader.text = decoded
+    reader = ManifestReader(path, version, data_size, make_tensor, decoded)
     what = f"{path}: manifest"
     with _collector_paused():
         m = _jsontext.parse(what, text, decoded)
@@ -146,7 +145,7 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
             _jsontext.refuse(what, text, decoded)
             raise
         _jsontext.refuse(what, text, decoded, keys, depth)
-        del m  # what the tensors did not keep goes now, before the collector could visit it
+        del m  # the rest of the document (each tensor entry went once checked), before the collector is back
     return reader
 
 
@@ -155,8 +154,10 @@ class ManifestReader:
     (the embedded files' entries) and ranges (the begins and ends of the data ranges in use,
     sorted)."""
 
-    def __init__(self, path: str, version: tuple, data_size: int, make_tensor):
+    def __init__(self, path: str, version: tuple, data_size: int, make_tensor, text: str = ""):
+        """text: the manifest as parsed, parsed again when something is wrong (see check_tensors)."""
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
+        self.text = text
 
     def _check_manifest(self, m) -> tuple:
         """Checks the parsed manifest; returns (keys its objects hold, its nesting depth), for
@@ -178,7 +179,8 @@ class ManifestReader:
         self.model_type = m.get("model_type", "")
         try:
             self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)
-        except _fastcheck.Slow:  # something is wrong: found again here, in order, with its message
+        except _fastcheck.Slow:  # something is wrong: found again here, in order, with its message,
+            tensors = _jsontext.loads(self.text)["tensors"]  # in entries parsed again (see check_tensors)
             self.tensors = self._check_tensors(tensors, P)
             keys, depth = measure(tensors)
         files = m.get("files", [])

@@ -62,8 +62,8 @@ def edited(tensors: list, rng: random.Random) -> list:
 def checked(reader, tensors, fast: bool):
     """(name -> the tensor's fields, keys counted, nesting depth), or the exception's class."""
     try:
-        if fast:
-            made, keys, depth = _fastcheck.check_tensors(reader, tensors)
+        if fast:  # on a copy of the list: the fast path lets go of the entries it checked
+            made, keys, depth = _fastcheck.check_tensors(reader, list(tensors))
         else:
             made, (keys, depth) = reader._check_tensors(tensors, ""), measure(tensors)
     except (_fastcheck.Slow, IrisError) as e:
