@@ -92,11 +92,6 @@ def _no_constants(name):
     raise ValueError(f"{name} is not a JSON value")
 
 
-def loads(decoded: str):
-    """The value of a JSON text that parsed before."""
-    return json.loads(decoded, parse_constant=_no_constants)
-
-
 def parse(what: str, text: bytes, decoded: str):
     """The value of JSON `text` (bytes) whose UTF-8 decoding is `decoded`; IrisError starting
     with `what` when it is not JSON, or nested too deep for the parser to finish (its depth
@@ -105,32 +100,33 @@ def parse(what: str, text: bytes, decoded: str):
     every object, which the caller's checks make anyway (scan() before parsing, and a hook
     on every object, cost 0.05 and 0.13 s of a 36k-tensor open)."""
     try:
-        return loads(decoded)
+        return json.loads(decoded, parse_constant=_no_constants)
     except (ValueError, RecursionError) as e:
         if scan(text)[0] > MAX_JSON_DEPTH:
             raise IrisError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH}") from None
         raise IrisError(f"{what}: invalid JSON ({e})") from None
 
 
-def refuse(what: str, text: bytes, decoded: str, keys: int = -1, depth: int = -1) -> None:
+def refuse(what: str, text: bytes, decoded: str, keys: int = -1, depth: int = -1):
     """Raises IrisError when JSON `text`, parsed before, is nested deeper than MAX_JSON_DEPTH
     or holds a key twice in one object, in that order, as the C++ reader reports them; `keys`
     and `depth` are what the parsed value's objects hold, -1 for unknown (then the text is
-    scanned). json.loads keeps the last of a repeated key's values, so a value with fewer
-    keys than the text has members held one twice."""
+    scanned, and parsed again). json.loads keeps the last of a repeated key's values, so a
+    value with fewer keys than the text has members held one twice. Returns the value when
+    it parsed the text again, else None."""
     if depth < 0:
         depth = scan(text)[0]
     if depth > MAX_JSON_DEPTH:
         raise IrisError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH}")
     if keys == colons(text) or (keys >= 0 and keys == scan(text)[1]):  # the second for colons inside strings
-        return
-    refuse_duplicates(what, decoded)
+        return None
+    return refuse_duplicates(what, decoded)
 
 
-def refuse_duplicates(what: str, decoded: str) -> None:
+def refuse_duplicates(what: str, decoded: str):
     """Raises IrisError naming a key that one object of JSON text `decoded` (parsed before)
-    holds twice; returns when there is none."""
+    holds twice; returns the value when there is none."""
     try:
-        json.loads(decoded, object_pairs_hook=_dupes_rejected, parse_constant=_no_constants)
+        return json.loads(decoded, object_pairs_hook=_dupes_rejected, parse_constant=_no_constants)
     except IrisError as e:
         raise IrisError(f"{what}: {e}") from None

@@ -135,14 +135,15 @@ def read(path: str, text: bytes, version: tuple, data_size: int, make_tensor) ->
         decoded = text.decode("utf-8")
     except UnicodeDecodeError:
         raise IrisError(f"{path}: manifest: not valid UTF-8") from None
-    reader = ManifestReader(path, version, data_size, make_tensor, decoded)
-    what = f"{path}: manifest"
+    reader = ManifestReader(path, version, data_size, make_tensor, text, decoded)
+    what = reader.what
     with _collector_paused():
         m = _jsontext.parse(what, text, decoded)
         try:
             keys, depth = reader._check_manifest(m)
         except IrisError:  # too deep, or a key twice, is what the C++ reader reports first
-            _jsontext.refuse(what, text, decoded)
+            if not reader.refused:
+                _jsontext.refuse(what, text, decoded)
             raise
         _jsontext.refuse(what, text, decoded, keys, depth)
         del m  # the rest of the document (each tensor entry went once checked), before the collector is back
@@ -154,10 +155,12 @@ class ManifestReader:
     (the embedded files' entries) and ranges (the begins and ends of the data ranges in use,
     sorted)."""
 
-    def __init__(self, path: str, version: tuple, data_size: int, make_tensor, text: str = ""):
-        """text: the manifest as parsed, parsed again when something is wrong (see check_tensors)."""
+    def __init__(self, path: str, version: tuple, data_size: int, make_tensor, raw: bytes = b"", text: str = ""):
+        """raw, text: the manifest's bytes and text, parsed again when something is wrong (see
+        check_tensors)."""
         self.path, self.version, self._data_size, self._make_tensor = path, version, data_size, make_tensor
-        self.text = text
+        self.what, self._raw, self.text = f"{path}: manifest", raw, text
+        self.refused = False  # whether _jsontext.refuse() has run
 
     def _check_manifest(self, m) -> tuple:
         """Checks the parsed manifest; returns (keys its objects hold, its nesting depth), for
@@ -180,7 +183,10 @@ class ManifestReader:
         try:
             self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)
         except _fastcheck.Slow:  # something is wrong: found again here, in order, with its message,
-            tensors = _jsontext.loads(self.text)["tensors"]  # in entries parsed again (see check_tensors)
+            # in entries parsed again (see check_tensors), by the parse that finds a key twice
+            # (reported first, after a depth beyond the limit, as by the C++ reader).
+            self.refused = True
+            tensors = _jsontext.refuse(self.what, self._raw, self.text)["tensors"]
             self.tensors = self._check_tensors(tensors, P)
             keys, depth = measure(tensors)
         files = m.get("files", [])
