@@ -12,6 +12,15 @@ namespace iris {
 
 using nlohmann::json;
 
+SourceRecord SourceRecord::from_text(std::string text) {
+  SourceRecord r(nlohmann::json(nullptr));
+  r.text_ = std::move(text);
+  r.is_text_ = true;
+  return r;
+}
+
+nlohmann::json SourceRecord::json() const { return is_text_ ? nlohmann::json::parse(text_) : json_; }
+
 const StoredComponent* ArchiveTensor::component(Role role) const {
   for (const auto& c : components)
     if (c.spec.role == role) return &c;
@@ -51,7 +60,7 @@ json archive_tensor_to_json(const ArchiveTensor& t) {
                      {"xxh3", hash_hex(c.xxh3)}});
   }
   tj["components"] = comps;
-  tj["source"] = t.source;
+  tj["source"] = t.source.json();
   return tj;
 }
 
@@ -290,7 +299,7 @@ Status ManifestReader::read_tensor(json& tj) {
   }
   if (auto s = tj.find("source"); s != tj.end()) {
     IRIS_TRY(check_source_record(*s, ctx + "source: "));
-    t.source = std::move(*s);
+    t.source = SourceRecord(std::move(*s));
   }
   return Status::ok();
 }

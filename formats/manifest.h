@@ -21,10 +21,29 @@ struct StoredComponent {
   uint64_t xxh3 = 0;
 };
 
+// Where a tensor came from (file, original tensors: FORMAT.md section 3), a JSON object: as
+// the writer built it, or as its text in an opened archive's manifest, parsed when asked for.
+// An engine opening a 36k-tensor archive reads none of them; building them as documents and
+// freeing them at close was a fifth of the open (issue 24 item 5).
+class SourceRecord {
+ public:
+  SourceRecord() = default;  // {}
+  SourceRecord(nlohmann::json j) : json_(std::move(j)) {}  // NOLINT(google-explicit-constructor): records are built as JSON
+  // `text` must be one JSON object without repeated keys (manifest_fast.cpp checks it).
+  static SourceRecord from_text(std::string text);
+  // The object; a record held as text is parsed on each call.
+  nlohmann::json json() const;
+
+ private:
+  nlohmann::json json_ = nlohmann::json::object();
+  std::string text_;  // the record, when held as text (then json_ is null)
+  bool is_text_ = false;
+};
+
 struct ArchiveTensor {
   TensorDesc desc;
   std::vector<StoredComponent> components;  // in component_specs() order
-  nlohmann::json source = nlohmann::json::object();  // where it came from (file, original tensors)
+  SourceRecord source;
 
   const StoredComponent* component(Role role) const;
 };

@@ -112,7 +112,7 @@ TEST(Manifest, TextSizeIsTheSizeOfTheWholeDocument) {
     t.desc.shape = {2, uint64_t(3 + i)};
     t.desc.dtype = DType::kBF16;
     t.components.push_back({{Role::kData, DType::kBF16, t.desc.shape, 12}, uint64_t(i) * 4096, 7});
-    t.source = {{"tensors", json::array({{{"role", "data"}, {"name", t.desc.name}, {"shape", t.desc.shape}}})}};
+    t.source = json{{"tensors", json::array({{{"role", "data"}, {"name", t.desc.name}, {"shape", t.desc.shape}}})}};
     m.tensors.push_back(t);
     EXPECT_EQ(manifest_text_size(m), manifest_to_json(m).dump(1).size()) << i + 1 << " tensors";
   }
