@@ -13,13 +13,20 @@ namespace iris {
 using nlohmann::json;
 
 SourceRecord SourceRecord::from_text(std::string text) {
-  SourceRecord r(nlohmann::json(nullptr));
+  SourceRecord r;
   r.text_ = std::move(text);
-  r.is_text_ = true;
+  r.kind_ = Kind::kText;
   return r;
 }
 
-nlohmann::json SourceRecord::json() const { return is_text_ ? nlohmann::json::parse(text_) : json_; }
+nlohmann::json SourceRecord::json() const {
+  switch (kind_) {
+    case Kind::kEmpty: return nlohmann::json::object();
+    case Kind::kJson: return json_;
+    case Kind::kText: return nlohmann::json::parse(text_);
+  }
+  return nullptr;
+}
 
 const StoredComponent* ArchiveTensor::component(Role role) const {
   for (const auto& c : components)
@@ -302,6 +309,13 @@ Status ManifestReader::read_tensor(json& tj) {
     t.source = SourceRecord(std::move(*s));
   }
   return Status::ok();
+}
+
+void ManifestReader::add_checked(ArchiveTensor t) {
+  tensors_.push_back(std::move(t));
+  const size_t index = tensors_.size() - 1;
+  const auto& comps = tensors_.back().components;
+  for (size_t i = 0; i < comps.size(); ++i) ranges_.push_back({comps[i].offset, comps[i].offset + comps[i].spec.bytes, index, int(i)});
 }
 
 Result<Manifest> ManifestReader::finish(json j) {
