@@ -64,7 +64,7 @@ class FastReader {
     json doc = json::object();
     bool tensors = false;
     const bool ok = c_.object([&](std::string_view key) {
-      if (key == "tensors") return first_time_tensors(&tensors) && c_.array([&] { return entry(); });
+      if (key == "tensors") return !std::exchange(tensors, true) && c_.array([&] { return entry(); });
       const std::string k(key);
       return !doc.contains(k) && other(1, &doc[k]);
     });
@@ -77,8 +77,6 @@ class FastReader {
   }
 
  private:
-  static bool first_time_tensors(bool* seen) { return !std::exchange(*seen, true); }
-
   // A value this reader does not read itself, read by the full parser (a repeated key at any
   // depth refused, as the reference reader refuses it); `container`: the nesting it is in.
   bool other(int container, json* out) {
@@ -230,6 +228,8 @@ bool FastReader::entry() {
   } else if (format != dtype) {
     return false;  // (an unquantized tensor's "params", if listed, are not read)
   }
+  // (A plain string has no NUL and is UTF-8, so no name problem can arise here today; the
+  // check stays so that a rule added to tensor_name_problem() holds on this path too.)
   if (!check_layout(lay, &d) || tensor_name_problem(d.name)) return false;
 
   // read_tensor()'s: the components against the descriptor's, each range aligned and inside
