@@ -166,7 +166,7 @@ Status IrisWriter::finish_late(size_t i, ArchiveTensor& t) const {
   const LateDesc& late = pending_[i].late;
   if (!late.finish) return Status::ok();
   TensorDesc desc = t.desc;
-  nlohmann::json source = t.source;
+  nlohmann::json source = t.source.json();
   IRIS_TRY(late.finish(desc, source));
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
   const std::string what = "tensor '" + t.desc.name + "': its final descriptor ";
