@@ -1,8 +1,8 @@
 // The C API of include/iris/iris.h over the library's C++ core (formats/, quant/).
-#include <omp.h>
 
 #include "api/c_api_internal.h"
 #include "common/hashing.h"
+#include "common/parallel_for.h"
 #include "formats/tensor_decode.h"
 #include "iris/iris.h"
 
@@ -133,21 +133,6 @@ Result<const ArchiveTensor*> tensor_at(const iris_archive* a, uint64_t index) {
     return invalid_argument(a->archive.path() + ": tensor index " + std::to_string(index) + " out of range (" + std::to_string(ts.size()) + " tensors)");
   return &ts[index];
 }
-
-// Sets this thread's OpenMP team size for the codecs for the duration of one call. How idle
-// workers wait is libgomp's, read from the host's environment when it loaded (docs/API.md:
-// engines on busy hosts set OMP_WAIT_POLICY=passive); sizing teams dynamically by the load
-// average was measured and changed nothing (docs/BENCHMARKS.md, issue 24).
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
-    if (threads > 0) omp_set_num_threads(threads);
-  }
-  ~ThreadScope() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 void fill_component(const iris_archive* a, const StoredComponent& c, iris_component_info* info) {
   fill_component_info(c.spec, info);
@@ -335,9 +320,8 @@ iris_status iris_archive_verify(const iris_archive* a, int threads, char* msg, s
     const int64_t n = int64_t(ts.size());
     // Tensors in parallel; the first failure in index order is reported.
     std::vector<Status> results(ts.size());
-    ThreadScope scope(threads);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) results[size_t(i)] = a->archive.verify_tensor(ts[size_t(i)]);
+    ThreadLimit limit(threads);
+    parallel_for_dynamic(n, [&](int64_t i) { results[size_t(i)] = a->archive.verify_tensor(ts[size_t(i)]); });
     for (const auto& s : results)
       if (!s.is_ok()) return report(s, msg, msg_size);
     for (const auto& f : a->archive.manifest().files) {
@@ -365,7 +349,7 @@ iris_status iris_dequantize_rows(const iris_archive* a, uint64_t index, uint64_t
     if (out_size < need)
       return fail(IRIS_ERR_BUFFER_TOO_SMALL, "tensor '" + d.name + "': output needs " + std::to_string(need) + " bytes, got " + std::to_string(out_size), msg, msg_size);
     if (!out && need) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_dequantize_rows: out is NULL", msg, msg_size);
-    ThreadScope scope(threads);
+    ThreadLimit limit(threads);  // the codecs' loops (common/parallel_for.h): no thread outlives the call
     Status s = decode_rows(d, a->archive.component_bytes(**t), row_begin, row_end, *to, out);
     return report(s.with_context(s.is_ok() ? "" : a->archive.path() + ": "), msg, msg_size);
   });

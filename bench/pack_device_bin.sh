@@ -20,8 +20,7 @@ cp -L "$D/api/libiris.so.1" .device-bin/libiris.so.1
 cc -O2 examples/cuda_gemv.c -Iinclude -I/usr/local/cuda/include -o .device-bin/cuda_gemv \
   -L.device-bin -l:libiris.so.1 -Wl,-rpath,'$ORIGIN' -L/usr/local/cuda/lib64 -l:libcudart_static.a -ldl -lrt -lpthread -lm
 gzip -f .device-bin/cuda_gemv
-# libiris keeps OpenMP shared (libgomp.a cannot go into a shared object): bring this machine's.
-cp -L "$(cc -print-file-name=libgomp.so.1)" .device-bin/libgomp.so.1
-gzip -f .device-bin/libiris.so.1 .device-bin/libgomp.so.1
+# (libiris needs no OpenMP runtime: common/parallel_for.h; the executables link libgomp.a.)
+gzip -f .device-bin/libiris.so.1
 chmod +x .device-bin/* 2>/dev/null || true
 du -sh .device-bin

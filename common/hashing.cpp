@@ -14,7 +14,7 @@ std::string hash_hex(uint64_t h) {
   return buf;
 }
 
-bool parse_hash_hex(const std::string& s, uint64_t* out) {
+bool parse_hash_hex(std::string_view s, uint64_t* out) {
   if (s.size() != 16) return false;
   uint64_t v = 0;
   for (char c : s) {

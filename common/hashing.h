@@ -5,12 +5,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace iris {
 
 uint64_t xxh3_64(const void* data, size_t size);
 std::string hash_hex(uint64_t h);                  // always 16 characters
-bool parse_hash_hex(const std::string& s, uint64_t* out);
+bool parse_hash_hex(std::string_view s, uint64_t* out);
 
 // Incremental XXH3-64 for streamed data.
 class StreamingHash {

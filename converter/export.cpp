@@ -84,8 +84,9 @@ ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor
 // The companion tensors a quantized tensor was converted from, rebuilt from its components.
 Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<SafetensorsEntry>* out) {
   const std::string ctx = a.path() + ": tensor '" + t.desc.name + "': ";
-  auto parts = t.source.find("tensors");
-  if (parts == t.source.end() || !parts->is_array() || parts->empty())
+  const nlohmann::json source = t.source.json();
+  auto parts = source.find("tensors");
+  if (parts == source.end() || !parts->is_array() || parts->empty())
     return unsupported(ctx + "has no source record, so it cannot be exported in its original form");
   for (const auto& p : *parts) {
     std::string role = p.value("role", ""), name = p.value("name", ""), dt = p.value("dtype", "");

@@ -13,6 +13,7 @@
 
 #include "common/checked_math.h"
 #include "common/float_bits.h"
+#include "common/parallel_for.h"
 #include "converter/source_decoder.h"
 #include "formats/tile_layout.h"
 #include "quant/fp8.h"
@@ -168,6 +169,9 @@ Status run_chunks(Job& j, Compute&& compute, Emit&& emit) {
 #pragma omp parallel for schedule(static, 1) ordered num_threads(workers)
   for (int64_t c = 0; c < int64_t(chunks.size()); ++c) {
     Worker& w = *pool[omp_get_thread_num()];
+    // With several workers each one's codec loops stay on its thread (common/parallel_for.h);
+    // a lone worker lets them use every core.
+    ThreadLimit codec_threads(workers > 1 ? 1 : 0);
     Chunk ch = chunks[c];
     Status st;
     if (!failed.load(std::memory_order_relaxed)) st = compute(w, ch);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/float_bits.h"
+#include "common/parallel_for.h"
 #include "quant/fp8.h"
 #include "quant/mxfp4.h"
 #include "quant/nf4.h"
@@ -37,18 +38,20 @@ class RawDecoder final : public SourceDecoder {
     const std::vector<uint8_t>& buf = scratch.codes;
     const int64_t n = int64_t((r1 - r0) * k_);
     // One loop per dtype (no per-element switch), in parallel: this runs over every value.
-    // (Called from a requantizing worker, the region is nested and runs on that one core.)
+    // (Called from a requantizing worker, whose ThreadLimit(1) keeps it on that worker's thread.)
     switch (t_.tensor->dtype) {
       case DType::kBF16: {
         const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+        parallel_blocks(n, int64_t(kGrainValues), [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) out[i] = bf16_to_f32(h[i]);
+        });
         break;
       }
       case DType::kF16: {
         const auto* h = reinterpret_cast<const uint16_t*>(buf.data());
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+        parallel_blocks(n, int64_t(kGrainValues), [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) out[i] = f16_to_f32(h[i]);
+        });
         break;
       }
       case DType::kF32: std::memcpy(out, buf.data(), size_t(n) * 4); break;

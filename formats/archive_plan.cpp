@@ -11,7 +11,7 @@ namespace iris {
 Status apply_late_desc(const LateDesc& late, ArchiveTensor& t) {
   if (!late.finish) return Status::ok();
   TensorDesc desc = t.desc;
-  nlohmann::json source = t.source;
+  nlohmann::json source = t.source.json();
   IRIS_TRY(late.finish(desc, source));
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(desc));
   const std::string what = "tensor '" + t.desc.name + "': its final descriptor ";
@@ -85,13 +85,13 @@ Status ArchivePlan::add(ArchiveTensor t, size_t producers, const LateDesc& late,
   // Each entry two levels deep in the manifest, after its indent ("  ") and before ",\n".
   text_.clear();
   if (source_text) append_tensor_entry_text(text_, t.desc, t.components, source_text, 2);
-  else append_tensor_entry_text(text_, t.desc, t.components, t.source, 2);
+  else append_tensor_entry_text(text_, t.desc, t.components, t.source.json(), 2);
   planned_text_ += text_.size() + 4;
   room_ += late.manifest_room;
   if (late.finish) {
     IRIS_TRY(apply_late_desc(late, t));
     text_.clear();
-    append_tensor_entry_text(text_, t.desc, t.components, t.source, 2);
+    append_tensor_entry_text(text_, t.desc, t.components, t.source.json(), 2);
   }
   final_text_ += text_.size() + 4;
   uint64_t bytes = 0;

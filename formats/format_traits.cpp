@@ -122,7 +122,7 @@ const char* scale_granularity_name(ScaleGranularity g) {
 const FormatTraits& format_traits(Format f) { return kTraits[static_cast<int>(f)]; }
 const char* format_name(Format f) { return format_traits(f).name; }
 
-std::optional<Format> format_from_name(const std::string& name) {
+std::optional<Format> format_from_name(std::string_view name) {
   for (const auto& t : kTraits)
     if (t.format != Format::kRaw && name == t.name) return t.format;
   return std::nullopt;

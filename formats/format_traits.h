@@ -53,7 +53,7 @@ struct FormatTraits {
 
 const FormatTraits& format_traits(Format f);
 const char* format_name(Format f);
-std::optional<Format> format_from_name(const std::string& name);
+std::optional<Format> format_from_name(std::string_view name);
 
 // ---- Typed parameters, parsed from a descriptor's JSON (each function checks the keys
 // first: an unknown key, a missing required one or a wrong type is kInvalidInput).

@@ -8,7 +8,7 @@
 
 #include "common/file_magic.h"
 #include "common/hashing.h"
-#include "formats/json_limits.h"
+#include "formats/manifest_text.h"
 
 namespace iris {
 
@@ -32,24 +32,12 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
                         a.preamble_.manifest_size);
   if (xxh3_64(text.data(), text.size()) != a.preamble_.manifest_xxh3)
     return corrupt_data(path + ": manifest checksum mismatch (corrupt manifest)");
-  // Each tensor entry is read as soon as it is parsed and its small document freed: the 29 MB
-  // manifest of 36k tensors is never one document (issue 24 item 5). The reader keeps the
-  // first error and reports it after the parse, duplicate and version checks, as before.
-  ManifestReader reader(a.preamble_.data_size, path);
-  IRIS_ASSIGN_OR_RETURN(auto j, parse_untrusted_json_streaming(text, path + ": manifest", "tensors",
-                                                               [&](nlohmann::json& t) { reader.add_tensor(t); }));
-  IRIS_TRY(check_manifest_version(j, a.preamble_.version_major, a.preamble_.version_minor, path));
-  IRIS_ASSIGN_OR_RETURN(a.manifest_, reader.finish(std::move(j)));
-  a.by_name_.reserve(a.manifest_.tensors.size());
-  for (size_t i = 0; i < a.manifest_.tensors.size(); ++i) a.by_name_.emplace(a.manifest_.tensors[i].desc.name, i);
+  IRIS_ASSIGN_OR_RETURN(a.manifest_, read_manifest(text, a.preamble_.data_size, a.preamble_.version_major,
+                                                   a.preamble_.version_minor, path, &a.by_name_));
   return a;
 }
 
-std::optional<size_t> IrisArchive::index_of(std::string_view name) const {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return std::nullopt;
-  return it->second;
-}
+std::optional<size_t> IrisArchive::index_of(std::string_view name) const { return by_name_.find(manifest_.tensors, name); }
 
 const ArchiveTensor* IrisArchive::find(std::string_view name) const {
   auto i = index_of(name);

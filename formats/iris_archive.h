@@ -8,13 +8,12 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <unordered_map>
 
 #include "common/mapped_file.h"
 #include "common/status.h"
 #include "formats/iris_preamble.h"
 #include "formats/manifest.h"
+#include "formats/tensor_index.h"
 #include "formats/tensor_decode.h"
 
 namespace iris {
@@ -54,19 +53,11 @@ class IrisArchive {
   Status verify_file(const StoredFile& f) const;
 
  private:
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   static Result<IrisArchive> from_map(MappedFile map);
   MappedFile map_;
   Preamble preamble_;
   Manifest manifest_;
-  // Views of the names in manifest_.tensors, not copies (36k strings allocated at open and
-  // freed at close, issue 24 item 5): the list is never changed after open, and moving the
-  // archive moves the list's storage, not its elements (an archive is never copied).
-  std::unordered_map<std::string_view, size_t, NameHash, std::equal_to<>> by_name_;
+  TensorIndex by_name_;  // over manifest_.tensors, which never change after open
 };
-static_assert(!std::is_copy_constructible_v<IrisArchive>, "by_name_ views the archive's own names");
 
 }  // namespace iris

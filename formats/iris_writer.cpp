@@ -165,7 +165,7 @@ void IrisWriter::add_tensor(TensorDesc desc, SourceRecordMaker source, std::vect
   } else if (!source.text || late.finish) {  // a late descriptor changes the record: it is made
     add_tensor(std::move(desc), source.make(), std::move(producers), cost, std::move(late));
   } else if (plan_status_.is_ok()) {
-    plan_status_ = plan_->add(ArchiveTensor{std::move(desc), {}, nullptr}, producers.size(), late, source.text);
+    plan_status_ = plan_->add(ArchiveTensor{std::move(desc), {}, {}}, producers.size(), late, source.text);
   }
 }
 

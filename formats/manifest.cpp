@@ -12,6 +12,22 @@ namespace iris {
 
 using nlohmann::json;
 
+SourceRecord SourceRecord::from_text(std::string text) {
+  SourceRecord r;
+  r.text_ = std::move(text);
+  r.kind_ = Kind::kText;
+  return r;
+}
+
+nlohmann::json SourceRecord::json() const {
+  switch (kind_) {
+    case Kind::kEmpty: return nlohmann::json::object();
+    case Kind::kJson: return json_;
+    case Kind::kText: return nlohmann::json::parse(text_);
+  }
+  return nullptr;
+}
+
 const StoredComponent* ArchiveTensor::component(Role role) const {
   for (const auto& c : components)
     if (c.spec.role == role) return &c;
@@ -51,7 +67,7 @@ json archive_tensor_to_json(const ArchiveTensor& t) {
                      {"xxh3", hash_hex(c.xxh3)}});
   }
   tj["components"] = comps;
-  tj["source"] = t.source;
+  tj["source"] = t.source.json();
   return tj;
 }
 
@@ -290,9 +306,16 @@ Status ManifestReader::read_tensor(json& tj) {
   }
   if (auto s = tj.find("source"); s != tj.end()) {
     IRIS_TRY(check_source_record(*s, ctx + "source: "));
-    t.source = std::move(*s);
+    t.source = SourceRecord(std::move(*s));
   }
   return Status::ok();
+}
+
+void ManifestReader::add_checked(ArchiveTensor t) {
+  tensors_.push_back(std::move(t));
+  const size_t index = tensors_.size() - 1;
+  const auto& comps = tensors_.back().components;
+  for (size_t i = 0; i < comps.size(); ++i) ranges_.push_back({comps[i].offset, comps[i].offset + comps[i].spec.bytes, index, int(i)});
 }
 
 Result<Manifest> ManifestReader::finish(json j) {

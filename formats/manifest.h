@@ -21,10 +21,30 @@ struct StoredComponent {
   uint64_t xxh3 = 0;
 };
 
+// Where a tensor came from (file, original tensors: FORMAT.md section 3), a JSON object: as
+// the writer built it, or as its text in an opened archive's manifest, parsed when asked for.
+// An engine opening a 36k-tensor archive reads none of them; building them as documents and
+// freeing them at close was a fifth of the open (issue 24 item 5).
+class SourceRecord {
+ public:
+  SourceRecord() = default;  // {}, allocating nothing
+  SourceRecord(nlohmann::json j) : json_(std::move(j)), kind_(Kind::kJson) {}  // NOLINT(google-explicit-constructor): records are built as JSON
+  // `text` must be one JSON object without repeated keys (manifest_fast.cpp checks it).
+  static SourceRecord from_text(std::string text);
+  // The object; a record held as text is parsed on each call.
+  nlohmann::json json() const;
+
+ private:
+  enum class Kind { kEmpty, kJson, kText };
+  nlohmann::json json_;  // kJson
+  std::string text_;     // kText
+  Kind kind_ = Kind::kEmpty;
+};
+
 struct ArchiveTensor {
   TensorDesc desc;
   std::vector<StoredComponent> components;  // in component_specs() order
-  nlohmann::json source = nlohmann::json::object();  // where it came from (file, original tensors)
+  SourceRecord source;
 
   const StoredComponent* component(Role role) const;
 };
@@ -76,6 +96,10 @@ class ManifestReader {
   void add_tensor(nlohmann::json& entry);
   // The document less the entries already added; its own entries of "tensors" are added first.
   Result<Manifest> finish(nlohmann::json j);
+  // An entry that its caller has read and checked as read_tensor() checks one, but for its
+  // name's uniqueness (read_manifest_fast checks that when it indexes the names): listed with
+  // its byte ranges.
+  void add_checked(ArchiveTensor t);
 
  private:
   Status read_tensor(nlohmann::json& entry);

@@ -1,7 +1,6 @@
 #include "kernels/device_archive.h"
 
 #include <cuda_runtime.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,7 @@
 
 #include "common/checked_math.h"
 #include "common/hashing.h"
+#include "common/thread_team.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_guard.h"
 
@@ -125,7 +125,8 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
   // on the mapping), then one asynchronous copy; a buffer is refilled only after its copy's
   // event. Padding between components is zeroed.
   const uint64_t buf_bytes = s_->options.buffer_bytes;
-  const int threads = s_->options.threads;
+  ThreadTeam team(s_->options.threads);  // started once for the upload, joined when it returns
+  const int threads = team.size();
   std::vector<StreamingHash> hashes(verify ? segs.size() : 0);
   size_t first_seg = 0;
   Status fill_status;
@@ -137,8 +138,7 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
     while (first_seg < segs.size() && round_up(segs[first_seg].stream_offset + segs[first_seg].size, kDeviceAlign) <= pos) ++first_seg;
     const uint64_t slice = round_up(ceil_div(len, uint64_t(threads)), 4096);
     std::vector<Status> slice_status(static_cast<size_t>(threads));
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-    for (int th = 0; th < threads; ++th) {
+    team.run([&](int th) {
       const uint64_t s0 = pos + std::min(len, uint64_t(th) * slice), s1 = pos + std::min(len, uint64_t(th + 1) * slice);
       uint64_t at = s0;
       for (size_t si = first_seg; si < segs.size() && at < s1; ++si) {
@@ -160,7 +160,7 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
         }
       }
       if (at < s1) std::memset(buf + (at - pos), 0, s1 - at);  // trailing padding
-    }
+    });
     for (auto& st : slice_status) IRIS_TRY(st);
     if (verify)
       for (size_t si = first_seg; si < segs.size() && segs[si].stream_offset < pos + len; ++si) {

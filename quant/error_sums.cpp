@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/parallel_for.h"
 #include "quant/error_sums_groups.h"
 #include "quant/simd.h"
 
@@ -26,11 +27,10 @@ IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, Er
 void add_error_sums(const float* ref, const float* got, uint64_t n, ErrorSums* into) {
   const uint64_t blocks = (n + detail::kSumBlock - 1) / detail::kSumBlock;
   std::vector<ErrorSums> part(blocks);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < int64_t(blocks); ++b) {
+  parallel_for(int64_t(blocks), int64_t(std::max<uint64_t>(1, kGrainValues / detail::kSumBlock)), [&](int64_t b) {
     const uint64_t i0 = uint64_t(b) * detail::kSumBlock;
-    block_sums(ref + i0, got + i0, std::min(detail::kSumBlock, n - i0), &part[b]);
-  }
+    block_sums(ref + i0, got + i0, std::min(detail::kSumBlock, n - i0), &part[size_t(b)]);
+  });
   for (const ErrorSums& p : part) into->merge(p);  // in block order: deterministic
 }
 

@@ -41,7 +41,7 @@ float fp8_scale_at(const Fp8Scales& s, uint64_t n, uint64_t k, uint64_t b, uint6
 
 // The oracle: one element at a time.
 void fp8_decode_ref(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
-// The same bits, vectorised, rows in parallel (OpenMP); FP32 or BF16 output (rounded once).
+// The same bits, vectorised, rows in parallel (common/parallel_for.h); FP32 or BF16 output (rounded once).
 void fp8_decode(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, float* out);
 void fp8_decode_bf16(const uint8_t* codes, uint64_t batch, uint64_t n, uint64_t k, const Fp8Scales& s, uint16_t* out);
 // Rows [row0, row1) of the batch * n rows (row = b * n + r); `codes` and `out` hold only those rows.
@@ -65,7 +65,7 @@ void fp8_decode_rows(const uint8_t* codes, uint64_t row0, uint64_t row1, uint64_
 // The oracle (exhaustive nearest-value rounding):
 void fp8_encode_ref(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                     uint64_t block_k, uint8_t* codes, float* scales);
-// The same bytes, vectorised, units in parallel (OpenMP); FP32 or BF16 input.
+// The same bytes, vectorised, units in parallel (common/parallel_for.h); FP32 or BF16 input.
 void fp8_encode(const float* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,
                 uint64_t block_k, uint8_t* codes, float* scales);
 void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t block_n,

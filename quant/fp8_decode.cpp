@@ -1,6 +1,7 @@
 // Fast FP8 decoding: rows in parallel; along a row the scale is constant over runs of
 // columns (the whole row, a block or a group), and each run is one E4M3 -> FP32 conversion
 // and one FP32 multiply per element, the same product as the oracle.
+#include "common/parallel_for.h"
 #include "quant/fp8.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
@@ -32,14 +33,14 @@ void decode(const uint8_t* codes, uint64_t row0, uint64_t row1, uint64_t n, uint
   // Columns sharing one scale along a row.
   uint64_t run = s.granularity == Fp8Granularity::kBlock ? s.block_k : s.granularity == Fp8Granularity::kGroup ? s.group : k;
   if (run == 0 || run > k) run = k;
-#pragma omp parallel for schedule(static)
-  for (int64_t row = int64_t(row0); row < int64_t(row1); ++row) {
-    const uint64_t b = uint64_t(row) / n, r = uint64_t(row) % n, at = (uint64_t(row) - row0) * k;
+  parallel_for(int64_t(row1 - row0), int64_t(std::max<uint64_t>(1, kGrainValues / std::max<uint64_t>(k, 1))), [&](int64_t j) {
+    const uint64_t row = row0 + uint64_t(j);
+    const uint64_t b = row / n, r = row % n, at = (row - row0) * k;
     for (uint64_t c = 0; c < k; c += run) {
       const uint64_t count = c + run < k ? run : k - c;
       decode_run(codes + at + c, count, fp8_scale_at(s, n, k, b, r, c), out + at + c);
     }
-  }
+  });
 }
 
 }  // namespace

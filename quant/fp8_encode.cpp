@@ -5,6 +5,9 @@
 #include <cfloat>
 #include <type_traits>
 
+#include <vector>
+
+#include "common/parallel_for.h"
 #include "quant/fp8.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
@@ -100,38 +103,34 @@ void encode_matrix(const T* m, uint64_t n, uint64_t k, Fp8Granularity g, uint64_
   if (g == Fp8Granularity::kTensor) {
     const uint64_t rows_per_chunk = std::max<uint64_t>(1, (1 << 16) / std::max<uint64_t>(k, 1));
     const int64_t chunks = int64_t((n + rows_per_chunk - 1) / rows_per_chunk);
-    uint32_t amax = 0;
-#pragma omp parallel for schedule(static) reduction(max : amax)
-    for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<uint32_t> amaxes(static_cast<size_t>(chunks));
+    parallel_for(chunks, 2, [&](int64_t c) {  // a chunk: 64K values
       const uint64_t r0 = uint64_t(c) * rows_per_chunk;
-      amax = std::max(amax, rows_amax_bits(m, k, r0, std::min(n, r0 + rows_per_chunk)));
-    }
-    const float mul = unit_mul(amax);
+      amaxes[size_t(c)] = rows_amax_bits(m, k, r0, std::min(n, r0 + rows_per_chunk));
+    });
+    const float mul = unit_mul(amaxes.empty() ? 0 : *std::max_element(amaxes.begin(), amaxes.end()));
     scales[0] = 1.0f / mul;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, 2, [&](int64_t c) {
       const uint64_t r0 = uint64_t(c) * rows_per_chunk;
       rows_encode(m, k, r0, std::min(n, r0 + rows_per_chunk), mul, scales[0], codes, decoded);
-    }
+    });
     return;
   }
   if (g == Fp8Granularity::kChannel) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < int64_t(n); ++r) {
+    parallel_for(int64_t(n), int64_t(std::max<uint64_t>(1, kGrainValues / std::max<uint64_t>(k, 1))), [&](int64_t r) {
       const float mul = unit_mul(rows_amax_bits(m, k, uint64_t(r), uint64_t(r) + 1));
       scales[r] = 1.0f / mul;
       rows_encode(m, k, uint64_t(r), uint64_t(r) + 1, mul, scales[r], codes, decoded);
-    }
+    });
     return;
   }
   // kBlock: work units of one band of bn rows x a run of tiles about 1024 columns wide.
   const uint64_t gn = (n + bn - 1) / bn, gk = (k + bk - 1) / bk, run = std::clamp<uint64_t>(1024 / bk, 1, kMaxRun);
   const uint64_t runs = (gk + run - 1) / run;
-#pragma omp parallel for schedule(static)
-  for (int64_t u = 0; u < int64_t(gn * runs); ++u) {
+  parallel_for(int64_t(gn * runs), 1, [&](int64_t u) {  // a unit: bn rows x ~1024 columns
     const uint64_t i = uint64_t(u) / runs, j0 = uint64_t(u) % runs * run;
     encode_band(m, k, i * bn, std::min(n, (i + 1) * bn), bk, j0, std::min(gk, j0 + run), scales + i * gk, codes, decoded);
-  }
+  });
 }
 
 template <typename T>

@@ -22,7 +22,7 @@ constexpr uint64_t mxfp4_row_bytes(uint64_t k) { return mxfp4_row_scales(k) * 16
 
 // The oracle: one element at a time.
 void mxfp4_decode_ref(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t k, float* out);
-// The same bits, vectorised, blocks in parallel (OpenMP).
+// The same bits, vectorised, blocks in parallel (common/parallel_for.h).
 void mxfp4_decode(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t k, float* out);
 // BF16 output: each exact FP32 value rounded once (nearest even). Exact unless the value
 // overflows BF16 (scale bytes >= 253) - BF16 has FP32's exponent range.
@@ -52,7 +52,7 @@ enum class Mxfp4ScaleRule {
 // (exact: a power of two), e2m1_encode (nearest even, saturating at +-6, zeros as +0).
 // The oracle (plain scalar code, exhaustive nearest-value rounding):
 void mxfp4_encode_ref(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
-// The same bytes, vectorised, blocks in parallel (OpenMP); FP32 or BF16 input.
+// The same bytes, vectorised, blocks in parallel (common/parallel_for.h); FP32 or BF16 input.
 void mxfp4_encode(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
 void mxfp4_encode_bf16(const uint16_t* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales);
 // mxfp4_encode that also writes, row-major in `decoded` (rows x k), exactly what

@@ -2,6 +2,7 @@
 // once (the same FP32 products as the oracle), then every element is a table lookup.
 #include <type_traits>
 
+#include "common/parallel_for.h"
 #include "quant/avx512.h"
 #include "quant/mxfp4.h"
 #include "quant/simd.h"
@@ -50,22 +51,20 @@ void decode(const uint8_t* codes, const uint8_t* scales, uint64_t rows, uint64_t
   if constexpr (std::is_same_v<Out, float>) {
     if (detail::cpu_has_avx512f()) {  // a row at a time: its whole blocks, then a partial last one
       const uint64_t whole = k / 32;
-#pragma omp parallel for schedule(static)
-      for (int64_t r = 0; r < int64_t(rows); ++r) {
+      parallel_for(int64_t(rows), int64_t(std::max<uint64_t>(1, kGrainValues / std::max<uint64_t>(k, 1))), [&](int64_t r) {
         const uint64_t i = uint64_t(r) * blocks;
         decode_blocks_avx512(codes + i * 16, scales + i, whole, out + uint64_t(r) * k);
         if (whole < blocks) decode_block(codes + (i + whole) * 16, scales[i + whole], k - whole * 32, out + uint64_t(r) * k + whole * 32);
-      }
+      });
       return;
     }
   }
 #endif
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < int64_t(rows * blocks); ++i) {
+  parallel_for(int64_t(rows * blocks), int64_t(kGrainValues / 32), [&](int64_t i) {
     const uint64_t r = uint64_t(i) / blocks, b = uint64_t(i) % blocks;
     const uint64_t count = b + 1 < blocks ? 32 : k - b * 32;
     decode_block(codes + uint64_t(i) * 16, scales[i], count, out + r * k + b * 32);
-  }
+  });
 }
 
 }  // namespace

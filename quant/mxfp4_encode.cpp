@@ -4,6 +4,7 @@
 // e2m1_encode (comparisons only); pairs of codes are packed with 16-bit shifts.
 #include <cstring>
 
+#include "common/parallel_for.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_block.h"
 #include "quant/simd.h"
@@ -40,12 +41,11 @@ template <bool kDecoded, typename T>
 void encode(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, float* decoded) {
   const uint64_t blocks = mxfp4_row_scales(k), total = rows * blocks, chunk = 1024;
   const int64_t chunks = int64_t((total + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
+  parallel_for(chunks, 2, [&](int64_t c) {  // a chunk: 32K values
     const uint64_t b0 = uint64_t(c) * chunk, b1 = b0 + chunk < total ? b0 + chunk : total;
     if (rule == Mxfp4ScaleRule::kSearch) encode_blocks<true, kDecoded>(in, k, blocks, b0, b1, codes, scales, decoded);
     else encode_blocks<false, kDecoded>(in, k, blocks, b0, b1, codes, scales, decoded);
-  }
+  });
 }
 
 }  // namespace

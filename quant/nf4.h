@@ -34,7 +34,7 @@ float bnb_block_absmax(const Bnb4bitParams& p, uint64_t block);
 // w = code_table[nibble] * absmax(i / block_size), one FP32 product; NaN results are the
 // canonical NaN (common/float_bits.h).
 void bnb4_decode_ref(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
-// The same bits, fast: one table of 16 products per block, blocks in parallel (OpenMP).
+// The same bits, fast: one table of 16 products per block, blocks in parallel (common/parallel_for.h).
 void bnb4_decode_range(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams& p, float* out);
 void bnb4_decode(const uint8_t* codes, uint64_t n, const Bnb4bitParams& p, float* out);
 // The same, with `codes` a window of the packed codes whose byte 0 holds element `first`
@@ -68,7 +68,7 @@ struct Nf4DoubleQuant {
 
 // The oracle: plain loops, the decision tree.
 void nf4_encode_dq_ref(const float* in, uint64_t n, Nf4DoubleQuant* out);
-// The same bytes, vectorised, blocks in parallel (OpenMP); FP32 or BF16 input.
+// The same bytes, vectorised, blocks in parallel (common/parallel_for.h); FP32 or BF16 input.
 void nf4_encode_dq(const float* in, uint64_t n, Nf4DoubleQuant* out);
 void nf4_encode_dq_bf16(const uint16_t* in, uint64_t n, Nf4DoubleQuant* out);
 

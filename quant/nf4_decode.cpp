@@ -2,6 +2,7 @@
 // code value * absmax (the same FP32 products as the oracle), then one lookup per element.
 #include <type_traits>
 
+#include "common/parallel_for.h"
 #include "quant/nf4.h"
 #include "quant/nibble_lookup.h"
 #include "quant/simd.h"
@@ -40,11 +41,11 @@ void decode(const uint8_t* codes, uint64_t i0, uint64_t i1, const Bnb4bitParams&
   float table[16];
   for (int c = 0; c < 16; ++c) table[c] = p.code_table ? p.code_table[c] : nf4_to_f32(uint8_t(c));
   const uint64_t bs = p.block_size, b0 = i0 / bs, b1 = (i1 - 1) / bs + 1;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = int64_t(b0); b < int64_t(b1); ++b) {
-    const uint64_t s = uint64_t(b) * bs > i0 ? uint64_t(b) * bs : i0, e = (uint64_t(b) + 1) * bs < i1 ? (uint64_t(b) + 1) * bs : i1;
-    decode_span(codes, s - base, e - base, table, bnb_block_absmax(p, uint64_t(b)), out + (s - i0));
-  }
+  parallel_for(int64_t(b1 - b0), int64_t(std::max<uint64_t>(1, kGrainValues / bs)), [&](int64_t j) {
+    const uint64_t b = b0 + uint64_t(j);
+    const uint64_t s = b * bs > i0 ? b * bs : i0, e = (b + 1) * bs < i1 ? (b + 1) * bs : i1;
+    decode_span(codes, s - base, e - base, table, bnb_block_absmax(p, b), out + (s - i0));
+  });
 }
 
 }  // namespace

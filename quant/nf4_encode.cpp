@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "common/parallel_for.h"
 #include "quant/nf4.h"
 #include "quant/avx512.h"
 #include "quant/simd.h"
@@ -112,11 +113,10 @@ template <typename T>
 void first_level_parallel(const T* x, uint64_t i0, uint64_t count, uint64_t n, const float* given, float* computed, uint8_t* codes) {
   const uint64_t b0 = i0 / kBlock, b1 = (i0 + count + kBlock - 1) / kBlock, chunk = 256;
   const int64_t chunks = int64_t((b1 - b0 + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
+  parallel_for(chunks, 2, [&](int64_t c) {  // a chunk: 16K values
     const uint64_t s = b0 + uint64_t(c) * chunk, e = s + chunk < b1 ? s + chunk : b1;
     first_level(x, i0, n, s, e, given, computed, codes);
-  }
+  });
 }
 
 // Second level: the dynamic-map codes of absmax[a0, a1), a1 - a0 <= 256. Map and codes are
@@ -150,9 +150,9 @@ float nf4_offset_from_sum(double sum, uint64_t nabs) { return nabs ? float(sum /
 
 void nf4_quantize_absmax_groups(const float* absmax, uint64_t g0, uint64_t g1, uint64_t nabs, float offset, uint8_t* absmax_codes,
                                 float* nested_absmax) {
-#pragma omp parallel for schedule(static)
-  for (int64_t j = int64_t(g0); j < int64_t(g1); ++j) {
-    const uint64_t a0 = uint64_t(j) * kNested, a1 = a0 + kNested < nabs ? a0 + kNested : nabs;
+  parallel_for(int64_t(g1 - g0), int64_t(kGrainValues / kNested), [&](int64_t jj) {
+    const uint64_t j = g0 + uint64_t(jj);
+    const uint64_t a0 = j * kNested, a1 = a0 + kNested < nabs ? a0 + kNested : nabs;
     float m = a1 - a0 == kNested ? -FLT_MAX : 0.0f;
     for (uint64_t a = a0; a < a1; ++a) {
       const float ad = f32_from_bits(f32_bits(absmax[a] - offset) & 0x7fffffffu);  // |.|, +0 for -0 like fabsf
@@ -161,7 +161,7 @@ void nf4_quantize_absmax_groups(const float* absmax, uint64_t g0, uint64_t g1, u
     nested_absmax[j] = m;
     const float inv = 1.0f / m;
     nested_codes(absmax, a0, a1, offset, inv, absmax_codes);
-  }
+  });
 }
 
 void nf4_quantize_absmax(const float* absmax, uint64_t nabs, Nf4DoubleQuant* out) {

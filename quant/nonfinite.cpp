@@ -1,5 +1,8 @@
 #include "quant/nonfinite.h"
 
+#include <vector>
+
+#include "common/parallel_for.h"
 #include "quant/simd.h"
 
 namespace iris::quant {
@@ -28,13 +31,15 @@ template <typename T>
 uint64_t count(const T* x, uint64_t n, uint64_t* first_index) {
   const uint64_t chunk = 1 << 16;
   const int64_t chunks = int64_t((n + chunk - 1) / chunk);
-  uint64_t total = 0, first = n;
-#pragma omp parallel for schedule(static) reduction(+ : total) reduction(min : first)
-  for (int64_t c = 0; c < chunks; ++c) {
+  std::vector<uint64_t> counts(static_cast<size_t>(chunks)), firsts(static_cast<size_t>(chunks));
+  parallel_for(chunks, 4, [&](int64_t c) {
     const uint64_t i0 = uint64_t(c) * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-    uint64_t f;
-    total += count_range(x, i0, i1, &f);
-    if (f < i1 && f < first) first = f;
+    counts[size_t(c)] = count_range(x, i0, i1, &firsts[size_t(c)]);
+  });
+  uint64_t total = 0, first = n;
+  for (int64_t c = 0; c < chunks; ++c) {
+    total += counts[size_t(c)];
+    if (counts[size_t(c)] && firsts[size_t(c)] < first) first = firsts[size_t(c)];
   }
   if (first_index) *first_index = first;
   return total;

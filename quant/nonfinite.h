@@ -8,7 +8,7 @@
 namespace iris::quant {
 
 // The number of NaN or +-Inf values among x[0, n). If first_index is not null it receives
-// the index of the first one, or n when there is none. Parallel (OpenMP).
+// the index of the first one, or n when there is none. Parallel (common/parallel_for.h).
 uint64_t count_nonfinite(const float* x, uint64_t n, uint64_t* first_index);
 // The same for BF16 bit patterns.
 uint64_t count_nonfinite_bf16(const uint16_t* x, uint64_t n, uint64_t* first_index);

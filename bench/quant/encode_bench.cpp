@@ -6,7 +6,6 @@
 // --fp32 widens it to FP32 first (not timed) and runs the FP32-input encoders (throughput
 // still counted in BF16 bytes, so the two columns compare). Best of 3 runs. The "+ error sums"
 // rows are the one-pass encoders a conversion runs (codes, scales and the quality sums).
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "common/float_bits.h"
+#include "common/parallel_for.h"
 #include "quant/error_sums.h"
 #include "quant/fp8.h"
 #include "quant/mxfp4.h"
@@ -65,8 +65,7 @@ int main(int argc, char** argv) {
   auto with_sums = [&](bool fp8_block) {
     const int64_t pieces = int64_t((rows + 127) / 128);
     std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < pieces; ++p) {
+    iris::parallel_for(pieces, 1, [&](int64_t p) {
       const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
       if (fp8_block) {
         if (fp32) fp8_encode_sums(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k, fscales.data() + p * (k / 128), &sums[p]);
@@ -75,7 +74,7 @@ int main(int argc, char** argv) {
         if (fp32) mxfp4_encode_sums(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
         else mxfp4_encode_sums_bf16(x16 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
       }
-    }
+    });
   };
   struct Case {
     const char* name;
@@ -91,14 +90,14 @@ int main(int argc, char** argv) {
       {"mxfp4 + error sums", [&] { with_sums(false); }},
       {"fp8 block + sums", [&] { with_sums(true); }},
   };
-  const int all = omp_get_max_threads();
+  const int all = iris::parallel_threads();
   std::printf("%.0f MB of BF16 input (%llu x %llu), %s-input encoders, %d threads\n%-20s %14s %14s\n", double(n) * 2 / 1e6,
               (unsigned long long)rows, (unsigned long long)k, fp32 ? "FP32" : "BF16", all, "encoder", "1 thread GB/s",
               "all GB/s");
   for (const auto& c : cases) {
     double gbps[2];
     for (int t = 0; t < 2; ++t) {
-      omp_set_num_threads(t == 0 ? 1 : all);
+      iris::ThreadLimit limit(t == 0 ? 1 : all);
       double best = 1e30;
       for (int rep = 0; rep < 3; ++rep) {
         const auto a = std::chrono::steady_clock::now();

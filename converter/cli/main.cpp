@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "formats/json_text.h"
+#include "common/parallel_for.h"
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/byte_size.h"
@@ -196,7 +197,9 @@ int main(int argc, char** argv) {
     return int(iris::kExitUsage);
   }
 
+  // Both kinds of parallel loop: the converter's OpenMP workers and the library's codec loops.
   if (threads > 0) omp_set_num_threads(threads);
+  iris::ThreadLimit codec_threads(threads);
 
   // An empty path is a usage error (exit 2), not a file the system cannot find (exit 5).
   for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{exp, &eo.output},

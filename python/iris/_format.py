@@ -23,6 +23,7 @@ FORMATS = ("mxfp4", "nf4", "bnb_fp4", "fp8_e4m3")
 CODE_BITS = {"mxfp4": 4, "nf4": 4, "bnb_fp4": 4, "fp8_e4m3": 8}
 ROW_UNIT = {"mxfp4": 32, "nf4": 2, "bnb_fp4": 2, "fp8_e4m3": 1}
 PAD_BYTE = {"mxfp4": 0x00, "nf4": 0x77, "bnb_fp4": 0x00, "fp8_e4m3": 0x00}
+ALIGNMENT = 4096  # of the data section and of every component and embedded file in it
 MAX_DIMS = 16
 MAX_DIM = 1 << 48
 MAX_NUMEL = 1 << 50

@@ -60,3 +60,28 @@ def test_views_are_zero_copy_and_read_only(converted):
     assert x.base is not None  # a view of the mapping, not a copy
     with pytest.raises(iris.IrisError, match="is quantized"):
         iris.open(converted("llama-nf4-dq")).tensors["model.layers.0.mlp.up_proj.weight"].numpy()
+
+
+def test_open_leaves_the_collector_as_it_found_it(converted):
+    """open() pauses the garbage collector and moves what it made to the oldest generation,
+    but never unfreezes what the process froze itself, nor enables a collector it found off."""
+    import gc
+
+    path = converted("llama-bf16")
+    gc.disable()
+    try:
+        iris.open(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    iris.open(path)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    kept = [[i] for i in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        iris.open(path)
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    del kept

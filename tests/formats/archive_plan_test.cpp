@@ -73,12 +73,12 @@ TEST(ManifestEntryText, IsNlohmannsDumpByteForByte) {
     const std::string want = archive_tensor_to_json(t).dump(1);
     for (int depth : {0, 2, 5}) {
       std::string got = "prefix";
-      append_tensor_entry_text(got, t.desc, t.components, t.source, depth);
+      append_tensor_entry_text(got, t.desc, t.components, t.source.json(), depth);
       EXPECT_EQ(got, "prefix" + nested(want, depth)) << t.desc.name << " at depth " << depth;
     }
     std::string source;
-    append_json_text(source, t.source, 0);
-    EXPECT_EQ(source, t.source.dump(1));
+    append_json_text(source, t.source.json(), 0);
+    EXPECT_EQ(source, t.source.json().dump(1));
   }
 }
 

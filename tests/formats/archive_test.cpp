@@ -9,6 +9,7 @@
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
 #include "formats/json_limits.h"
+#include "formats/manifest_text.h"
 #include "formats/tile_layout.h"
 #include "tests/test_files.h"
 
@@ -112,7 +113,7 @@ TEST(Manifest, TextSizeIsTheSizeOfTheWholeDocument) {
     t.desc.shape = {2, uint64_t(3 + i)};
     t.desc.dtype = DType::kBF16;
     t.components.push_back({{Role::kData, DType::kBF16, t.desc.shape, 12}, uint64_t(i) * 4096, 7});
-    t.source = {{"tensors", json::array({{{"role", "data"}, {"name", t.desc.name}, {"shape", t.desc.shape}}})}};
+    t.source = json{{"tensors", json::array({{{"role", "data"}, {"name", t.desc.name}, {"shape", t.desc.shape}}})}};
     m.tensors.push_back(t);
     EXPECT_EQ(manifest_text_size(m), manifest_to_json(m).dump(1).size()) << i + 1 << " tensors";
   }
@@ -186,6 +187,13 @@ TEST_P(ManifestRejects, WithAClearMessage) {
   auto streamed = reader.finish(std::move(*doc));
   ASSERT_FALSE(streamed.is_ok()) << GetParam().name;
   EXPECT_EQ(streamed.status().message(), m.status().message());
+  // So does the reader archives use, whose fast reader declines the text.
+  TensorIndex index;
+  const uint64_t data_size = a->preamble().data_size;
+  EXPECT_FALSE(read_manifest_fast(text, data_size, kIrisVersionMajor, kIrisVersionMinor, "x.iris", &index).has_value());
+  auto read = read_manifest(text, data_size, kIrisVersionMajor, kIrisVersionMinor, "x.iris", &index);
+  ASSERT_FALSE(read.is_ok()) << GetParam().name;
+  EXPECT_EQ(read.status().message(), m.status().message());
 }
 
 // Depth is checked while parsing, yet a text nested too deep anywhere is refused for its depth

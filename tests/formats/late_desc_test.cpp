@@ -115,7 +115,7 @@ TEST(LateDesc, TheArchiveHoldsTheFinalDescriptorAndPlannedPredictsItExactly) {
       const ArchiveTensor* t = a->find("late.weight");
       ASSERT_NE(t, nullptr);
       EXPECT_EQ(t->desc.params["nested_offset"].get<double>(), double(p.final_offset));
-      EXPECT_EQ(t->source["state"], final_state);
+      EXPECT_EQ(t->source.json()["state"], final_state);
       const auto* state = t->component(Role::kQuantState);
       ASSERT_NE(state, nullptr);
       ASSERT_EQ(state->spec.bytes, final_state);

@@ -4,8 +4,9 @@
 // the thread count.
 #include "quant/error_sums.h"
 
+#include "common/parallel_for.h"
+
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -95,13 +96,15 @@ TEST(ErrorSums, SameBitsWithOneThreadOrMany) {
     ref[i] = d(rng);
     got[i] = d(rng);
   }
-  const int threads = omp_get_max_threads();
   ErrorSums one, many;
-  omp_set_num_threads(1);
-  add_error_sums(ref.data(), got.data(), n, &one);
-  omp_set_num_threads(4);
-  add_error_sums(ref.data(), got.data(), n, &many);
-  omp_set_num_threads(threads);
+  {
+    iris::ThreadLimit limit(1);
+    add_error_sums(ref.data(), got.data(), n, &one);
+  }
+  {
+    iris::ThreadLimit limit(4);
+    add_error_sums(ref.data(), got.data(), n, &many);
+  }
   EXPECT_EQ(one.sum_sq_ref, many.sum_sq_ref);
   EXPECT_EQ(one.sum_sq_err, many.sum_sq_err);
   EXPECT_EQ(one.max_abs_err, many.max_abs_err);

@@ -39,7 +39,7 @@ void rewrite(const std::string& in, const std::string& out, const Edit& edit) {
       keep = edit(d.name, c.spec.role, bytes) && keep;
       producers.push_back([bytes](ByteSink& s) { return s.write(bytes); });
     }
-    if (keep) w.add_tensor(d, t.source, std::move(producers));
+    if (keep) w.add_tensor(d, t.source.json(), std::move(producers));
   }
   WriteOptions wo;
   ASSERT_TRUE(w.write(out, wo).is_ok());
