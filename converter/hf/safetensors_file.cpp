@@ -228,19 +228,24 @@ bool parse_plain_header(std::string_view header, std::vector<SafetensorsTensor>*
 
 }  // namespace
 
+Status read_safetensors_header_entries(const std::string& path, std::string_view header, std::vector<SafetensorsTensor>* tensors,
+                                       std::map<std::string, std::string>* metadata) {
+  tensors->clear();
+  metadata->clear();
+  if (json_nesting_depth(header) > kMaxJsonDepth)
+    return invalid_input(path + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  HeaderReader reader(path, tensors, metadata);
+  const bool ok = json::sax_parse(header.begin(), header.end(), &reader);
+  if (!reader.status.is_ok()) return reader.status;
+  if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
+  return Status::ok();
+}
+
 Status parse_safetensors_header(const std::string& path, std::string_view header, uint64_t data_size,
                                 std::vector<SafetensorsTensor>* tensors,
                                 std::map<std::string, std::string>* metadata) {
-  if (!parse_plain_header(header, tensors, metadata)) {  // else the full reader, which says what is wrong
-    tensors->clear();
-    metadata->clear();
-    if (json_nesting_depth(header) > kMaxJsonDepth)
-      return invalid_input(path + ": header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    HeaderReader reader(path, tensors, metadata);
-    const bool ok = json::sax_parse(header.begin(), header.end(), &reader);
-    if (!reader.status.is_ok()) return reader.status;
-    if (!ok || !reader.saw_object()) return invalid_input(path + ": header is not a JSON object");
-  }
+  if (!parse_plain_header(header, tensors, metadata))  // else the full reader, which says what is wrong
+    IRIS_TRY(read_safetensors_header_entries(path, header, tensors, metadata));
   // Contiguous, gap-free, non-overlapping, and covering the buffer exactly (FORMATS.md 1.3 rules 6, 8).
   // (Writers list tensors in offset order: then there is nothing to sort, and no 10^6-entry
   // merge buffer is allocated for it.)

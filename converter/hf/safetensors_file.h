@@ -77,4 +77,9 @@ Status parse_safetensors_header(const std::string& path, std::string_view header
                                 std::vector<SafetensorsTensor>* tensors,
                                 std::map<std::string, std::string>* metadata);
 
+// The full reader alone (nlohmann's SAX parser), without the offset checks: the reference the
+// plain reader (safetensors_plain_header.h) is compared with (tests/fuzz/fuzz_st_header.cpp).
+Status read_safetensors_header_entries(const std::string& path, std::string_view header, std::vector<SafetensorsTensor>* tensors,
+                                       std::map<std::string, std::string>* metadata);
+
 }  // namespace iris
