@@ -165,6 +165,12 @@ TEST(ThreadTeam, EveryMemberEveryStepThenJoined) {
       for (int m = 0; m < 5; ++m) ASSERT_EQ(seen[size_t(m)], 1) << "step " << step << " member " << m;
     }
     for (auto& c : calls) EXPECT_EQ(c.load(), 200);
+    // Steps further apart than the spin: the members sleep on the futex and still wake.
+    for (int step = 0; step < 5; ++step) {
+      std::this_thread::sleep_for(std::chrono::microseconds(3 * ThreadTeam::kSpinMicros));
+      team.run([&](int m) { calls[size_t(m)].fetch_add(1); });
+    }
+    for (auto& c : calls) EXPECT_EQ(c.load(), 205);
   }
   EXPECT_EQ(live_threads(), before);
   ThreadTeam alone(0);
