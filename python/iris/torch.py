@@ -92,19 +92,9 @@ def _msg():
     return buf
 
 
-def _gemv_rows(x: torch.Tensor, n: int, k: int, launch) -> torch.Tensor:
-    """x [..., K] times an [N, K] weight through `launch(x_ptr, rows, y_ptr, stream)`, one fused
-    GEMV of at most 16 rows per call (BF16 in and out, x's dtype returned)."""
-    lead = x.shape[:-1]
-    rows = math.prod(lead)
-    xb = x.reshape(rows, k)
-    if xb.dtype != torch.bfloat16 or not xb.is_contiguous():
-        xb = xb.to(torch.bfloat16).contiguous()
-    y = torch.empty(rows, n, dtype=torch.bfloat16, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    for r0 in range(0, rows, 16):
-        launch(xb[r0:].data_ptr(), min(16, rows - r0), y[r0:].data_ptr(), stream)
-    y = y.reshape(*lead, n)
+def _rows_out(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The GEMV ops' [R, N] BF16 result as x's leading shape and dtype."""
+    y = y.reshape(*x.shape[:-1], y.shape[-1])
     return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
 
 
@@ -168,7 +158,9 @@ class QuantTensor:
 
     def __init__(self, owner: DeviceArchive, name: str, tensor, shape, dtype: torch.dtype, fmt: str, tiled: bool):
         self._owner, self._t, self.name = owner, tensor, name
-        self._gemv = owner._lib.iris_cuda_gemv  # looked up once: linear() is on the decode path
+        # The handle as a plain int: what the custom ops (iris/_ops.py) take, and what
+        # torch.compile treats as a constant of the traced graph.
+        self._handle = int(tensor.value)
         self.shape, self.dtype, self.format, self.tiled = torch.Size(shape), dtype, fmt, tiled
         self.device = owner.device
 
@@ -189,12 +181,7 @@ class QuantTensor:
         dtype = dtype or self.dtype
         if dtype not in _C_DTYPE:
             raise IrisError(f"tensor '{self.name}': dequantize to float32, float16 or bfloat16, not {dtype}")
-        out = torch.empty(self.shape, dtype=dtype, device=self.device)
-        msg = ctypes.create_string_buffer(1024)
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        _check(self._owner._lib.iris_cuda_dequantize(self._t, _C_DTYPE[dtype], out.data_ptr(), out.numel() * out.element_size(),
-                                                     stream, msg, len(msg)), msg)
-        return out
+        return torch.ops.iris.dequantize(self._handle, list(self.shape), dtype, self.device)
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """x @ W.T (+ bias) for W = this [N, K] weight: the fused GEMV for up to 16 rows of x,
@@ -205,8 +192,7 @@ class QuantTensor:
         if x.shape[-1] != k:
             raise IrisError(f"tensor '{self.name}': x has {x.shape[-1]} features, the weight {k}")
         if 1 <= math.prod(x.shape[:-1]) <= 16 and self.tiled and x.is_cuda:
-            msg = _msg()
-            y = _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(self._gemv(self._t, xp, b, yp, _BF16, stream, msg, len(msg)), msg))
+            y = _rows_out(x, torch.ops.iris.gemv(x.reshape(-1, k), self._handle, n))
         else:
             y = torch.nn.functional.linear(x, self.dequantize(x.dtype if x.dtype in _C_DTYPE else torch.bfloat16))
         return y + bias if bias is not None else y
@@ -245,8 +231,7 @@ class ExpertWeight:
 
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         n, k = self.shape
-        fn, t, m, msg = self.stack._owner._lib.iris_cuda_gemv_matrix, self.stack._t, self.m, _msg()
-        return _gemv_rows(x, n, k, lambda xp, b, yp, stream: _check(fn(t, m, xp, b, yp, _BF16, stream, msg, len(msg)), msg))
+        return _rows_out(x, torch.ops.iris.gemv_matrix(x.reshape(-1, k), self.stack._handle, self.m, n))
 
 
 class Experts:
@@ -267,6 +252,7 @@ class Experts:
         out, msg = ctypes.c_void_p(), ctypes.create_string_buffer(1024)
         _check(self._lib.iris_cuda_experts_create(handles, len(tensors), ctypes.byref(out), msg, len(msg)), msg)
         self._h = out
+        self._handle = int(out.value)  # for torch.ops.iris.gemv_experts
         self.count = int(self._lib.iris_cuda_experts_count(out))
         self.n, self.k = int(self._lib.iris_cuda_experts_n(out)), int(self._lib.iris_cuda_experts_k(out))
         # True: gemv runs on the tensor cores (BF16 operands), else FP32 CUDA cores (error bounds).
@@ -278,18 +264,11 @@ class Experts:
         an index out of range gets a NaN row."""
         if x.dim() != 2 or x.shape[1] != self.k:
             raise IrisError(f"tensor '{self.name}': x must be [T, {self.k}], got {list(x.shape)}")
-        xb = x if x.dtype == torch.bfloat16 and x.is_contiguous() and x.data_ptr() % 16 == 0 else x.to(torch.bfloat16).contiguous()
-        if xb.data_ptr() % 16:
-            xb = xb.clone()
         ids = expert_ids.reshape(-1).to(device=x.device, dtype=torch.int32).contiguous()
         rows = None if x_rows is None else x_rows.reshape(-1).to(device=x.device, dtype=torch.int32).contiguous()
         if rows is not None and rows.numel() != ids.numel():
             raise IrisError(f"tensor '{self.name}': {ids.numel()} expert ids but {rows.numel()} rows")
-        y = torch.empty(ids.numel(), self.n, dtype=torch.bfloat16, device=x.device)
-        msg = _msg()
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        _check(self._lib.iris_cuda_gemv_experts(self._h, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
-                                                xb.data_ptr(), xb.shape[0], y.data_ptr(), _BF16, stream, msg, len(msg)), msg)
+        y = torch.ops.iris.gemv_experts(x, ids, rows, self._handle, self.n)
         return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
 
     def __del__(self):
@@ -353,6 +332,9 @@ class IrisLinear(torch.nn.Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, format={self.weight.format}"
 
+
+# The kernels as torch custom ops (iris/_ops.py registers torch.ops.iris.*).
+from . import _ops  # noqa: E402,F401
 
 # The patching half (iris/_patch.py) imports the classes above, so it comes last.
 from ._patch import IrisGptOssExperts, IrisMixtralExperts, PatchResult, patch  # noqa: E402,F401

@@ -1,0 +1,100 @@
+"""iris's CUDA kernels as PyTorch custom operators (torch.library), so that torch.compile
+(fullgraph=True, mode="reduce-overhead") traces through a patched model and CUDA graphs
+capture it: each op is opaque to the compiler, has a fake (meta) implementation giving the
+output's shape and dtype, allocates its output through torch's allocator, runs on torch's
+current stream and never synchronizes or copies between host and device.
+
+A quantized tensor is passed as its libiris handle (an int: the iris_cuda_tensor or
+iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep alive.
+
+    torch.ops.iris.gemv(x, handle, n)                  x [R, K] -> [R, N] BF16
+    torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
+    torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
+    torch.ops.iris.dequantize(handle, shape, dtype, device)"""
+
+from typing import Optional
+
+import torch
+
+_C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dtype values
+_BF16 = _C_DTYPE[torch.bfloat16]
+
+
+def _t():
+    """iris.torch, which imports this module: its declared library, message buffer and checks."""
+    from . import torch as iris_torch
+
+    return iris_torch
+
+
+def _bf16_rows(x: torch.Tensor) -> torch.Tensor:
+    xb = x if x.dtype == torch.bfloat16 and x.is_contiguous() and x.data_ptr() % 16 == 0 else x.to(torch.bfloat16).contiguous()
+    return xb if xb.data_ptr() % 16 == 0 else xb.clone()
+
+
+@torch.library.custom_op("iris::gemv", mutates_args=())
+def gemv(x: torch.Tensor, handle: int, n: int) -> torch.Tensor:
+    """x [R, K] times the [N, K] weight `handle`: the fused GEMV, 16 rows of x per launch."""
+    t = _t()
+    xb, msg = _bf16_rows(x), t._msg()
+    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    stream, fn = torch.cuda.current_stream(x.device).cuda_stream, t._lib().iris_cuda_gemv
+    for r0 in range(0, xb.shape[0], 16):
+        t._check(fn(handle, xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), _BF16, stream, msg, len(msg)), msg)
+    return y
+
+
+@gemv.register_fake
+def _(x, handle, n):
+    return x.new_empty((x.shape[0], n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_matrix", mutates_args=())
+def gemv_matrix(x: torch.Tensor, handle: int, m: int, n: int) -> torch.Tensor:
+    """x [R, K] times matrix m of the [E, N, K] stack `handle`."""
+    t = _t()
+    xb, msg = _bf16_rows(x), t._msg()
+    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    stream, fn = torch.cuda.current_stream(x.device).cuda_stream, t._lib().iris_cuda_gemv_matrix
+    for r0 in range(0, xb.shape[0], 16):
+        t._check(fn(handle, m, xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), _BF16, stream, msg, len(msg)), msg)
+    return y
+
+
+@gemv_matrix.register_fake
+def _(x, handle, m, n):
+    return x.new_empty((x.shape[0], n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_experts", mutates_args=())
+def gemv_experts(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int) -> torch.Tensor:
+    """y[p] = W[ids[p]] @ x[rows[p]] (rows None: x[p]) for the experts `handle`; ids and rows int32."""
+    t = _t()
+    xb, msg = _bf16_rows(x), t._msg()
+    y = torch.empty(ids.numel(), n, dtype=torch.bfloat16, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    t._check(t._lib().iris_cuda_gemv_experts(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
+                                         xb.data_ptr(), xb.shape[0], y.data_ptr(), _BF16, stream, msg, len(msg)), msg)
+    return y
+
+
+@gemv_experts.register_fake
+def _(x, ids, rows, handle, n):
+    return x.new_empty((ids.numel(), n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::dequantize", mutates_args=())
+def dequantize(handle: int, shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The whole tensor `handle` in `dtype` (float32, float16 or bfloat16): one launch."""
+    t = _t()
+    out = torch.empty(shape, dtype=dtype, device=device)
+    msg = t._msg()
+    stream = torch.cuda.current_stream(device).cuda_stream
+    t._check(t._lib().iris_cuda_dequantize(handle, _C_DTYPE[dtype], out.data_ptr(), out.numel() * out.element_size(), stream, msg,
+                                       len(msg)), msg)
+    return out
+
+
+@dequantize.register_fake
+def _(handle, shape, dtype, device):
+    return torch.empty(shape, dtype=dtype, device=device)
