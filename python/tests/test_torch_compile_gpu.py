@@ -9,6 +9,8 @@ saying why, without torch, CUDA or libiris with CUDA):
 - an IrisLinear captured by hand in a CUDA graph and replayed on new input gives the eager
   result bit for bit (no host synchronisation, allocation or copy inside the op)."""
 
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -100,3 +102,37 @@ def test_linear_captured_in_a_cuda_graph(converted, fixture, options):
         static_x.copy_(x)
         g.replay()
         assert torch.equal(static_y, lin(x)), f"{fixture} {options}: replay {seed}"
+
+
+@pytest.mark.parametrize("quant", ["nf4", "mxfp4"])
+def test_patched_llama_decodes_compiled_and_graphed(converted, quant):
+    """A transformers Llama patched onto iris, its forward under torch.compile(fullgraph=True)
+    with the cudagraphs backend (the same aten ops as eager, replayed as CUDA graphs), decoding
+    16 greedy tokens with transformers' static cache: the tokens eager decoding gives."""
+    transformers = pytest.importorskip("transformers")
+    from conftest import FIXTURES
+
+    torch._dynamo.reset()
+    model = transformers.AutoModelForCausalLM.from_pretrained(FIXTURES / "llama-bf16", dtype=torch.bfloat16).to("cuda").eval()
+    keep = itorch.patch(model, converted("llama-bf16", "--quant", quant))
+    prompts = torch.tensor([[1, 15, 27, 8, 99, 3, 42, 7], [1, 200, 5, 61, 17, 33, 2, 90]], device="cuda")
+    # disable_compile: transformers would otherwise compile a static-cache decode itself
+    # (inductor), so that "eager" is eager and the compiled run is the forward compiled here.
+    args = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=16, do_sample=False, pad_token_id=0,
+                cache_implementation="static", disable_compile=True)
+    with torch.no_grad():
+        eager = model.generate(prompts, **args)
+        model.forward = torch.compile(model.forward, backend="cudagraphs", fullgraph=True)
+        compiled_forward = model.forward
+        calls = []
+        @functools.wraps(compiled_forward)  # generate reads the forward's signature
+        def counted(*a, **k):
+            calls.append(1)
+            return compiled_forward(*a, **k)
+
+        model.forward = counted
+        graphed = model.generate(prompts, **args)
+        again = model.generate(prompts, **args)  # replays
+    assert len(calls) == 2 * 16, f"the compiled forward ran {len(calls)} times"
+    assert torch.equal(graphed, eager) and torch.equal(again, eager), f"{quant}: {graphed.tolist()} != {eager.tolist()}"
+    del keep
