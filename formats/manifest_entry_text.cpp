@@ -29,16 +29,7 @@ void append_json_uint(std::string& out, uint64_t v) {
 }
 
 void append_json_uints(std::string& out, std::span<const uint64_t> values, int depth) {
-  if (values.empty()) {
-    out += "[]";
-    return;
-  }
-  JsonMembers m(out, depth, '[');
-  for (uint64_t v : values) {
-    m.element();
-    append_json_uint(out, v);
-  }
-  m.close(']');
+  append_json_list(out, values, depth, [&](uint64_t v, int) { append_json_uint(out, v); });
 }
 
 void JsonMembers::key(std::string_view k) {
@@ -132,19 +123,9 @@ void append_json_text(std::string& out, const json& j, int depth) {
       m.close('}');
       return;
     }
-    case json::value_t::array: {
-      if (j.empty()) {
-        out += "[]";
-        return;
-      }
-      JsonMembers m(out, depth, '[');
-      for (const auto& v : j) {
-        m.element();
-        append_json_text(out, v, m.inner());
-      }
-      m.close(']');
+    case json::value_t::array:
+      append_json_list(out, j, depth, [&](const json& v, int inner) { append_json_text(out, v, inner); });
       return;
-    }
     case json::value_t::string:
       append_json_string(out, j.get_ref<const std::string&>());
       return;
@@ -162,16 +143,7 @@ void append_tensor_entry_text(std::string& out, const TensorDesc& desc, std::spa
   // archive_tensor_to_json()'s keys, in the order nlohmann's sorted objects write them.
   JsonMembers m(out, depth, '{');
   plain_key(out, m, "components");
-  if (components.empty()) {
-    out += "[]";
-  } else {
-    JsonMembers list(out, m.inner(), '[');
-    for (const auto& c : components) {
-      list.element();
-      append_component(out, c, list.inner());
-    }
-    list.close(']');
-  }
+  append_json_list(out, components, m.inner(), [&](const StoredComponent& c, int inner) { append_component(out, c, inner); });
   plain_key(out, m, "dtype");
   append_json_string(out, dtype_archive_name(desc.dtype));
   plain_key(out, m, "format");

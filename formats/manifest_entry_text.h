@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,5 +54,21 @@ class JsonMembers {
   int depth_;
   bool first_ = true;
 };
+
+// A list `depth` levels deep as dump() writes it: "[]" when empty, else each item written by
+// write(item, depth of the items) on a line of its own.
+template <typename Range, typename Write>
+void append_json_list(std::string& out, const Range& items, int depth, Write&& write) {
+  if (std::empty(items)) {
+    out += "[]";
+    return;
+  }
+  JsonMembers list(out, depth, '[');
+  for (const auto& item : items) {
+    list.element();
+    write(item, list.inner());
+  }
+  list.close(']');
+}
 
 }  // namespace iris

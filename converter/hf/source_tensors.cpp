@@ -245,27 +245,20 @@ void SourceTensor::append_source_text(std::string& out, int depth) const {
   // source_json()'s keys in the order nlohmann's sorted objects write them.
   JsonMembers record(out, depth, '{');
   record.key("tensors");
-  if (parts.empty()) {
-    out += "[]";
-  } else {
-    JsonMembers list(out, record.inner(), '[');
-    for (const auto& p : parts) {
-      list.element();
-      JsonMembers e(out, list.inner(), '{');
-      e.key("dtype");
-      append_json_string(out, dtype_st_name(p.ref.tensor->dtype));
-      e.key("file");
-      append_json_string(out, p.ref.file->file_name());
-      e.key("name");
-      append_json_string(out, p.ref.tensor->name);
-      e.key("role");
-      append_json_string(out, role_name(p.role));
-      e.key("shape");
-      append_json_uints(out, p.ref.tensor->shape, e.inner());
-      e.close('}');
-    }
-    list.close(']');
-  }
+  append_json_list(out, parts, record.inner(), [&](const SourcePart& p, int inner) {
+    JsonMembers e(out, inner, '{');
+    e.key("dtype");
+    append_json_string(out, dtype_st_name(p.ref.tensor->dtype));
+    e.key("file");
+    append_json_string(out, p.ref.file->file_name());
+    e.key("name");
+    append_json_string(out, p.ref.tensor->name);
+    e.key("role");
+    append_json_string(out, role_name(p.role));
+    e.key("shape");
+    append_json_uints(out, p.ref.tensor->shape, e.inner());
+    e.close('}');
+  });
   record.close('}');
 }
 
