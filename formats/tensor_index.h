@@ -1,7 +1,7 @@
-// An archive's tensors by name: one open-addressing table of positions in the tensor list,
-// built once the list no longer changes. No allocation per name and no copy of a name: a
-// node-based map of 36k names cost a tenth of an archive's open and close, and building it
-// is also the check that no name is listed twice (issue 24 item 5).
+// An archive's tensors by name: common/name_index.h's open-addressing table of positions in
+// the tensor list, built once the list no longer changes. No allocation per name and no copy
+// of a name: a node-based map of 36k names cost a tenth of an archive's open and close, and
+// building it is also the check that no name is listed twice (issue 24 item 5).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/name_index.h"
 #include "formats/manifest.h"
 
 namespace iris {
@@ -17,13 +18,15 @@ class TensorIndex {
  public:
   // Indexes `tensors` by desc.name; false when a name is listed twice.
   bool build(const std::vector<ArchiveTensor>& tensors);
-  // The position of `name` in `tensors`, the list the index was built from.
+  // The position of `name` in `tensors`, the list the index was built from (or its move).
   std::optional<size_t> find(const std::vector<ArchiveTensor>& tensors, std::string_view name) const;
 
  private:
-  // Each slot: the name's hash in the high 32 bits (most probes of another name end there,
-  // without reading the name), its position + 1 in the low 32; 0 is an empty slot.
-  std::vector<uint64_t> slots_;
+  struct Names {
+    const std::vector<ArchiveTensor>* tensors = nullptr;
+    std::string_view operator()(size_t i) const { return (*tensors)[i].desc.name; }
+  };
+  NameIndex<Names> index_;
 };
 
 }  // namespace iris

@@ -6,12 +6,11 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <unordered_set>
 #include <utility>
 
 #include "common/checked_math.h"
 #include "converter/hf/foreign_formats.h"
-#include "converter/hf/name_index.h"
+#include "common/name_index.h"
 #include "converter/hf/safetensors_plain_header.h"
 #include "formats/json_limits.h"
 
@@ -112,7 +111,7 @@ class HeaderReader : public nlohmann::json_sax<json> {
       if (k.size() > kMaxTensorNameBytes)
         return fail(invalid_input(path_ + ": a tensor name of " + std::to_string(k.size()) + " bytes exceeds the " +
                                   std::to_string(kMaxTensorNameBytes) + "-byte limit"));
-      const bool repeated = k == "__metadata__" ? std::exchange(saw_metadata_, true) : seen_.contains(std::string_view(k));
+      const bool repeated = k == "__metadata__" ? std::exchange(saw_metadata_, true) : seen_.find(k) != seen_.npos;
       if (repeated) return fail(invalid_input(path_ + ": header: duplicate key '" + k + "'"));
       top_key_ = k;
       return true;
@@ -182,21 +181,11 @@ class HeaderReader : public nlohmann::json_sax<json> {
     return true;
   }
 
-  // The names seen so far, as positions in *tensors_ (heterogeneous lookup by name): a set of
-  // the names themselves held a third copy of every name while the header was read.
-  struct NameHash {
-    using is_transparent = void;
+  // The names seen so far, as positions in *tensors_ (read through the vector, whose buffer
+  // moves as it grows): a set of the names themselves held a third copy of every name.
+  struct GrowingNames {
     const std::vector<SafetensorsTensor>* tensors;
-    size_t operator()(std::string_view name) const { return std::hash<std::string_view>()(name); }
-    size_t operator()(size_t i) const { return (*this)((*tensors)[i].name); }
-  };
-  struct NameEq {
-    using is_transparent = void;
-    const std::vector<SafetensorsTensor>* tensors;
-    std::string_view name(size_t i) const { return (*tensors)[i].name; }
-    std::string_view name(std::string_view s) const { return s; }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const { return name(a) == name(b); }
+    std::string_view operator()(size_t i) const { return (*tensors)[i].name; }
   };
 
   static constexpr size_t kMaxTensorNameBytes = 4096;
@@ -205,7 +194,7 @@ class HeaderReader : public nlohmann::json_sax<json> {
   std::map<std::string, std::string>* metadata_;
   json root_, entry_;
   std::vector<json*> stack_;
-  std::unordered_set<size_t, NameHash, NameEq> seen_{0, NameHash{tensors_}, NameEq{tensors_}};
+  NameIndex<GrowingNames> seen_{GrowingNames{tensors_}};
   bool saw_metadata_ = false;
   std::string top_key_, pending_key_;
   bool saw_root_object_ = false;

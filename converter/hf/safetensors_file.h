@@ -16,7 +16,7 @@
 
 #include "common/mapped_file.h"
 #include "common/status.h"
-#include "converter/hf/name_index.h"
+#include "common/name_index.h"
 #include "formats/dtype.h"
 
 namespace iris {

@@ -49,13 +49,15 @@ class NameIndex {
       if (slot.tag == uint32_t(h >> 32) && name_of_(slot.pos) == name) return slot.pos;
     }
   }
-  size_t find(std::string_view name) const {
+  size_t find(std::string_view name) const { return find(name, name_of_); }
+  // The same, with the names read through `name_of` (the table they live in now).
+  size_t find(std::string_view name, const NameOf& name_of) const {
     if (slots_.empty()) return npos;
     const uint64_t h = hash(name);
     for (size_t s = h & mask(); ; s = (s + 1) & mask()) {
       const Slot& slot = slots_[s];
       if (slot.pos == kEmpty) return npos;
-      if (slot.tag == uint32_t(h >> 32) && name_of_(slot.pos) == name) return slot.pos;
+      if (slot.tag == uint32_t(h >> 32) && name_of(slot.pos) == name) return slot.pos;
     }
   }
   size_t size() const { return count_; }

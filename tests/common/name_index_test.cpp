@@ -1,11 +1,11 @@
-// NameIndex (converter/hf/name_index.h): positions by name, the first of equal names kept,
+// NameIndex (common/name_index.h): positions by name, the first of equal names kept,
 // across the table's growth when nothing was reserved.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "converter/hf/name_index.h"
+#include "common/name_index.h"
 
 namespace iris {
 namespace {
