@@ -1,12 +1,13 @@
 // A few threads kept for the length of one call that runs many short parallel steps (the GPU
-// upload fills one 4 MiB staging buffer after another, ~80 us each), so a step costs a
-// hand-off instead of thread starts. Like common/parallel_for.h, nothing outlives the call:
+// upload fills one 4 MiB staging buffer after another: about 76 us each at 55 GB/s), so a step
+// costs a hand-off instead of thread starts. Like common/parallel_for.h, nothing outlives the call:
 // the destructor joins every thread.
 //
 // Waiting: between steps a member spins for up to kSpinMicros and then sleeps on a futex
-// (std::atomic::wait). Inside a call the next step is microseconds away, and a futex wake of
-// 15 threads per step halved the upload's throughput (std::barrier, measured on an H100
-// machine: 51.8 -> 30.8 GB/s); after the call nothing is left to spin.
+// (std::atomic::wait). Inside a call the next step is microseconds away: with std::barrier's
+// futex wakes of 15 threads per step the upload's default configuration reached 55.7% of
+// pinned cudaMemcpy on an H100, with this spin 78.9-90.6% in later runs (separate runs:
+// docs/BENCHMARKS.md, issue 24 item 6); after the call nothing is left to spin.
 #pragma once
 
 #include <atomic>

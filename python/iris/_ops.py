@@ -12,6 +12,8 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
     torch.ops.iris.dequantize(handle, shape, dtype, device)"""
 
+import ctypes
+import threading
 from typing import Optional
 
 import torch
@@ -20,8 +22,19 @@ _C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dty
 _BF16 = _C_DTYPE[torch.bfloat16]
 
 
+_local = threading.local()
+
+
+def _msg():
+    """A per-thread message buffer, reused: the kernel calls sit on the decode path."""
+    buf = getattr(_local, "msg", None)
+    if buf is None:
+        buf = _local.msg = ctypes.create_string_buffer(1024)
+    return buf
+
+
 def _t():
-    """iris.torch, which imports this module: its declared library, message buffer and checks."""
+    """iris.torch, which imports this module: its declared library and its error check."""
     from . import torch as iris_torch
 
     return iris_torch
@@ -32,16 +45,21 @@ def _bf16_rows(x: torch.Tensor) -> torch.Tensor:
     return xb if xb.data_ptr() % 16 == 0 else xb.clone()
 
 
+def _rows16(x: torch.Tensor, n: int, launch) -> torch.Tensor:
+    """x [R, K] through launch(x_ptr, rows, y_ptr, stream, msg) -> status, 16 rows a launch."""
+    xb, msg = _bf16_rows(x), _msg()
+    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    stream, check = torch.cuda.current_stream(x.device).cuda_stream, _t()._check
+    for r0 in range(0, xb.shape[0], 16):
+        check(launch(xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), stream, msg), msg)
+    return y
+
+
 @torch.library.custom_op("iris::gemv", mutates_args=())
 def gemv(x: torch.Tensor, handle: int, n: int) -> torch.Tensor:
     """x [R, K] times the [N, K] weight `handle`: the fused GEMV, 16 rows of x per launch."""
-    t = _t()
-    xb, msg = _bf16_rows(x), t._msg()
-    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
-    stream, fn = torch.cuda.current_stream(x.device).cuda_stream, t._lib().iris_cuda_gemv
-    for r0 in range(0, xb.shape[0], 16):
-        t._check(fn(handle, xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), _BF16, stream, msg, len(msg)), msg)
-    return y
+    fn = _t()._lib().iris_cuda_gemv
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, xp, rows, yp, _BF16, stream, msg, len(msg)))
 
 
 @gemv.register_fake
@@ -52,13 +70,8 @@ def _(x, handle, n):
 @torch.library.custom_op("iris::gemv_matrix", mutates_args=())
 def gemv_matrix(x: torch.Tensor, handle: int, m: int, n: int) -> torch.Tensor:
     """x [R, K] times matrix m of the [E, N, K] stack `handle`."""
-    t = _t()
-    xb, msg = _bf16_rows(x), t._msg()
-    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
-    stream, fn = torch.cuda.current_stream(x.device).cuda_stream, t._lib().iris_cuda_gemv_matrix
-    for r0 in range(0, xb.shape[0], 16):
-        t._check(fn(handle, m, xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), _BF16, stream, msg, len(msg)), msg)
-    return y
+    fn = _t()._lib().iris_cuda_gemv_matrix
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, m, xp, rows, yp, _BF16, stream, msg, len(msg)))
 
 
 @gemv_matrix.register_fake
@@ -70,7 +83,7 @@ def _(x, handle, m, n):
 def gemv_experts(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int) -> torch.Tensor:
     """y[p] = W[ids[p]] @ x[rows[p]] (rows None: x[p]) for the experts `handle`; ids and rows int32."""
     t = _t()
-    xb, msg = _bf16_rows(x), t._msg()
+    xb, msg = _bf16_rows(x), _msg()
     y = torch.empty(ids.numel(), n, dtype=torch.bfloat16, device=x.device)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     t._check(t._lib().iris_cuda_gemv_experts(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
@@ -88,7 +101,7 @@ def dequantize(handle: int, shape: list[int], dtype: torch.dtype, device: torch.
     """The whole tensor `handle` in `dtype` (float32, float16 or bfloat16): one launch."""
     t = _t()
     out = torch.empty(shape, dtype=dtype, device=device)
-    msg = t._msg()
+    msg = _msg()
     stream = torch.cuda.current_stream(device).cuda_stream
     t._check(t._lib().iris_cuda_dequantize(handle, _C_DTYPE[dtype], out.data_ptr(), out.numel() * out.element_size(), stream, msg,
                                        len(msg)), msg)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 
 import numpy as np
 import torch
@@ -23,9 +22,8 @@ from . import _format, _native
 from ._archive import Archive
 from ._archive import open as _open
 from ._errors import IrisError
+from ._ops import _C_DTYPE  # registers torch.ops.iris.* (the kernels as custom ops)
 
-_C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dtype values
-_BF16 = _C_DTYPE[torch.bfloat16]
 _TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
                 "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
                 "bool": torch.bool, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
@@ -79,17 +77,6 @@ def _lib():
 def _check(code: int, buf) -> None:
     if code != 0:
         _native._raise(code, buf)
-
-
-_local = threading.local()
-
-
-def _msg():
-    """A per-thread message buffer, reused: the kernel calls sit on the decode path."""
-    buf = getattr(_local, "msg", None)
-    if buf is None:
-        buf = _local.msg = ctypes.create_string_buffer(1024)
-    return buf
 
 
 def _rows_out(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -332,9 +319,6 @@ class IrisLinear(torch.nn.Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, format={self.weight.format}"
 
-
-# The kernels as torch custom ops (iris/_ops.py registers torch.ops.iris.*).
-from . import _ops  # noqa: E402,F401
 
 # The patching half (iris/_patch.py) imports the classes above, so it comes last.
 from ._patch import IrisGptOssExperts, IrisMixtralExperts, PatchResult, patch  # noqa: E402,F401
