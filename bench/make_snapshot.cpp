@@ -5,6 +5,10 @@
 //   iris_make_snapshot OUT_DIR --gpt-oss-20b [SHARD_GB=5]   gpt-oss-20b-shaped, its experts in the
 //       checkpoint's MXFP4 layout (U8 *_blocks [E, N, K/32, 16] + E8M0 *_scales [E, N, K/32]),
 //       everything else BF16: 24 layers, 32 experts, hidden 2880, about 13.8 GB
+//   iris_make_snapshot OUT_DIR --config CONFIG.json [SHARD_GB=5]   every tensor a Hugging Face
+//       config of model_type llama, mistral, qwen2, mixtral or gpt_oss names, at its shapes
+//       (gpt_oss: experts in MXFP4 as shipped), RMSNorm weights 1, the config copied: the models of
+//       bench/decode_bench.py
 //
 // Weights are N(0, 0.02)-like (a fast hash-based generator, not zeros: zeros would make every
 // codec look faster than real data does).
@@ -83,6 +87,26 @@ iris::ComponentProducer random_e8m0(uint64_t n, uint64_t seed) {
   });
 }
 
+// BF16 ones: RMSNorm weights as trained models have them near (random ones would scale every
+// layer's input by ~0.02).
+iris::ComponentProducer ones_bf16(uint64_t numel) {
+  return generated(numel * 2, 0, [](uint8_t* dst, uint64_t m, uint64_t&) {
+    auto* out = reinterpret_cast<uint16_t*>(dst);
+    for (uint64_t i = 0; i < m / 2; ++i) out[i] = 0x3F80;
+  });
+}
+
+// E8M0 scales of bytes 119..121 (2^-8 .. 2^-6): the OCP rule's pick for blocks of N(0, 0.02)
+// weights (a block's largest of 32 draws is about 0.045 -> floor(log2) = -5, minus E2M1's
+// emax 2 -> 2^-7), so the MXFP4 experts of a --config model are about as large as its BF16
+// weights. (random_e8m0's wider 118..125 gives some blocks 2^-2: weights up to 1.5, which
+// makes a deep random model chaotic: rounding differences then grow layer by layer.)
+iris::ComponentProducer trained_like_e8m0(uint64_t n, uint64_t seed) {
+  return generated(n, seed, [](uint8_t* dst, uint64_t m, uint64_t& s) {
+    for (uint64_t i = 0; i < m; ++i) dst[i] = uint8_t(119 + splitmix(s) % 3);
+  });
+}
+
 struct Tensor {
   std::string name;
   iris::DType dtype;
@@ -100,6 +124,7 @@ struct TensorList {
     for (auto d : shape) n *= d;
     all.push_back({name, iris::DType::kBF16, shape, n * 2, random_bf16(n, seed++)});
   }
+  void ones(const std::string& name, uint64_t n) { all.push_back({name, iris::DType::kBF16, {n}, n * 2, ones_bf16(n)}); }
   void u8(const std::string& name, std::vector<uint64_t> shape, iris::ComponentProducer (*random)(uint64_t, uint64_t)) {
     uint64_t n = 1;
     for (auto d : shape) n *= d;
@@ -182,14 +207,114 @@ int make_gpt_oss_20b(const std::string& out, double shard_gb) {
   return write_snapshot(out, std::move(list.all), shard_gb, config);
 }
 
+uint64_t config_uint(const nlohmann::json& c, const char* key, uint64_t fallback) {
+  const auto it = c.find(key);
+  return it != c.end() && it->is_number_unsigned() ? it->get<uint64_t>() : fallback;
+}
+
+// Every tensor of a Hugging Face config's model (checkpoint names and shapes); empty with a
+// message for a model_type this does not know.
+int make_from_config(const std::string& out, const std::string& config_path, double shard_gb) {
+  nlohmann::json c;
+  try {
+    std::ifstream f(config_path);
+    if (!f) {
+      std::fprintf(stderr, "%s: cannot read\n", config_path.c_str());
+      return 5;
+    }
+    c = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: not JSON: %s\n", config_path.c_str(), e.what());
+    return 3;
+  }
+  const std::string type = c.value("model_type", "");
+  const uint64_t hidden = config_uint(c, "hidden_size", 0), inter = config_uint(c, "intermediate_size", 0);
+  const uint64_t layers = config_uint(c, "num_hidden_layers", 0), vocab = config_uint(c, "vocab_size", 0);
+  const uint64_t heads = config_uint(c, "num_attention_heads", 0), kv = config_uint(c, "num_key_value_heads", heads);
+  const uint64_t hd = config_uint(c, "head_dim", heads ? hidden / heads : 0);
+  if (!hidden || !inter || !layers || !vocab || !heads || !kv || !hd) {
+    std::fprintf(stderr, "%s: hidden_size, intermediate_size, num_hidden_layers, vocab_size and num_attention_heads must be positive integers\n",
+                 config_path.c_str());
+    return 3;
+  }
+  const bool gpt_oss = type == "gpt_oss", mixtral = type == "mixtral";
+  if (!gpt_oss && !mixtral && type != "llama" && type != "mistral" && type != "qwen2") {
+    std::fprintf(stderr, "%s: model_type '%s': not one of llama, mistral, qwen2, mixtral, gpt_oss\n", config_path.c_str(), type.c_str());
+    return 7;
+  }
+  const uint64_t experts = config_uint(c, "num_local_experts", 0);
+  if ((gpt_oss || mixtral) && !experts) {
+    std::fprintf(stderr, "%s: num_local_experts must be a positive integer\n", config_path.c_str());
+    return 3;
+  }
+  const bool qkv_bias = gpt_oss || type == "qwen2" || c.value("attention_bias", false);
+  const bool o_bias = gpt_oss || (type != "qwen2" && c.value("attention_bias", false));
+  TensorList list;
+  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
+  bf16("model.embed_tokens.weight", {vocab, hidden});
+  for (uint64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    list.ones(p + "input_layernorm.weight", hidden);
+    list.ones(p + "post_attention_layernorm.weight", hidden);
+    const std::pair<const char*, uint64_t> projections[] = {{"q", heads * hd}, {"k", kv * hd}, {"v", kv * hd}};
+    for (const auto& [n, rows] : projections) {
+      bf16(p + "self_attn." + n + "_proj.weight", {rows, hidden});
+      if (qkv_bias) bf16(p + "self_attn." + n + "_proj.bias", {rows});
+    }
+    bf16(p + "self_attn.o_proj.weight", {hidden, heads * hd});
+    if (o_bias) bf16(p + "self_attn.o_proj.bias", {hidden});
+    if (gpt_oss) {
+      bf16(p + "self_attn.sinks", {heads});
+      bf16(p + "mlp.router.weight", {experts, hidden});
+      bf16(p + "mlp.router.bias", {experts});
+      const std::string e = p + "mlp.experts.";
+      list.u8(e + "gate_up_proj_blocks", {experts, 2 * inter, hidden / 32, 16}, random_bytes);
+      list.u8(e + "gate_up_proj_scales", {experts, 2 * inter, hidden / 32}, trained_like_e8m0);
+      bf16(e + "gate_up_proj_bias", {experts, 2 * inter});
+      list.u8(e + "down_proj_blocks", {experts, hidden, inter / 32, 16}, random_bytes);
+      list.u8(e + "down_proj_scales", {experts, hidden, inter / 32}, trained_like_e8m0);
+      bf16(e + "down_proj_bias", {experts, hidden});
+    } else if (mixtral) {
+      bf16(p + "block_sparse_moe.gate.weight", {experts, hidden});
+      for (uint64_t x = 0; x < experts; ++x) {
+        const std::string e = p + "block_sparse_moe.experts." + std::to_string(x) + ".";
+        bf16(e + "w1.weight", {inter, hidden});
+        bf16(e + "w2.weight", {hidden, inter});
+        bf16(e + "w3.weight", {inter, hidden});
+      }
+    } else {
+      bf16(p + "mlp.gate_proj.weight", {inter, hidden});
+      bf16(p + "mlp.up_proj.weight", {inter, hidden});
+      bf16(p + "mlp.down_proj.weight", {hidden, inter});
+    }
+  }
+  list.ones("model.norm.weight", hidden);
+  if (!c.value("tie_word_embeddings", false)) bf16("lm_head.weight", {vocab, hidden});
+  return write_snapshot(out, std::move(list.all), shard_gb, c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n", argv[0], argv[0]);
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5]\n",
+                 argv[0], argv[0], argv[0]);
     return 2;
   }
   const std::string out = argv[1];
+  if (out.empty() || out[0] == '-') {  // `--help` is not a folder to fill with gigabytes
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5]\n",
+                 argv[0], argv[0], argv[0]);
+    return 2;
+  }
+  if (argc > 3 && std::string(argv[2]) == "--config") {
+    std::filesystem::create_directories(out);
+    return make_from_config(out, argv[3], argc > 4 ? std::atof(argv[4]) : 5.0);
+  }
+  if (argc > 2 && std::string(argv[2]).rfind("--", 0) == 0 && std::string(argv[2]) != "--gpt-oss-20b") {
+    std::fprintf(stderr, "%s: unknown option %s\n", argv[0], argv[2]);
+    return 2;
+  }
   if (argc > 2 && std::string(argv[2]) == "--gpt-oss-20b") {
     std::filesystem::create_directories(out);
     return make_gpt_oss_20b(out, argc > 3 ? std::atof(argv[3]) : 5.0);
