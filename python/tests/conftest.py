@@ -13,6 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "fixtures"
 IRIS = os.environ.get("IRIS_BINARY", str(ROOT / "build" / "converter" / "iris"))
+# The snapshot maker (bench/make_snapshot.cpp): beside a carried iris, else in the build tree.
+MAKE_SNAPSHOT = os.environ.get("IRIS_MAKE_SNAPSHOT") or next(
+    (str(p) for p in (Path(IRIS).parent / "iris_make_snapshot", ROOT / "build" / "bench" / "iris_make_snapshot") if p.exists()),
+    str(ROOT / "build" / "bench" / "iris_make_snapshot"))
 
 
 def run_iris(*args):

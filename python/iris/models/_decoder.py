@@ -1,0 +1,201 @@
+"""The decode driver every family shares: static input and output buffers on the device, one
+step = forward + greedy pick + position advance, all on the GPU, capturable as one CUDA graph
+that is replayed for every token (prompt tokens included)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._errors import IrisError
+from . import _weights
+
+
+def _two_stage_argmax(logits: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+    """argmax over the last dim of [1, V] logits: the first maximum of each chunk of 512 (in
+    parallel), then the first chunk holding the largest of them."""
+    v = logits.shape[-1]
+    pad = (-v) % chunk
+    x = F.pad(logits.float(), (0, pad), value=float("-inf")).view(-1, chunk)
+    idx = x.argmax(dim=-1)
+    best = x.gather(1, idx.unsqueeze(1)).squeeze(1).argmax().view(1)
+    return best * chunk + idx.gather(0, best)  # (idx[best] would read `best` on the host)
+
+
+class Decoder:
+    """A family's forward(token, pos) -> logits [1, vocab] plus the driver. Subclasses build
+    their layers in __init__, registering each projection with reads()."""
+
+    family = ""
+
+    def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False):
+        self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
+        self.compiled = bool(compile)
+        self.device = torch.device(device)
+        self.token = torch.zeros(1, dtype=torch.long, device=self.device)
+        self.pos = torch.zeros(1, dtype=torch.long, device=self.device)
+        self.generated = torch.zeros(self.max_len, dtype=torch.long, device=self.device)
+        self.positions = torch.arange(self.max_len, device=self.device)
+        self.logits = None
+        self._graph, self._host_pos = None, 0
+        self._reads = []  # (Linear or ExpertStack, matrices read per token)
+        # The greedy pick in two stages (the first occurrence of the maximum, as argmax):
+        # torch's argmax over a 128K vocabulary runs as one block, 30-37 us on an H100.
+        self._pick = self.fn(_two_stage_argmax)
+
+    def reads(self, part, times: int = 1):
+        """Registers a projection the step reads `times` matrices of (top-k for an expert
+        stack); returns it."""
+        self._reads.append((part, times))
+        return part
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Weight bytes one step reads (embedding row, norms and the KV cache left out)."""
+        return sum(part.read_bytes(times) for part, times in self._reads)
+
+    @property
+    def bytes_by_kernel(self) -> dict:
+        """bytes_per_token split by who reads them: iris's kernels (quantized) or cuBLAS (dense)."""
+        out = {"iris": 0, "cublas": 0}
+        for part, times in self._reads:
+            out["iris" if part.quantized else "cublas"] += part.read_bytes(times)
+        return out
+
+    def forward(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _step(self) -> None:
+        logits = self.forward(self.token, self.pos)
+        nxt = self._pick(logits)
+        self.generated.index_copy_(0, self.pos, nxt)
+        self.token.copy_(nxt)
+        self.pos.add_(1)
+        self.logits = logits
+
+    def reset(self) -> None:
+        self.pos.zero_()
+        self._host_pos = 0
+
+    @torch.no_grad()
+    def capture(self) -> None:
+        """Records one step as a CUDA graph (after two warm-up steps on a side stream, which
+        also load every kernel); step(graph=True) replays it."""
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self.reset()
+            for _ in range(2):
+                self._step()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.reset()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step()
+        self._graph = graph
+        self.reset()
+
+    @torch.no_grad()
+    def step(self, graph: bool = True) -> None:
+        """Feeds self.token at the current position; afterwards self.token holds the greedy pick."""
+        if self._host_pos >= self.max_len:
+            raise IrisError(f"iris.models: position {self._host_pos} is past max_len {self.max_len}")
+        if graph:
+            if self._graph is None:
+                self.capture()
+            self._graph.replay()
+        else:
+            self._step()
+        self._host_pos += 1
+
+    def tune(self) -> dict:
+        """compile=True: picks cuBLAS or a compiled reduction for each dense weight by timing
+        both on it (see DenseGemv); returns how many took each."""
+        picked = {"cublas": 0, "reduction": 0}
+        if self.compiled:
+            for part, _ in self._reads:
+                for g in part.dense_gemvs():
+                    g.tune()
+                    picked[g.kernel] += 1
+        self.dense_kernels = picked
+        return picked
+
+    def fn(self, f):
+        """f as this decoder runs it: through torch.compile (Inductor fuses its elementwise work
+        into a few kernels; the iris GEMVs stay outside, as custom ops) when compile=True."""
+        if not self.compiled:
+            return f
+        return torch.compile(f, fullgraph=True, dynamic=False)
+
+    @torch.no_grad()
+    def score(self, prompt, continuation, graph: bool = True) -> torch.Tensor:
+        """Teacher forcing: the logits [len(continuation), vocab] (FP32) this model gives for
+        each continuation token, fed the prompt and then the continuation itself."""
+        prompt, continuation = [int(t) for t in prompt], [int(t) for t in continuation]
+        if len(prompt) + len(continuation) - 1 > self.max_len:
+            raise IrisError(f"iris.models: {len(prompt) + len(continuation)} tokens do not fit max_len {self.max_len}")
+        if graph and self._graph is None:
+            self.capture()
+        self.reset()
+        feed = torch.tensor(prompt + continuation[:-1], dtype=torch.long, device=self.device)
+        out = torch.empty(len(continuation), int(self.config["vocab_size"]), dtype=torch.float32, device=self.device)
+        for i in range(feed.numel()):
+            self.token.copy_(feed[i:i + 1])
+            self.step(graph)
+            if i >= len(prompt) - 1:
+                out[i - len(prompt) + 1].copy_(self.logits[0])
+        return out
+
+    @torch.no_grad()
+    def generate(self, prompt, steps: int, graph: bool = True) -> list:
+        """Greedy decoding: the prompt fed one token a step, then `steps` picked tokens."""
+        prompt = [int(t) for t in prompt]
+        if not prompt or steps < 1 or len(prompt) + steps - 1 > self.max_len:
+            raise IrisError(f"iris.models: a prompt of {len(prompt)} tokens and {steps} steps do not fit max_len {self.max_len}")
+        vocab = int(self.config["vocab_size"])
+        if any(t < 0 or t >= vocab for t in prompt):
+            raise IrisError(f"iris.models: prompt token out of the vocabulary (size {vocab})")
+        if graph and self._graph is None:
+            self.capture()
+        self.reset()
+        prompt_dev = torch.tensor(prompt, dtype=torch.long, device=self.device)
+        for i in range(len(prompt)):
+            self.token.copy_(prompt_dev[i:i + 1])
+            self.step(graph)
+        for _ in range(steps - 1):
+            self.step(graph)
+        n = len(prompt)
+        return self.generated[n - 1:n - 1 + steps].tolist()
+
+
+def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False) -> Decoder:
+    """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
+    config's model_type. dequantize=True: quantized weights become BF16 once (the model that
+    `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
+    compile=True: the work between the GEMVs (norms, rotary, attention, activations, residuals)
+    goes through torch.compile, a few fused kernels a layer instead of dozens; the arithmetic
+    then rounds less often than transformers' does, so its tokens may part from transformers'
+    where the top two logits nearly tie."""
+    import os
+
+    if os.path.isdir(path):
+        weights = _weights.from_folder(path, device)
+    else:
+        weights = _weights.from_archive(path, device, dequantize=dequantize)
+    return decoder_for(weights, max_len, device, compile)
+
+
+def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False) -> Decoder:
+    from ._gpt_oss import GptOssDecoder
+    from ._llama import LlamaDecoder
+
+    kind = weights.config.get("model_type")
+    families = {"llama": LlamaDecoder, "mistral": LlamaDecoder, "qwen2": LlamaDecoder, "mixtral": LlamaDecoder,
+                "gpt_oss": GptOssDecoder}
+    if kind not in families:
+        raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
+                        f"(supported: {', '.join(sorted(families))})")
+    decoder = families[kind](weights, max_len, device, compile)
+    weights.check_all_taken()
+    decoder.tune()
+    return decoder

@@ -1,0 +1,123 @@
+"""gpt-oss: attention with per-head sinks, sliding-window layers (config.layer_types), YaRN
+rotary positions, and a top-k MoE of MXFP4 experts with gpt-oss's clamped SwiGLU. The
+arithmetic follows transformers' modeling_gpt_oss (eager attention in BF16, router softmax
+over the top-k logits in BF16) and iris.torch's IrisGptOssExperts, so greedy tokens match a
+patched transformers model on the same archive; unlike transformers' forward, a step
+captures into a CUDA graph."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._patch import _gpt_oss_gate
+from ._decoder import Decoder
+from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables
+
+
+class _Layer:
+    def __init__(self, d, w, i: int, c: dict):
+        p = f"model.layers.{i}"
+        self.ln1, self.ln2 = w.take(f"{p}.input_layernorm.weight"), w.take(f"{p}.post_attention_layernorm.weight")
+        self.q = d.reads(Linear(w, f"{p}.self_attn.q_proj"))
+        self.kv = d.reads(GroupedLinear(w, [f"{p}.self_attn.k_proj", f"{p}.self_attn.v_proj"], d.device, d.compiled))
+        self.o = d.reads(Linear(w, f"{p}.self_attn.o_proj"))
+        self.sinks = w.take(f"{p}.self_attn.sinks")
+        self.router = d.reads(Linear(w, f"{p}.mlp.router"))
+        m = f"{p}.mlp.experts"
+        self.gate_up = d.reads(ExpertStack(w.take(f"{m}.gate_up_proj"), w.nbytes(f"{m}.gate_up_proj")), d.top_k)
+        self.down = d.reads(ExpertStack(w.take(f"{m}.down_proj"), w.nbytes(f"{m}.down_proj")), d.top_k)
+        self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
+        types = c.get("layer_types")
+        self.sliding = (types[i] == "sliding_attention") if types is not None else (i % 2 == 0)
+
+
+def _rope_and_cache(q, k, v, cos_table, sin_table, keys, values, pos):
+    cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
+    k = apply_rope(k, cos, sin)
+    keys.index_copy_(1, pos, k.unsqueeze(1))
+    values.index_copy_(1, pos, v.unsqueeze(1))
+    return apply_rope(q, cos, sin)
+
+
+class GptOssDecoder(Decoder):
+    family = "gpt_oss"
+
+    def __init__(self, weights, max_len: int, device, compile: bool = False):
+        super().__init__(weights, max_len, device, compile)
+        c, w = self.config, weights
+        self.hidden = int(c["hidden_size"])
+        self.heads, self.kv_heads = int(c["num_attention_heads"]), int(c["num_key_value_heads"])
+        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self.groups = self.heads // self.kv_heads
+        self.eps = float(c.get("rms_norm_eps", 1e-5))
+        self.window = int(c.get("sliding_window") or 128)
+        self.top_k = int(c.get("num_experts_per_tok", c.get("experts_per_token", 4)))
+        alpha, limit = 1.702, float(c.get("swiglu_limit", 7.0))
+        self.embed = w.take("model.embed_tokens.weight")
+        n_layers = int(c["num_hidden_layers"])
+        self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
+        self.norm = w.take("model.norm.weight")
+        self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
+        self.lm_head.as_logits()
+        dtype = self.embed.dtype
+        self.cos, self.sin = rope_tables(c, self.head_dim, self.max_len, dtype, self.device)
+        self.cache = KVCache(n_layers, self.kv_heads, self.max_len, self.head_dim, dtype, self.device)
+        self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=self.device)
+        eps, heads, kv_heads, groups, head_dim = self.eps, self.heads, self.kv_heads, self.groups, self.head_dim
+        scaling, top_k = head_dim ** -0.5, self.top_k
+
+        def embed_norm(token, embed, weight):
+            x = F.embedding(token, embed)
+            return x, rms_norm(x, weight, eps, weight_in_f32=True)
+
+        def add_norm(x, y, weight):
+            x = x + y
+            return x, rms_norm(x, weight, eps, weight_in_f32=True)
+
+        def attention(q, keys, values, mask, sinks):
+            # transformers' eager_attention_forward with sinks, at one query: BF16 matmuls, the
+            # sink logit joins the softmax and is dropped after it.
+            qg = q.view(kv_heads, groups, head_dim)
+            scores = torch.matmul(qg, keys.transpose(1, 2)) * scaling  # [kv, groups, L]
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            combined = torch.cat([scores, sinks.view(kv_heads, groups, 1).to(scores.dtype)], dim=-1)
+            combined = combined - combined.max(dim=-1, keepdim=True).values
+            probs = F.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1]
+            return torch.matmul(probs, values).reshape(1, heads * head_dim)
+
+        def route(logits):
+            # torch.topk, as transformers' router: BF16 router logits tie now and then, and
+            # which expert a tie sends the token to must be the same (a stable sort, which
+            # compiles to one small kernel, picked other experts than transformers at ties)
+            top, idx = torch.topk(logits, top_k, dim=-1)
+            picked = idx.reshape(-1)
+            return F.softmax(top, dim=1, dtype=top.dtype), picked, picked.to(torch.int32)
+
+        def gate(gate_up, bias, picked):
+            return _gpt_oss_gate(gate_up + bias.index_select(0, picked), alpha, limit)
+
+        def combine_add_norm(out, bias, picked, weights, x, weight):
+            out = (out + bias.index_select(0, picked)) * weights.reshape(-1, 1)
+            return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
+
+        self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
+        self.f_rope_cache, self.f_route, self.f_gate = (self.fn(f) for f in (_rope_and_cache, route, gate))
+        self.f_combine_add_norm = self.fn(combine_add_norm)
+
+    def forward(self, token, pos):
+        full = self.positions <= pos
+        sliding = full & (self.positions > pos - self.window)
+        x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
+        for i, layer in enumerate(self.layers):
+            k, v = layer.kv(h)
+            q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
+                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.k[i], self.cache.v[i], pos)
+            attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
+            x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+            weights, picked, ids = self.f_route(layer.router(h))
+            gate_up = layer.gate_up(h, ids, self.rows)
+            act = self.f_gate(gate_up, layer.gate_up_bias, picked)
+            nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
+            x, h = self.f_combine_add_norm(layer.down(act, ids, None), layer.down_bias, picked, weights, x, nxt)
+        return self.lm_head.logits(h)

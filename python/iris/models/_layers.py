@@ -1,0 +1,307 @@
+"""The pieces every family's decode step is made of, on [1, features] BF16 rows: projections
+(the fused GEMV for a quantized weight, cuBLAS for a dense one), expert stacks (the grouped
+expert GEMV), RMSNorm, rotary tables and the static KV cache. Nothing here synchronizes with
+the host or allocates outside torch's allocator, so a step captures into a CUDA graph."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .._errors import IrisError
+from ..torch import Experts, QuantTensor
+
+
+def _reduction_gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [1, K] @ w.T as a row-wise reduction in FP32: under torch.compile, one generated kernel
+    reading w once, which at decode's small N beats cuBLAS's GEMV (measured at load)."""
+    return (x.float() * w.float()).sum(dim=-1, keepdim=True).t()
+
+
+class DenseGemv:
+    """The faster of cuBLAS and a compiled reduction for one dense [N, K] weight at batch 1,
+    timed on the weight itself when the decoder is built (compile=True only). Both accumulate
+    in FP32; `f32` keeps the FP32 result (logits), else it is rounded to BF16 once."""
+
+    _compiled = None
+
+    def __init__(self, w: torch.Tensor, f32: bool = False):
+        self.w, self.f32, self.kernel = w, f32, "cublas"
+
+    def cublas(self, x):
+        return logits_f32(x, self.w) if self.f32 else F.linear(x, self.w)
+
+    def reduction(self, x):
+        y = DenseGemv._compiled(x, self.w)
+        return y if self.f32 else y.to(x.dtype)
+
+    def tune(self, reps: int = 20) -> None:
+        if DenseGemv._compiled is None:
+            # dynamic: one kernel for every weight shape (a compile per shape would pass
+            # dynamo's per-function cache limit in a model with many shapes)
+            DenseGemv._compiled = torch.compile(_reduction_gemv, fullgraph=True, dynamic=True)
+        x = torch.randn(1, self.w.shape[1], dtype=self.w.dtype, device=self.w.device)
+        times = {}
+        for name in ("cublas", "reduction"):
+            fn = getattr(self, name)
+            for _ in range(3):
+                fn(x)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                fn(x)
+            b.record()
+            torch.cuda.synchronize()
+            times[name] = a.elapsed_time(b)
+        self.kernel = min(times, key=times.get)
+
+    def __call__(self, x):
+        return self.reduction(x) if self.kernel == "reduction" else self.cublas(x)
+
+
+class Linear:
+    """y = x W^T (+ b) for W [N, K] from the weights: torch.ops.iris.gemv for a quantized W,
+    F.linear (cuBLAS) for a dense one."""
+
+    def __init__(self, weights, prefix: str, bias: bool | None = None):
+        """bias None: taken when the weights have one; False: none; True: required."""
+        self.w = weights.take(prefix + ".weight")
+        self.b = weights.take(prefix + ".bias", required=bool(bias)) if bias is not False else None
+        self.n, self.k = int(self.w.shape[0]), int(self.w.shape[1])
+        self.quantized = isinstance(self.w, QuantTensor)
+        self.dense = None if self.quantized else DenseGemv(self.w)
+        self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
+
+    def read_bytes(self, times: int = 1) -> int:
+        return self.nbytes * times
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.quantized:
+            y = torch.ops.iris.gemv(x, self.w._handle, self.n)
+            return y + self.b if self.b is not None else y
+        if self.dense.kernel == "cublas":
+            return F.linear(x, self.w, self.b)
+        y = self.dense(x)
+        return y + self.b if self.b is not None else y
+
+    def as_logits(self) -> None:
+        """Makes calls return FP32 (the model's output logits; see logits_f32) where the weight
+        is dense; a quantized one's output stays BF16, widened."""
+        if not self.quantized and self.b is None:
+            self.dense.f32 = True
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        if self.quantized or self.b is not None:
+            return self(x).float()
+        return self.dense(x)
+
+    def dense_gemvs(self) -> list:
+        return [self.dense] if self.dense is not None else []
+
+
+class GroupedLinear:
+    """Projections of one input whose weights share an [N, K] shape (k and v, gate and up), in
+    one launch: quantized ones as the grouped expert GEMV over a two-entry expert list (ids 0,
+    1, ... on the same row of x; each output bit for bit the single GEMV's), dense ones, with
+    fuse_dense, concatenated once into one [G * N, K] matrix for one GEMV (what engines do for
+    the BF16 peer; cuBLAS then rounds its sums in another order than one GEMV each, which a
+    router's near-tie can turn into another expert). Mixed or mismatched weights, and dense ones
+    without fuse_dense, run one Linear each. Returns one [1, N] output per projection."""
+
+    def __init__(self, weights, prefixes: list, device, fuse_dense: bool = True):
+        parts = [Linear(weights, p) for p in prefixes]
+        self.parts, self.count, self.quantized = parts, len(parts), parts[0].quantized
+        self.nbytes = sum(p.nbytes for p in parts)
+        self.mode = "separate"
+        same = len({(p.n, p.k, p.quantized) for p in parts}) == 1
+        if same and self.quantized and len({p.w.format for p in parts}) == 1:
+            try:
+                self.experts = Experts([p.w for p in parts])
+                self.ids = torch.arange(self.count, dtype=torch.int32, device=device)
+                self.rows = torch.zeros(self.count, dtype=torch.int32, device=device)
+                self.mode = "grouped"
+            except IrisError:
+                pass  # another geometry (tiling) each: one launch per projection
+        elif same and not self.quantized and fuse_dense:
+            self.w = torch.cat([p.w for p in parts])
+            self.dense = DenseGemv(self.w)
+            for p, prefix in zip(parts, prefixes):
+                weights.release(prefix + ".weight")  # the concatenated copy replaces them
+                p.w = p.dense = None
+            self.mode = "concatenated"
+        if self.mode != "separate" and any(p.b is not None for p in parts):
+            zero = lambda p: p.b if p.b is not None else torch.zeros(p.n, dtype=torch.bfloat16, device=device)  # noqa: E731
+            self.b = torch.stack([zero(p) for p in parts])
+        else:
+            self.b = None
+        self.n = parts[0].n
+
+    def read_bytes(self, times: int = 1) -> int:
+        return self.nbytes * times
+
+    def dense_gemvs(self) -> list:
+        if self.mode == "concatenated":
+            return [self.dense]
+        return [g for p in self.parts if p.w is not None for g in p.dense_gemvs()] if self.mode == "separate" else []
+
+    def __call__(self, x: torch.Tensor) -> list:
+        if self.mode == "separate":
+            return [p(x) for p in self.parts]
+        if self.mode == "grouped":
+            y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.n)  # [G, N]
+        else:
+            y = self.dense(x).view(self.count, self.n)
+        if self.b is not None:
+            y = y + self.b
+        return [y[i:i + 1] for i in range(self.count)]
+
+
+class ExpertStack:
+    """One MoE projection over the experts the router picked: y[p] = W[ids[p]] @ x[rows[p]].
+    Quantized: the grouped expert GEMV, reading only the picked experts' tiles. Dense (the
+    BF16 reference): the picked matrices gathered, then one batched matmul.
+
+    `tensors` is an [E, N, K] stack (gpt-oss) or a list of E [N, K] matrices (Mixtral)."""
+
+    def __init__(self, tensors, nbytes: int):
+        first = tensors if not isinstance(tensors, list) else tensors[0]
+        self.quantized = isinstance(first, QuantTensor)
+        if self.quantized:
+            self.experts = Experts(tensors)
+            self.count, self.n = self.experts.count, self.experts.n
+        else:
+            self.stack = tensors if not isinstance(tensors, list) else torch.stack(tensors)
+            self.count, self.n = int(self.stack.shape[0]), int(self.stack.shape[1])
+        self.nbytes_per_expert = nbytes // self.count
+
+    def read_bytes(self, experts: int) -> int:
+        return self.nbytes_per_expert * experts
+
+    def dense_gemvs(self) -> list:
+        return []
+
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        if self.quantized:
+            return torch.ops.iris.gemv_experts(x, ids, rows, self.experts._handle, self.n)
+        xs = x if rows is None else x.index_select(0, rows.long())
+        w = self.stack.index_select(0, ids.long())  # [P, N, K]
+        return torch.bmm(w, xs.unsqueeze(-1)).squeeze(-1)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, weight_in_f32: bool = False) -> torch.Tensor:
+    """transformers' RMSNorm: normalized in FP32; Llama casts back to the input dtype before
+    the weight multiplies, gpt-oss after (weight_in_f32)."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (w * xf).to(x.dtype) if weight_in_f32 else w * xf.to(x.dtype)
+
+
+def _rope_parameters(config: dict) -> dict:
+    """rope_theta and the scaling entries, from transformers 5's `rope_parameters` or the older
+    `rope_theta` + `rope_scaling`."""
+    p = dict(config.get("rope_parameters") or {})
+    scaling = config.get("rope_scaling") or {}
+    for key, value in scaling.items():
+        p.setdefault(key, value)
+    if "type" in p and "rope_type" not in p:
+        p["rope_type"] = p["type"]
+    p.setdefault("rope_theta", config.get("rope_theta", 10000.0))
+    p.setdefault("rope_type", "default")
+    return p
+
+
+def rope_inv_freq(config: dict, head_dim: int) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies and attention scaling of the config's RoPE (default, linear, llama3,
+    yarn), computed as transformers' modeling_rope_utils does, in FP32."""
+    p = _rope_parameters(config)
+    base, kind = float(p["rope_theta"]), p["rope_type"]
+    dim = int(head_dim * float(p.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))))
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    inv_freq = 1.0 / (base ** exponents)
+    if kind == "default":
+        return inv_freq, 1.0
+    if kind == "linear":
+        return inv_freq / float(p["factor"]), 1.0
+    if kind == "llama3":
+        factor, low, high = float(p["factor"]), float(p["low_freq_factor"]), float(p["high_freq_factor"])
+        old = float(p["original_max_position_embeddings"])
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        original = p.get("original_max_position_embeddings") or config["max_position_embeddings"]
+        factor = p.get("factor") or config["max_position_embeddings"] / original
+        factor = float(factor)
+
+        def mscale_of(scale, m=1.0):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        attention = p.get("attention_factor")
+        if attention is None:
+            m, m_all = p.get("mscale"), p.get("mscale_all_dim")
+            attention = mscale_of(factor, m) / mscale_of(factor, m_all) if m and m_all else mscale_of(factor)
+        beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+
+        def correction_dim(rotations):
+            return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if p.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        pos_freqs = base ** exponents
+        extrapolation = 1 - ramp
+        inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+        return inv_freq, float(attention)
+    raise IrisError(f"config.json: rope_type '{kind}' is not supported by iris.models")
+
+
+def rope_tables(config: dict, head_dim: int, max_len: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [max_len, head_dim] (the half-dim frequencies repeated, as transformers' emb =
+    cat(freqs, freqs)), times the attention scaling, in FP32 then cast to `dtype`."""
+    inv_freq, scaling = rope_inv_freq(config, head_dim)
+    positions = torch.arange(max_len, dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (emb.cos() * scaling).to(dtype).to(device), (emb.sin() * scaling).to(dtype).to(device)
+
+
+def logits_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """h @ w.T with FP32 output (cuBLAS accumulates in FP32 either way; rounding the logits to
+    BF16 would make exact ties among a large vocabulary common, and greedy picks then turn on
+    the tie-break). Where this torch has no out_dtype: the BF16 product, widened."""
+    try:
+        return torch.mm(h, w.t(), out_dtype=torch.float32)
+    except (TypeError, RuntimeError):
+        return F.linear(h, w).float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [heads, head_dim] rotated by the position's cos, sin [1, head_dim] (rotate_half form)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class KVCache:
+    """K and V of every layer, [layers, kv_heads, max_len, head_dim]: a step writes position
+    `pos` (a device tensor) with index_copy_, so the same graph serves every position."""
+
+    def __init__(self, layers: int, kv_heads: int, max_len: int, head_dim: int, dtype, device):
+        self.k = torch.zeros(layers, kv_heads, max_len, head_dim, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        self.max_len = max_len
+
+    def write(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self.k[layer].index_copy_(1, pos, k.unsqueeze(1))
+        self.v[layer].index_copy_(1, pos, v.unsqueeze(1))
+        return self.k[layer], self.v[layer]

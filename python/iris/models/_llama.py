@@ -1,0 +1,192 @@
+"""Llama, Mistral, Qwen2 and Mixtral: pre-norm decoder layers of grouped-query attention with
+rotary positions, and a gated MLP (dense, or Mixtral's top-k experts). The arithmetic follows
+transformers' modeling_llama / modeling_mixtral in BF16 with FP32 norms, so greedy tokens
+match transformers' on the same weights."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._errors import IrisError
+from ._decoder import Decoder
+from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables
+
+_ACTIVATIONS = {
+    "silu": F.silu,
+    "swish": F.silu,
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
+def activation(config: dict):
+    name = config.get("hidden_act", "silu")
+    if name not in _ACTIVATIONS:
+        raise IrisError(f"config.json: hidden_act '{name}' is not supported by iris.models")
+    return _ACTIVATIONS[name]
+
+
+class _DenseMlp:
+    def __init__(self, d, w, prefix: str):
+        self.gate_up = d.reads(GroupedLinear(w, [f"{prefix}.gate_proj", f"{prefix}.up_proj"], d.device, d.compiled))
+        self.down = d.reads(Linear(w, f"{prefix}.down_proj"))
+
+    def __call__(self, d, h):
+        gate, up = self.gate_up(h)
+        return self.down(d.f_gated(gate, up))
+
+
+class _MixtralMoe:
+    """transformers' MixtralSparseMoeBlock at one token: softmax over the router's logits in
+    FP32, top-k, renormalised, cast to BF16; each expert's w2(act(w1 x) * w3 x) weighted and
+    summed (as IrisMixtralExperts does)."""
+
+    def __init__(self, d, w, prefix: str, config: dict):
+        e = int(config["num_local_experts"])
+        self.top_k = int(config["num_experts_per_tok"])
+        self.router = d.reads(Linear(w, f"{prefix}.gate", bias=False))
+        stacks = {}
+        for p in ("w1", "w2", "w3"):
+            names = [f"{prefix}.experts.{i}.{p}.weight" for i in range(e)]
+            stacks[p] = d.reads(ExpertStack([w.take(n) for n in names], sum(w.nbytes(n) for n in names)), self.top_k)
+            for n in names:
+                w.release(n)  # the stack holds them (a dense stack is a copy)
+        self.w1, self.w2, self.w3 = stacks["w1"], stacks["w2"], stacks["w3"]
+        self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
+
+    def __call__(self, d, h):
+        top, ids = d.f_route(self.router(h), self.top_k)
+        x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
+        return d.f_weighted_sum(self.w2(x, ids, None), top)
+
+
+def _route_softmax_topk(logits, top_k: int):
+    probs = F.softmax(logits, dim=-1, dtype=torch.float32)
+    top, idx = torch.topk(probs, top_k, dim=-1)
+    top = (top / top.sum(dim=-1, keepdim=True)).to(logits.dtype)
+    return top, idx.reshape(-1).to(torch.int32)
+
+
+def _weighted_sum(out, weights):
+    return (out * weights.reshape(-1, 1)).sum(dim=0, keepdim=True).to(out.dtype)
+
+
+class _TiedHead:
+    """lm_head sharing the embedding matrix (tie_word_embeddings)."""
+
+    quantized = False
+
+    def __init__(self, embed, nbytes: int):
+        self.embed, self.nbytes = embed, nbytes
+        self.dense = DenseGemv(embed, f32=True)
+
+    def read_bytes(self, times: int = 1) -> int:
+        return self.nbytes * times
+
+    def dense_gemvs(self) -> list:
+        return [self.dense]
+
+    def logits(self, h):
+        return self.dense(h)
+
+
+class _Layer:
+    def __init__(self, d, w, i: int, config: dict):
+        p = f"model.layers.{i}"
+        self.ln1, self.ln2 = w.take(f"{p}.input_layernorm.weight"), w.take(f"{p}.post_attention_layernorm.weight")
+        self.q = d.reads(Linear(w, f"{p}.self_attn.q_proj"))
+        self.kv = d.reads(GroupedLinear(w, [f"{p}.self_attn.k_proj", f"{p}.self_attn.v_proj"], d.device, d.compiled))
+        self.o = d.reads(Linear(w, f"{p}.self_attn.o_proj"))
+        if config.get("model_type") == "mixtral":
+            self.mlp = _MixtralMoe(d, w, f"{p}.block_sparse_moe", config)
+        else:
+            self.mlp = _DenseMlp(d, w, f"{p}.mlp")
+        layer_types = config.get("layer_types")
+        window = config.get("sliding_window")
+        if layer_types is not None:
+            self.sliding = layer_types[i] == "sliding_attention" and window is not None
+        else:  # Mistral / Mixtral: every layer when sliding_window is set; Qwen2 only with use_sliding_window
+            self.sliding = window is not None and (config.get("model_type") != "qwen2" or config.get("use_sliding_window", False))
+
+
+def _rope_and_cache(q, k, v, cos_table, sin_table, keys, values, pos):
+    """q and k rotated to position `pos`; k and v written at `pos` of this layer's cache. q, k,
+    v: [heads, dim]."""
+    cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
+    k = apply_rope(k, cos, sin)
+    keys.index_copy_(1, pos, k.unsqueeze(1))
+    values.index_copy_(1, pos, v.unsqueeze(1))
+    return apply_rope(q, cos, sin)
+
+
+class LlamaDecoder(Decoder):
+    family = "llama"
+
+    def __init__(self, weights, max_len: int, device, compile: bool = False):
+        super().__init__(weights, max_len, device, compile)
+        c, w = self.config, weights
+        self.hidden = int(c["hidden_size"])
+        self.heads = int(c["num_attention_heads"])
+        self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self.eps = float(c.get("rms_norm_eps", 1e-6))
+        self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
+        act = activation(c)
+        self.embed = w.take("model.embed_tokens.weight")
+        n_layers = int(c["num_hidden_layers"])
+        self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
+        self.norm = w.take("model.norm.weight")
+        if w.has("lm_head.weight"):
+            self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
+            self.lm_head.as_logits()
+        elif c.get("tie_word_embeddings", False):
+            self.lm_head = self.reads(_TiedHead(self.embed, w.nbytes("model.embed_tokens.weight")))
+        else:
+            raise IrisError(f"{w.source}: no lm_head.weight and tie_word_embeddings is not set")
+        dtype = self.embed.dtype
+        self.cos, self.sin = rope_tables(c, self.head_dim, self.max_len, dtype, self.device)
+        self.cache = KVCache(n_layers, self.kv_heads, self.max_len, self.head_dim, dtype, self.device)
+        eps, heads, kv_heads, head_dim = self.eps, self.heads, self.kv_heads, self.head_dim
+
+        def embed_norm(token, embed, weight):
+            x = F.embedding(token, embed)
+            return x, rms_norm(x, weight, eps)
+
+        def add_norm(x, y, weight):
+            x = x + y
+            return x, rms_norm(x, weight, eps)
+
+        def attention(q, keys, values, mask):
+            # mask: additive, 0 or -inf per cache position, made once a step (masks below)
+            out = F.scaled_dot_product_attention(q.view(1, heads, 1, head_dim), keys.unsqueeze(0), values.unsqueeze(0),
+                                                 attn_mask=mask, enable_gqa=kv_heads != heads)
+            return out.reshape(1, heads * head_dim)
+
+        window, dtype_ = self.window, self.embed.dtype
+
+        def masks(positions, pos):
+            full = positions <= pos
+            sliding = full & (positions > pos - window) if window else full
+            add = lambda m: torch.zeros(m.shape, dtype=dtype_, device=m.device).masked_fill(~m, float("-inf")).view(1, 1, 1, -1)  # noqa: E731
+            return add(full), add(sliding)
+
+        self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
+        self.f_masks = self.fn(masks)
+        self.f_rope_cache = self.fn(_rope_and_cache)
+        self.f_gated = self.fn(lambda gate, up: act(gate) * up)
+        self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
+
+    def forward(self, token, pos):
+        full, sliding = self.f_masks(self.positions, pos)
+        x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
+        for i, layer in enumerate(self.layers):
+            k, v = layer.kv(h)
+            q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
+                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.k[i], self.cache.v[i], pos)
+            attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
+            x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+            nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
+            x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
+        return self.lm_head.logits(h)

@@ -1,0 +1,89 @@
+"""The tensors a decoder takes, by checkpoint name: from an archive (quantized tensors stay
+QuantTensors on the GPU, or are dequantized to BF16 once, bit for bit what `iris export
+--dtype bf16` writes) or from a safetensors snapshot folder. Records which names were taken,
+so a tensor left unused is reported, never silently dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from .._errors import IrisError
+
+
+class Weights:
+    def __init__(self, tensors: dict, config: dict, nbytes: dict, source: str):
+        self._tensors, self.config, self._nbytes, self.source = tensors, config, nbytes, source
+        self._taken = set()
+
+    def take(self, name: str, required: bool = True):
+        """The tensor (torch.Tensor or QuantTensor) named `name`; None when absent and not required."""
+        t = self._tensors.get(name)
+        if t is None and name in self._taken:
+            raise IrisError(f"{self.source}: tensor '{name}' was taken twice")
+        if t is None:
+            if required:
+                raise IrisError(f"{self.source}: tensor '{name}': the model needs it and the weights do not have it")
+            return None
+        self._taken.add(name)
+        return t
+
+    def release(self, name: str) -> None:
+        """Drops this table's reference to a taken tensor (a copy replaced it), so its memory can
+        go; it stays counted as taken."""
+        if name in self._taken:
+            self._tensors[name] = None
+
+    def has(self, name: str) -> bool:
+        return name in self._tensors
+
+    def nbytes(self, name: str) -> int:
+        """Bytes the tensor occupies as stored (all its components): what a full read costs."""
+        return self._nbytes[name]
+
+    def unused(self) -> list:
+        return sorted(set(self._tensors) - self._taken)
+
+    def check_all_taken(self) -> None:
+        left = self.unused()
+        if left:
+            raise IrisError(f"{self.source}: {len(left)} tensors the model does not take: {', '.join(left[:20])}"
+                            + (" ..." if len(left) > 20 else ""))
+
+
+def from_archive(path, device="cuda", dequantize: bool = False) -> Weights:
+    from .. import open as iris_open
+    from ..torch import QuantTensor, load
+
+    archive = iris_open(path)
+    if "config.json" not in archive.files:
+        raise IrisError(f"{archive.path}: the archive holds no config.json; iris.models needs the model's config")
+    config = json.loads(archive.files["config.json"])
+    nbytes = {name: sum(c[4] for c in t._components) for name, t in archive.tensors.items()}
+    tensors = load(archive, device)
+    if dequantize:
+        tensors = {n: t.dequantize(torch.bfloat16) if isinstance(t, QuantTensor) else t for n, t in tensors.items()}
+        nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
+    return Weights(tensors, config, nbytes, str(archive.path))
+
+
+def from_folder(path, device="cuda") -> Weights:
+    """A snapshot folder of safetensors shards and config.json (e.g. `iris export -o DIR/`)."""
+    from safetensors.torch import load_file
+
+    path = os.fspath(path)
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except OSError as e:
+        raise IrisError(f"{path}: cannot read config.json: {e.strerror}") from None
+    tensors = {}
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            tensors.update(load_file(os.path.join(path, name), device=str(torch.device(device))))
+    if not tensors:
+        raise IrisError(f"{path}: no .safetensors files")
+    nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
+    return Weights(tensors, config, nbytes, path)
