@@ -1,0 +1,303 @@
+"""Whole-model decode from .iris archives, batch 1, each step one CUDA graph (issue 25).
+
+    python3 bench/decode_bench.py --iris BIN --make-snapshot BIN --work DIR --out RESULT.json
+        [--models llama-3-8b,gpt-oss-20b] [--formats mxfp4,nf4,fp8-block,fp8-channel]
+        [--layers N] [--steps 64]
+
+Each model is bench/models/NAME.json (a real model's config.json), given random weights by
+`iris_make_snapshot --config` (RMSNorm weights 1, gpt-oss experts in MXFP4 as shipped) and
+converted by `iris convert` (gpt-oss: as it is; dense families: --quant per format). --layers
+keeps the first N layers (a model too large for the disk). For each model and format:
+
+- ms/token of iris.models' decoder, eager and replaying one CUDA graph per step; tokens/s;
+- weight bytes read per token, and that as a share of the card's copy ceiling (a device copy
+  kernel, read + write) and of cuBLAS BF16's achieved GEMV bandwidth, both measured here;
+- the BF16 peer: the same decoder holding the dequantized weights (bit for bit what `iris
+  export --dtype bf16` writes) on cuBLAS, under the same graph;
+- the per-step timeline: each kernel's microseconds per step and share of the step, from the
+  profiler over graph replays, grouped into iris GEMV / cuBLAS / other;
+- the greedy-token check: --steps tokens after an 8-token prompt, against the BF16 peer's.
+
+Prints one JSON document (also written to --out) and a table on stderr."""
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+
+import iris.models  # noqa: E402
+
+PROMPT = [1, 15, 27, 8, 99, 3, 42, 7]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def graph_ms(fn, reps: int = 20, inner: int = 1) -> float:
+    """Median-free simple timing of a captured fn: CUDA events over reps replays."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(inner):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / (reps * inner)
+
+
+def ceilings() -> dict:
+    """The card's copy ceiling (a 1 GiB device-to-device copy, read + write counted) and cuBLAS
+    BF16's achieved GEMV bandwidth at batch 1 (8 distinct weights, so L2 holds none)."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_ms = graph_ms(lambda: dst.copy_(src), reps=20)
+    del src, dst
+    out = {"copy_GBps": 2 * (1 << 30) / copy_ms / 1e6}
+    for n, k in ((14336, 4096), (4096, 14336)):
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(8)]
+        x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+
+        def run():
+            for w in ws:
+                F.linear(x, w)
+
+        ms = graph_ms(run, reps=20) / len(ws)
+        out[f"cublas_bf16_gemv_{n}x{k}_us"] = ms * 1e3
+        out[f"cublas_bf16_gemv_{n}x{k}_GBps"] = n * k * 2 / ms / 1e6
+        del ws
+    out["cublas_bf16_GBps"] = (out["cublas_bf16_gemv_14336x4096_GBps"] + out["cublas_bf16_gemv_4096x14336_GBps"]) / 2
+    torch.cuda.empty_cache()
+    return out
+
+
+def time_decoder(decoder, steps: int) -> dict:
+    torch.cuda.synchronize()
+    decoder.generate(PROMPT, 2, graph=False)  # warm-up: kernels loaded, cuBLAS heuristics
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(8):
+        decoder.step(graph=False)
+    torch.cuda.synchronize()
+    eager = (time.perf_counter() - t0) / 8 * 1e3
+    decoder.capture()
+    decoder.reset()
+    for _ in range(4):
+        decoder.step(graph=True)
+    torch.cuda.synchronize()
+    n = min(steps, decoder.max_len - 8)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(n):
+        decoder.step(graph=True)
+    b.record()
+    torch.cuda.synchronize()
+    return {"eager_ms": eager, "graph_ms": a.elapsed_time(b) / n}
+
+
+def timeline(decoder, replays: int = 5) -> dict:
+    """Kernel times per step from the profiler over graph replays (CUPTI reports the kernels a
+    graph launches); falls back to eager steps if it reports none."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def collect(graph):
+        decoder.reset()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(replays):
+                decoder.step(graph=graph)
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            us = getattr(e, "device_time_total", None)
+            if us is None:
+                us = getattr(e, "cuda_time_total", 0)
+            if us > 0 and e.count > 0 and getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA"):
+                rows.append((e.key, e.count / replays, us / replays))
+        return rows
+
+    rows, source = collect(True), "graph replays"
+    if not rows:
+        rows, source = collect(False), "eager steps (the profiler saw no kernels in graph replays)"
+    total = sum(r[2] for r in rows) or 1.0
+
+    def kind(name):
+        n = name.lower()
+        if "mma_kernel" in n or "iris" in n:
+            return "iris GEMV"
+        if any(s in n for s in ("gemv", "gemm", "cutlass", "cublas", "xmma", "sm90")):
+            return "cuBLAS"
+        return "other"
+
+    rows.sort(key=lambda r: -r[2])
+    groups = {}
+    for name, count, us in rows:
+        g = groups.setdefault(kind(name), {"kernels_per_step": 0.0, "us_per_step": 0.0})
+        g["kernels_per_step"] += count
+        g["us_per_step"] += us
+    for g in groups.values():
+        g["share"] = g["us_per_step"] / total
+    return {"source": source, "kernel_us_per_step": total, "kernels_per_step": sum(r[1] for r in rows), "groups": groups,
+            "top": [{"kernel": name[:120], "per_step": count, "us": us, "share": us / total} for name, count, us in rows[:15]]}
+
+
+def make_model(args, name: str, work: Path) -> tuple:
+    config = json.loads((HERE / "models" / f"{name}.json").read_text())
+    if args.layers:
+        config["num_hidden_layers"] = min(args.layers, config["num_hidden_layers"])
+        if "layer_types" in config:
+            config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
+    cfg_path = work / f"{name}.config.json"
+    cfg_path.write_text(json.dumps(config))
+    snap = work / f"{name}-snapshot"
+    t0 = time.time()
+    subprocess.run([args.make_snapshot, str(snap), "--config", str(cfg_path)], check=True, stdout=sys.stderr)
+    log(f"{name}: snapshot in {time.time() - t0:.1f} s")
+    return config, snap
+
+
+def convert(args, snap: Path, out: Path, fmt: str) -> float:
+    cmd = [args.iris, "convert", str(snap), "-o", str(out), "-q", "--force"]
+    if fmt != "as-shipped":
+        cmd += ["--quant", fmt]
+    t0 = time.time()
+    subprocess.run(cmd, check=True)
+    return time.time() - t0
+
+
+def greedy_check(ref_logits, q_logits, ref_tokens, q_tokens) -> dict:
+    """Free-running: the first step where the two greedy sequences part. Teacher-forced on the
+    BF16 peer's sequence: where the quantized model's pick differs, and whether each such step
+    is a near-tie (the peer's top-two margin within the two models' logit difference there)."""
+    first = next((i for i, (a, b) in enumerate(zip(q_tokens, ref_tokens)) if a != b), None)
+    top2 = ref_logits.topk(2, dim=-1).values
+    margin = (top2[:, 0] - top2[:, 1])
+    diff = (q_logits - ref_logits).abs().amax(dim=-1)
+    differ = (q_logits.argmax(-1) != ref_logits.argmax(-1)).nonzero().flatten().tolist()
+    return {"steps": len(ref_tokens), "free_running_equal": first is None, "free_running_first_difference": first,
+            "teacher_forced_agree": len(ref_tokens) - len(differ), "teacher_forced_differ_at": differ,
+            "differ_margins": [float(margin[i]) for i in differ], "differ_logit_diffs": [float(diff[i]) for i in differ],
+            "all_differences_near_ties": all(float(margin[i]) <= 2 * float(diff[i]) for i in differ),
+            "max_logit_diff": float(diff.max()), "median_ref_margin": float(margin.median()),
+            "max_abs_logit": float(ref_logits.abs().max()), "tokens": q_tokens[:16], "bf16_tokens": ref_tokens[:16]}
+
+
+def release():
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
+    r = {"compiled": args.compile}
+    # The BF16 peer first: its sequence is the one both models are scored on.
+    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile)
+    r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
+    peer = time_decoder(ref, args.steps)
+    r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
+    ref_tokens = ref.generate(PROMPT, args.steps, graph=True)
+    ref_logits = ref.score(PROMPT, ref_tokens)
+    del ref
+    release()
+    if compare_uncompiled and args.compile:
+        plain = iris.models.load(archive, max_len=max_len)
+        t = time_decoder(plain, args.steps)
+        r["uncompiled_graph_ms"], r["uncompiled_timeline"] = t["graph_ms"], timeline(plain)
+        del plain
+        release()
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
+    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
+    r.update(time_decoder(q, args.steps))
+    r["timeline"] = timeline(q)
+    q_tokens = q.generate(PROMPT, args.steps, graph=True)
+    r["greedy"] = greedy_check(ref_logits, q.score(PROMPT, ref_tokens), ref_tokens, q_tokens)
+    del q, ref_logits
+    release()
+    ms = r["graph_ms"]
+    r["tokens_per_s"] = 1e3 / ms
+    r["speedup_vs_bf16_peer"] = r["bf16_peer_graph_ms"] / ms
+    r["copy_roofline_ms"] = r["bytes_per_token"] / limits["copy_GBps"] / 1e6
+    r["share_of_copy_roofline"] = r["copy_roofline_ms"] / ms
+    r["share_of_cublas_bw"] = (r["bytes_per_token"] / limits["cublas_bf16_GBps"] / 1e6) / ms
+    r["bf16_peer_share_of_copy_roofline"] = r["bf16_peer_bytes_per_token"] / limits["copy_GBps"] / 1e6 / r["bf16_peer_graph_ms"]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--iris", required=True)
+    ap.add_argument("--make-snapshot", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="llama-3-8b,gpt-oss-20b")
+    ap.add_argument("--formats", default="mxfp4,nf4,fp8-block,fp8-channel", help="for the dense families")
+    ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--no-compile", dest="compile", action="store_false",
+                    help="the work between GEMVs unfused (iris.models compile=False)")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "steps": args.steps, "layers": args.layers,
+              "prompt": PROMPT, "models": {}}
+    result["ceilings"] = limits = ceilings()
+    log(json.dumps(limits))
+    max_len = len(PROMPT) + args.steps + 16
+    for name in args.models.split(","):
+        config, snap = make_model(args, name, work)
+        formats = ["as-shipped"] if config["model_type"] == "gpt_oss" else args.formats.split(",")
+        archives = {}
+        model = result["models"][name] = {"layers": config["num_hidden_layers"], "formats": {}}
+        for fmt in formats:
+            archives[fmt] = work / f"{name}-{fmt}.iris"
+            model.setdefault("convert_s", {})[fmt] = convert(args, snap, archives[fmt], fmt)
+            log(f"{name} {fmt}: converted in {model['convert_s'][fmt]:.1f} s, {archives[fmt].stat().st_size / 1e9:.2f} GB")
+        shutil.rmtree(snap)
+        for fmt in formats:
+            try:
+                r = run_format(args, archives[fmt], limits, max_len, compare_uncompiled=fmt == formats[0])
+            except Exception as e:  # noqa: BLE001 - one failing format must not hide the others
+                r = {"error": f"{type(e).__name__}: {e}"}
+            model["formats"][fmt] = r
+            archives[fmt].unlink()
+            if "error" in r:
+                log(f"{name} {fmt}: {r['error']}")
+                continue
+            g = r["greedy"]
+            log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}"
+                + (f", unfused graph {r['uncompiled_graph_ms']:.3f}" if "uncompiled_graph_ms" in r else "")
+                + f"), BF16 peer {r['bf16_peer_graph_ms']:.3f} -> {r['speedup_vs_bf16_peer']:.2f}x; "
+                f"{r['bytes_per_token'] / 1e9:.2f} GB/token, {100 * r['share_of_copy_roofline']:.1f}% of copy roofline "
+                f"(peer {100 * r['bf16_peer_share_of_copy_roofline']:.1f}%); {r['timeline']['kernels_per_step']:.0f} kernels/step")
+            log(f"    greedy: free-running equal {g['free_running_equal']} (first difference {g['free_running_first_difference']}); "
+                f"teacher-forced {g['teacher_forced_agree']}/{g['steps']} agree, differences at {g['teacher_forced_differ_at']} "
+                f"margins {[round(m, 4) for m in g['differ_margins']]} vs logit diffs {[round(m, 4) for m in g['differ_logit_diffs']]}; "
+                f"max logit diff {g['max_logit_diff']:.4f}, median margin {g['median_ref_margin']:.4f}")
+            for g, v in r["timeline"]["groups"].items():
+                log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
