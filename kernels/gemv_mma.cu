@@ -489,7 +489,12 @@ template <typename P, bool kF32, int U>
 Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
-  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, 1, U>(g.stripes, c)));
+  // The warp count of the dense launch on one matrix (its unroll's kernel sets the occupancy),
+  // whatever this launch's unroll: warps set the order of the sums, and each pair's row must
+  // equal that launch's bit for bit. (The unroll does not: a warp takes its chunks in the same
+  // order either way.)
+  IRIS_ASSIGN_OR_RETURN(int warps, (gemv_unroll(c.variants, geometry.format, 8) == 2 ? stripe_warps<P, 1, 2>(g.stripes, c)
+                                                                                       : stripe_warps<P, 1, 1>(g.stripes, c)));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   experts_mma_kernel<P, kF32, U><<<blocks, warps * 32, 0, s>>>(a, g);
   IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
@@ -503,16 +508,16 @@ Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_unroll(c.variants, geometry.format, 8)) {
+  switch (gemv_experts_unroll(c.variants, geometry.format)) {
     case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
     default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
   }
 }
 
-// launch_experts for the probe, BF16 output only, at the format's unroll.
+// launch_experts for the probe, BF16 output only, at the launch's unroll.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return gemv_unroll(c.variants, geometry.format, 8) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
+  return gemv_experts_unroll(c.variants, geometry.format) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
                                                                : launch_experts_kernel<P, false, 1>(geometry, a, s, c);
 }
 

@@ -36,6 +36,16 @@ int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch) {
   return format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
 }
 
+int gemv_experts_unroll(const KernelVariants& variants, ViewFormat format) {
+  if (variants.gemv_unroll) return variants.gemv_unroll;
+  // Run v39 (H100, gemv_decode_shapes.sh, two runs, us at unroll 1 / 2): FP8 32x5760x2880 top-4
+  // 41.5 / 52.3 and 41.1 / 62.2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within
+  // 0.5 us of each other except MXFP4 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the
+  // other): unroll 1 for every format.
+  (void)format;
+  return 1;
+}
+
 bool fp8_bit_decode(const LaunchConfig& c) {
   if (c.variants.fp8_decode) return c.variants.fp8_decode == 2;
   // Before sm_89 there is no E4M3 conversion instruction (kernels/arch.cuh). From sm_89 the

@@ -19,6 +19,9 @@ int dequant_words(const KernelVariants& variants, const QuantView& view);
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
 int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch);
 
+// The same for the grouped expert GEMV's launch (its warp count stays the dense launch's).
+int gemv_experts_unroll(const KernelVariants& variants, ViewFormat format);
+
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The GEMV at the shapes a decode step runs (Llama-3-8B: q/o 4096x4096, k/v 1024x4096, gate/up
+# 14336x4096, down 4096x14336; gpt-oss-20b experts 32x5760x2880 and 32x2880x2880), batch 1,
+# under each launch variant the kernels take without a rebuild (unroll, warps; VARIANTS= to
+# choose), so a per-shape choice can be read off one run. From the repository root on the GPU
+# machine:
+#   B=.device-bin bash bench/gemv_decode_shapes.sh > gemv_shapes.txt
+set -uo pipefail
+B=${B:-.device-bin}
+for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x "$B"/* 2>/dev/null
+cases=()
+for fmt in mxfp4 nf4 fp8; do
+  for shape in 4096x4096 1024x4096 14336x4096 4096x14336 32x5760x2880 32x2880x2880; do cases+=(--synthetic "$fmt:$shape"); done
+done
+for v in ${VARIANTS:-default gemv-unroll=1 gemv-unroll=2 gemv-warps=4 gemv-warps=8}; do
+  echo "== variant $v =="
+  if [ "$v" = default ]; then "$B/iris" bench "${cases[@]}" --batch 1 --replays 100
+  else "$B/iris" bench "${cases[@]}" --batch 1 --replays 100 --variant "$v"; fi
+done
