@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables
+from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables, write_kv
 
 
 class _Layer:
@@ -32,11 +32,10 @@ class _Layer:
         self.sliding = (types[i] == "sliding_attention") if types is not None else (i % 2 == 0)
 
 
-def _rope_and_cache(q, k, v, cos_table, sin_table, keys, values, pos):
+def _rope_and_cache(q, k, v, cos_table, sin_table, cache_layer, pos):
     cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
     k = apply_rope(k, cos, sin)
-    keys.index_copy_(1, pos, k.unsqueeze(1))
-    values.index_copy_(1, pos, v.unsqueeze(1))
+    write_kv(cache_layer, pos, k, v)
     return apply_rope(q, cos, sin)
 
 
@@ -112,7 +111,7 @@ class GptOssDecoder(Decoder):
         for i, layer in enumerate(self.layers):
             k, v = layer.kv(h)
             q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
-                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.k[i], self.cache.v[i], pos)
+                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             weights, picked, ids = self.f_route(layer.router(h))

@@ -293,15 +293,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class KVCache:
-    """K and V of every layer, [layers, kv_heads, max_len, head_dim]: a step writes position
-    `pos` (a device tensor) with index_copy_, so the same graph serves every position."""
+    """K and V of every layer, [layers, 2 (k, v), kv_heads, max_len, head_dim]: a step writes
+    position `pos` (a device tensor) of both with one index_copy_ (write), so the same graph
+    serves every position and the write is one kernel."""
 
     def __init__(self, layers: int, kv_heads: int, max_len: int, head_dim: int, dtype, device):
-        self.k = torch.zeros(layers, kv_heads, max_len, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
+        self.kv = torch.zeros(layers, 2, kv_heads, max_len, head_dim, dtype=dtype, device=device)
+        self.k, self.v = self.kv[:, 0], self.kv[:, 1]
         self.max_len = max_len
 
-    def write(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        self.k[layer].index_copy_(1, pos, k.unsqueeze(1))
-        self.v[layer].index_copy_(1, pos, v.unsqueeze(1))
-        return self.k[layer], self.v[layer]
+
+def write_kv(cache_layer: torch.Tensor, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """k, v [kv_heads, head_dim] into cache_layer [2, kv_heads, max_len, head_dim] at `pos`."""
+    cache_layer.index_copy_(2, pos, torch.stack((k, v)).unsqueeze(2))

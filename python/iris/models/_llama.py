@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from ._decoder import Decoder
-from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables
+from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables, write_kv
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -111,13 +111,12 @@ class _Layer:
             self.sliding = window is not None and (config.get("model_type") != "qwen2" or config.get("use_sliding_window", False))
 
 
-def _rope_and_cache(q, k, v, cos_table, sin_table, keys, values, pos):
+def _rope_and_cache(q, k, v, cos_table, sin_table, cache_layer, pos):
     """q and k rotated to position `pos`; k and v written at `pos` of this layer's cache. q, k,
     v: [heads, dim]."""
     cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
     k = apply_rope(k, cos, sin)
-    keys.index_copy_(1, pos, k.unsqueeze(1))
-    values.index_copy_(1, pos, v.unsqueeze(1))
+    write_kv(cache_layer, pos, k, v)
     return apply_rope(q, cos, sin)
 
 
@@ -184,7 +183,7 @@ class LlamaDecoder(Decoder):
         for i, layer in enumerate(self.layers):
             k, v = layer.kv(h)
             q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
-                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.k[i], self.cache.v[i], pos)
+                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
