@@ -233,6 +233,37 @@ iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uin
   });
 }
 
+iris_status iris_cuda_experts_create_rows(const iris_cuda_tensor* const* tensors, uint64_t count, uint64_t rows, iris_cuda_experts** out,
+                                          char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: out is NULL", msg, msg_size);
+    *out = nullptr;
+    if (!tensors || count == 0) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: no tensors", msg, msg_size);
+    std::vector<QuantView> views;
+    int ordinal = -1;
+    for (uint64_t i = 0; i < count; ++i) {
+      const iris_cuda_tensor* t = tensors[i];
+      if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: tensors[" + std::to_string(i) + "] is NULL", msg, msg_size);
+      if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+      const int device = t->owner->device().ordinal;
+      if (ordinal >= 0 && device != ordinal)
+        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first", msg, msg_size);
+      ordinal = device;
+      auto blocks = row_blocks_view(*t->tensor->view, rows);
+      if (!blocks.is_ok()) return report(blocks.status().with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
+      for (uint64_t m = 0; m < blocks->rows / rows; ++m) {
+        auto one = matrix_view(*blocks, m);
+        if (!one.is_ok()) return report(one.status().with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
+        views.push_back(*one);
+      }
+    }
+    auto set = ExpertSet::create(views, ordinal, tensors[0]->owner->launch_config());
+    if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
+    *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
 void iris_cuda_experts_free(iris_cuda_experts* experts) { delete experts; }
 uint64_t iris_cuda_experts_count(const iris_cuda_experts* e) { return e ? e->set.count() : 0; }
 uint64_t iris_cuda_experts_n(const iris_cuda_experts* e) { return e ? e->set.geometry().n : 0; }

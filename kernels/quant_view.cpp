@@ -123,4 +123,21 @@ Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
   return v;
 }
 
+Result<QuantView> row_blocks_view(const QuantView& m, uint64_t rows) {
+  if (!m.tiled) return unsupported("row blocks: the codes are not tiled");
+  if (m.rows != m.n) return invalid_argument("row blocks: the tensor holds several matrices");
+  if (rows == 0 || m.n % rows != 0) return invalid_argument("row blocks: " + std::to_string(rows) + " rows do not divide N = " + std::to_string(m.n));
+  if (rows % m.tile_n != 0 || m.padded_n != m.n)
+    return invalid_argument("row blocks: " + std::to_string(rows) + " rows are not whole stripes of " + std::to_string(m.tile_n));
+  if (m.format == ViewFormat::kFp8 && m.granularity == 2 && rows % m.block_n != 0)
+    return invalid_argument("row blocks: " + std::to_string(rows) + " rows cut the FP8 scale blocks of " + std::to_string(m.block_n));
+  if (m.format == ViewFormat::kNf4 && (rows * m.k) % m.block_size != 0)
+    return invalid_argument("row blocks: " + std::to_string(rows) + " rows cut an NF4 absmax block");
+  QuantView v = m;
+  v.n = rows;
+  v.padded_n = rows;
+  v.single_matrix = rows == m.rows;
+  return v;
+}
+
 }  // namespace iris

@@ -55,4 +55,11 @@ Result<QuantView> make_quant_view(const TensorDesc& desc, const DevicePointers& 
 // double quantization when the matrix's first absmax is not the first of a nested block.
 Result<QuantView> matrix_view(const QuantView& stack, uint64_t m);
 
+// A tiled [N, K] matrix as a stack of N / rows matrices of `rows` rows each (for matrix_view:
+// several projections of one input in one grouped launch, e.g. q cut into k's height). The
+// bytes do not move: stripes, MXFP4 scale rows, FP8 scale rows and NF4 absmax blocks are
+// already in row order. kInvalidArgument unless rows divides N and is a multiple of the tile
+// height (and of the FP8 scale block's height; N unpadded).
+Result<QuantView> row_blocks_view(const QuantView& matrix, uint64_t rows);
+
 }  // namespace iris

@@ -108,6 +108,14 @@ IRIS_API iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* tensor, uint6
 typedef struct iris_cuda_experts iris_cuda_experts;
 IRIS_API iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uint64_t count, iris_cuda_experts** out,
                                               char* msg, size_t msg_size);
+/* The same over row blocks: each of the `count` tiled [N_i, K] tensors (one format, K and tiles)
+ * is cut into N_i / rows matrices of `rows` rows, in order, and those are the experts. Several
+ * projections of one input then run as one launch: q, k and v with rows = k's N give q's
+ * blocks, k and v, expert ids 0..n_q/rows + 1 on the same row of x. `rows` must divide every
+ * N_i and be whole tile stripes (and whole FP8 scale blocks); IRIS_ERR_INVALID_ARGUMENT
+ * otherwise. */
+IRIS_API iris_status iris_cuda_experts_create_rows(const iris_cuda_tensor* const* tensors, uint64_t count, uint64_t rows,
+                                                   iris_cuda_experts** out, char* msg, size_t msg_size);
 IRIS_API void iris_cuda_experts_free(iris_cuda_experts* experts);
 /* The number of experts, and N and K of each (0 for NULL). */
 IRIS_API uint64_t iris_cuda_experts_count(const iris_cuda_experts* experts);

@@ -63,6 +63,7 @@ def _lib():
     lib.iris_cuda_gemv_uses_tensor_cores.argtypes = [vp, ctypes.c_int]
     lib.iris_cuda_gemv_matrix.argtypes = [vp, ctypes.c_uint64, vp, ctypes.c_int, vp, ctypes.c_int, vp, msg, sz]
     lib.iris_cuda_experts_create.argtypes = [ctypes.POINTER(vp), ctypes.c_uint64, ctypes.POINTER(vp), msg, sz]
+    lib.iris_cuda_experts_create_rows.argtypes = [ctypes.POINTER(vp), ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(vp), msg, sz]
     lib.iris_cuda_experts_free.argtypes = [vp]
     lib.iris_cuda_experts_free.restype = None
     for f in ("count", "n", "k"):
@@ -226,9 +227,12 @@ class Experts:
     the E matrices of a quantized [E, N, K] stack (gpt-oss), or a list of quantized [N, K]
     tensors of one format and geometry (Mixtral's per-expert weights). gemv() multiplies each
     (token, expert) pair the router chose in one launch that reads only those experts' tiles;
-    the indices stay on the GPU, so nothing synchronizes."""
+    the indices stay on the GPU, so nothing synchronizes.
 
-    def __init__(self, tensors):
+    rows=R: the experts are the tensors' row blocks of R rows, in order (iris_cuda_experts_create_
+    rows): Experts([q, k, v], rows=k.shape[0]) runs a layer's three projections as one launch."""
+
+    def __init__(self, tensors, rows: int | None = None):
         tensors = [tensors] if isinstance(tensors, QuantTensor) else list(tensors)
         if not tensors or not all(isinstance(t, QuantTensor) for t in tensors):
             raise IrisError("Experts takes a QuantTensor stack or a list of QuantTensors")
@@ -237,7 +241,10 @@ class Experts:
         self.device = tensors[0].device
         handles = (ctypes.c_void_p * len(tensors))(*[t._t.value for t in tensors])
         out, msg = ctypes.c_void_p(), ctypes.create_string_buffer(1024)
-        _check(self._lib.iris_cuda_experts_create(handles, len(tensors), ctypes.byref(out), msg, len(msg)), msg)
+        if rows is None:
+            _check(self._lib.iris_cuda_experts_create(handles, len(tensors), ctypes.byref(out), msg, len(msg)), msg)
+        else:
+            _check(self._lib.iris_cuda_experts_create_rows(handles, len(tensors), int(rows), ctypes.byref(out), msg, len(msg)), msg)
         self._h = out
         self._handle = int(out.value)  # for torch.ops.iris.gemv_experts
         self.count = int(self._lib.iris_cuda_experts_count(out))

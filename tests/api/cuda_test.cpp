@@ -230,7 +230,9 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
 // [E, N, K] stack of gpt-oss (MXFP4 as shipped, and requantized), and over separate [N, K]
 // tensors of the same geometry (the two layers' projections of a Llama, as Mixtral's
 // per-expert weights are), each output within the FP32 bound of the CPU reference rows of
-// its expert. Bad arguments are refused with a message; bad indices give NaN rows.
+// its expert, and over row blocks of tensors of one K (a Llama layer's q cut into k's height,
+// then k and v: iris_cuda_experts_create_rows). Bad arguments are refused with a message; bad
+// indices give NaN rows.
 TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("random seed " + std::to_string(seed));
@@ -240,6 +242,7 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
   struct SetCase {
     std::string fixture, options;
     std::vector<std::string> names;  // one stack, or separate tensors
+    uint64_t rows = 0;               // > 0: row blocks of this height (iris_cuda_experts_create_rows)
   };
   std::vector<SetCase> cases;
   for (const char* options : {"", "--quant nf4", "--quant fp8-block", "--quant fp8-channel"})
@@ -247,6 +250,10 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
   for (const char* options : {"--quant nf4", "--quant mxfp4", "--quant fp8-block"})
     for (const char* p : {"gate_proj", "down_proj"})
       cases.push_back({"llama-bf16", options, {std::string("model.layers.0.mlp.") + p + ".weight", std::string("model.layers.1.mlp.") + p + ".weight"}});
+  for (const char* options : {"--quant nf4", "--quant mxfp4", "--quant fp8-block", "--quant fp8-channel"})
+    cases.push_back({"llama-bf16", options,
+                     {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight"},
+                     128});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.names[0]);
     auto a = open_archive(converted(c.fixture, c.options));
@@ -267,9 +274,21 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
       ASSERT_EQ(iris_dequantize(a.get(), index, IRIS_DTYPE_F32, refs.back().data(), info.numel * 4, 0, msg, sizeof msg), IRIS_OK) << msg;
     }
     iris_cuda_experts* set = nullptr;
-    ASSERT_EQ(iris_cuda_experts_create(tensors.data(), tensors.size(), &set, msg, sizeof msg), IRIS_OK) << msg;
+    if (c.rows)
+      ASSERT_EQ(iris_cuda_experts_create_rows(tensors.data(), tensors.size(), c.rows, &set, msg, sizeof msg), IRIS_OK) << msg;
+    else
+      ASSERT_EQ(iris_cuda_experts_create(tensors.data(), tensors.size(), &set, msg, sizeof msg), IRIS_OK) << msg;
     const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set);
-    EXPECT_EQ(experts, tensors.size() == 1 ? refs[0].size() / (n * k) : tensors.size());
+    // The CPU reference rows of each expert: the stack's matrices, the tensors, or their row blocks.
+    std::vector<const float*> expert_ref;
+    for (const auto& r : refs)
+      for (uint64_t off = 0; off < r.size(); off += n * k) expert_ref.push_back(r.data() + off);
+    if (c.rows) {
+      EXPECT_EQ(n, c.rows);
+      EXPECT_EQ(expert_ref.size(), experts);
+    } else {
+      EXPECT_EQ(experts, tensors.size() == 1 ? refs[0].size() / (n * k) : tensors.size());
+    }
     const uint64_t tokens = 3, pairs = 4 * tokens;  // top-4 of 3 tokens, repeats allowed
     std::vector<uint16_t> x(tokens * k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -290,8 +309,7 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
     std::vector<float> y(pairs * n);
     ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     for (uint64_t p = 0; p < pairs; ++p) {
-      const float* w = tensors.size() == 1 ? refs[0].data() + ids[p] * n * k : refs[ids[p]].data();
-      CheckResult r = check_gemv_row_sums(w, x.data() + rows[p] * k, n, k, y.data() + p * n, "gemv_experts", acc);
+      CheckResult r = check_gemv_row_sums(expert_ref[ids[p]], x.data() + rows[p] * k, n, k, y.data() + p * n, "gemv_experts", acc);
       EXPECT_TRUE(r.ok) << "pair " << p << " (expert " << ids[p] << ", token " << rows[p] << "): " << r.detail;
     }
     // x_rows NULL: pair p multiplies row p of x. The same pairs with their rows gathered give
@@ -329,6 +347,18 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
   ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.down_proj.weight", &mixed[1], msg, sizeof msg), IRIS_OK) << msg;
   iris_cuda_experts* set = nullptr;
   EXPECT_EQ(iris_cuda_experts_create(mixed, 2, &set, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("differs from tensor 0"), std::string::npos) << msg;
+  EXPECT_EQ(set, nullptr);
+  // Row blocks: the height must divide N and be whole stripes; the blocks must share K.
+  const iris_cuda_tensor* q = nullptr;
+  ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.self_attn.q_proj.weight", &q, msg, sizeof msg), IRIS_OK) << msg;
+  for (uint64_t rows : {0, 96, 8, 512}) {
+    EXPECT_EQ(iris_cuda_experts_create_rows(&q, 1, rows, &set, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT) << rows;
+    EXPECT_NE(std::string(msg).find("q_proj"), std::string::npos) << msg;
+    EXPECT_EQ(set, nullptr);
+  }
+  const iris_cuda_tensor* q_and_down[2] = {q, mixed[1]};
+  EXPECT_EQ(iris_cuda_experts_create_rows(q_and_down, 2, 128, &set, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(msg).find("differs from tensor 0"), std::string::npos) << msg;
   EXPECT_EQ(set, nullptr);
 }
