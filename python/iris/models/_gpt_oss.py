@@ -19,8 +19,7 @@ class _Layer:
     def __init__(self, d, w, i: int, c: dict):
         p = f"model.layers.{i}"
         self.ln1, self.ln2 = w.take(f"{p}.input_layernorm.weight"), w.take(f"{p}.post_attention_layernorm.weight")
-        self.q = d.reads(Linear(w, f"{p}.self_attn.q_proj"))
-        self.kv = d.reads(GroupedLinear(w, [f"{p}.self_attn.k_proj", f"{p}.self_attn.v_proj"], d.device, d.compiled))
+        self.qkv = d.reads(GroupedLinear(w, [f"{p}.self_attn.{n}_proj" for n in "qkv"], d.device, d.compiled))
         self.o = d.reads(Linear(w, f"{p}.self_attn.o_proj"))
         self.sinks = w.take(f"{p}.self_attn.sinks")
         self.router = d.reads(Linear(w, f"{p}.mlp.router"))
@@ -109,9 +108,9 @@ class GptOssDecoder(Decoder):
         sliding = full & (self.positions > pos - self.window)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
         for i, layer in enumerate(self.layers):
-            k, v = layer.kv(h)
-            q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
-                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+            q, k, v = layer.qkv(h)
+            q = self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
+                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             weights, picked, ids = self.f_route(layer.router(h))

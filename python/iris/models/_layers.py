@@ -102,29 +102,36 @@ class Linear:
 
 
 class GroupedLinear:
-    """Projections of one input whose weights share an [N, K] shape (k and v, gate and up), in
-    one launch: quantized ones as the grouped expert GEMV over a two-entry expert list (ids 0,
-    1, ... on the same row of x; each output bit for bit the single GEMV's), dense ones, with
-    fuse_dense, concatenated once into one [G * N, K] matrix for one GEMV (what engines do for
-    the BF16 peer; cuBLAS then rounds its sums in another order than one GEMV each, which a
-    router's near-tie can turn into another expert). Mixed or mismatched weights, and dense ones
-    without fuse_dense, run one Linear each. Returns one [1, N] output per projection."""
+    """Projections of one input (q, k and v; gate and up) in one launch. Quantized ones: the
+    grouped expert GEMV, ids 0, 1, ... all on row 0 of x; each output is bit for bit the
+    single GEMV's where the projections have one height (k and v, gate and up). With `fuse`
+    also over row blocks of the smallest height (q cut into k's height, then k and v: q's sums
+    then come in another order than q's own GEMV), and dense ones concatenated once into one
+    [sum N, K] matrix for one GEMV (what engines do for the BF16 peer; cuBLAS too rounds its
+    sums in another order then). A last-bit difference matters where a router's near-tie
+    turns it into another expert, so without `fuse` the arithmetic stays transformers'.
+    Otherwise, and where the weights do not fit one launch (mixed, other formats, heights that
+    do not divide), one Linear each. Returns one [1, N_i] output per projection."""
 
-    def __init__(self, weights, prefixes: list, device, fuse_dense: bool = True):
+    def __init__(self, weights, prefixes: list, device, fuse: bool = True):
         parts = [Linear(weights, p) for p in prefixes]
-        self.parts, self.count, self.quantized = parts, len(parts), parts[0].quantized
+        self.parts, self.quantized = parts, parts[0].quantized
         self.nbytes = sum(p.nbytes for p in parts)
+        self.sizes = [p.n for p in parts]
         self.mode = "separate"
-        same = len({(p.n, p.k, p.quantized) for p in parts}) == 1
-        if same and self.quantized and len({p.w.format for p in parts}) == 1:
-            try:
-                self.experts = Experts([p.w for p in parts])
-                self.ids = torch.arange(self.count, dtype=torch.int32, device=device)
-                self.rows = torch.zeros(self.count, dtype=torch.int32, device=device)
-                self.mode = "grouped"
-            except IrisError:
-                pass  # another geometry (tiling) each: one launch per projection
-        elif same and not self.quantized and fuse_dense:
+        same_k = len({(p.k, p.quantized) for p in parts}) == 1
+        if same_k and self.quantized and len({p.w.format for p in parts}) == 1:
+            height = min(self.sizes)
+            if all(n % height == 0 for n in self.sizes) and (fuse or len(set(self.sizes)) == 1):
+                try:
+                    self.experts = Experts([p.w for p in parts], rows=height)
+                    count = sum(self.sizes) // height
+                    self.ids = torch.arange(count, dtype=torch.int32, device=device)
+                    self.rows = torch.zeros(count, dtype=torch.int32, device=device)
+                    self.height, self.mode = height, "grouped"
+                except IrisError:
+                    pass  # another geometry each, or heights the tiles do not allow: one launch each
+        elif same_k and not self.quantized and fuse:
             self.w = torch.cat([p.w for p in parts])
             self.dense = DenseGemv(self.w)
             for p, prefix in zip(parts, prefixes):
@@ -133,10 +140,9 @@ class GroupedLinear:
             self.mode = "concatenated"
         if self.mode != "separate" and any(p.b is not None for p in parts):
             zero = lambda p: p.b if p.b is not None else torch.zeros(p.n, dtype=torch.bfloat16, device=device)  # noqa: E731
-            self.b = torch.stack([zero(p) for p in parts])
+            self.b = torch.cat([zero(p) for p in parts]).view(1, -1)
         else:
             self.b = None
-        self.n = parts[0].n
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
@@ -150,12 +156,12 @@ class GroupedLinear:
         if self.mode == "separate":
             return [p(x) for p in self.parts]
         if self.mode == "grouped":
-            y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.n)  # [G, N]
+            y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.height).view(1, -1)
         else:
-            y = self.dense(x).view(self.count, self.n)
+            y = self.dense(x)
         if self.b is not None:
             y = y + self.b
-        return [y[i:i + 1] for i in range(self.count)]
+        return list(torch.split(y, self.sizes, dim=1))
 
 
 class ExpertStack:

@@ -96,8 +96,7 @@ class _Layer:
     def __init__(self, d, w, i: int, config: dict):
         p = f"model.layers.{i}"
         self.ln1, self.ln2 = w.take(f"{p}.input_layernorm.weight"), w.take(f"{p}.post_attention_layernorm.weight")
-        self.q = d.reads(Linear(w, f"{p}.self_attn.q_proj"))
-        self.kv = d.reads(GroupedLinear(w, [f"{p}.self_attn.k_proj", f"{p}.self_attn.v_proj"], d.device, d.compiled))
+        self.qkv = d.reads(GroupedLinear(w, [f"{p}.self_attn.{n}_proj" for n in "qkv"], d.device, d.compiled))
         self.o = d.reads(Linear(w, f"{p}.self_attn.o_proj"))
         if config.get("model_type") == "mixtral":
             self.mlp = _MixtralMoe(d, w, f"{p}.block_sparse_moe", config)
@@ -181,9 +180,9 @@ class LlamaDecoder(Decoder):
         full, sliding = self.f_masks(self.positions, pos)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
-            k, v = layer.kv(h)
-            q = self.f_rope_cache(layer.q(h).view(self.heads, self.head_dim), k.view(self.kv_heads, self.head_dim),
-                                  v.view(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+            q, k, v = layer.qkv(h)
+            q = self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
+                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
