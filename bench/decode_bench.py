@@ -178,9 +178,12 @@ def make_model(args, name: str, work: Path) -> tuple:
 
 
 def convert(args, snap: Path, out: Path, fmt: str) -> float:
+    """fmt: a --quant format; FMT+head also quantizes lm_head (iris keeps it by default);
+    as-shipped converts the checkpoint as it is."""
     cmd = [args.iris, "convert", str(snap), "-o", str(out), "-q", "--force"]
     if fmt != "as-shipped":
-        cmd += ["--quant", fmt]
+        base = fmt.removesuffix("+head")
+        cmd += ["--quant", base] + (["--rule", rf"^lm_head\.weight$={base}"] if fmt.endswith("+head") else [])
     t0 = time.time()
     subprocess.run(cmd, check=True)
     return time.time() - t0
@@ -203,6 +206,17 @@ def greedy_check(ref_logits, q_logits, ref_tokens, q_tokens) -> dict:
             "max_abs_logit": float(ref_logits.abs().max()), "tokens": q_tokens[:16], "bf16_tokens": ref_tokens[:16]}
 
 
+def _distinct(reports: list) -> list:
+    """One tuning report per weight shape and choice (a model repeats them every layer)."""
+    seen, out = set(), []
+    for rep in reports:
+        key = (tuple(rep["shape"]), rep["kernel"])
+        if key not in seen:
+            seen.add(key)
+            out.append(rep)
+    return out
+
+
 def release():
     gc.collect()
     torch.cuda.empty_cache()
@@ -213,6 +227,8 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     # The BF16 peer first: its sequence is the one both models are scored on.
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
+    r["bf16_peer_dense_kernels"] = ref.dense_kernels
+    r["bf16_peer_dense_reports"] = _distinct(ref.dense_reports)
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
     ref_tokens = ref.generate(PROMPT, args.steps, graph=True)
@@ -226,7 +242,8 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         del plain
         release()
     q = iris.models.load(archive, max_len=max_len, compile=args.compile)
-    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
+    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel, dense_kernels=q.dense_kernels,
+             dense_reports=_distinct(q.dense_reports))
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
     q_tokens = q.generate(PROMPT, args.steps, graph=True)
@@ -250,7 +267,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", default="llama-3-8b,gpt-oss-20b")
-    ap.add_argument("--formats", default="mxfp4,nf4,fp8-block,fp8-channel", help="for the dense families")
+    ap.add_argument("--formats", default="mxfp4,nf4,fp8-block,fp8-channel",
+                    help="for the dense families; FMT+head also quantizes lm_head")
     ap.add_argument("--layers", type=int, default=0)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--no-compile", dest="compile", action="store_false",
@@ -293,6 +311,8 @@ def main():
                 f"teacher-forced {g['teacher_forced_agree']}/{g['steps']} agree, differences at {g['teacher_forced_differ_at']} "
                 f"margins {[round(m, 4) for m in g['differ_margins']]} vs logit diffs {[round(m, 4) for m in g['differ_logit_diffs']]}; "
                 f"max logit diff {g['max_logit_diff']:.4f}, median margin {g['median_ref_margin']:.4f}")
+            log(f"    dense GEMVs: {r['dense_kernels']} (peer {r['bf16_peer_dense_kernels']}); reduction vs cuBLAS largest "
+                f"relative difference {max([d['reduction_rel_diff'] for d in r['dense_reports'] + r['bf16_peer_dense_reports']] or [0]):.2e}")
             for g, v in r["timeline"]["groups"].items():
                 log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
         Path(args.out).write_text(json.dumps(result, indent=1))

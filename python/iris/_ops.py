@@ -8,6 +8,7 @@ A quantized tensor is passed as its libiris handle (an int: the iris_cuda_tensor
 iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep alive.
 
     torch.ops.iris.gemv(x, handle, n)                  x [R, K] -> [R, N] BF16
+    torch.ops.iris.gemv_f32(x, handle, n)              the same sums, not rounded: [R, N] FP32
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
     torch.ops.iris.dequantize(handle, shape, dtype, device)"""
@@ -19,7 +20,7 @@ from typing import Optional
 import torch
 
 _C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dtype values
-_BF16 = _C_DTYPE[torch.bfloat16]
+_BF16, _F32 = _C_DTYPE[torch.bfloat16], _C_DTYPE[torch.float32]
 
 
 _local = threading.local()
@@ -45,14 +46,26 @@ def _bf16_rows(x: torch.Tensor) -> torch.Tensor:
     return xb if xb.data_ptr() % 16 == 0 else xb.clone()
 
 
-def _rows16(x: torch.Tensor, n: int, launch) -> torch.Tensor:
+def _rows16(x: torch.Tensor, n: int, launch, dtype=torch.bfloat16) -> torch.Tensor:
     """x [R, K] through launch(x_ptr, rows, y_ptr, stream, msg) -> status, 16 rows a launch."""
     xb, msg = _bf16_rows(x), _msg()
-    y = torch.empty(xb.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    y = torch.empty(xb.shape[0], n, dtype=dtype, device=x.device)
     stream, check = torch.cuda.current_stream(x.device).cuda_stream, _t()._check
     for r0 in range(0, xb.shape[0], 16):
         check(launch(xb[r0:].data_ptr(), min(16, xb.shape[0] - r0), y[r0:].data_ptr(), stream, msg), msg)
     return y
+
+
+@torch.library.custom_op("iris::gemv_f32", mutates_args=())
+def gemv_f32(x: torch.Tensor, handle: int, n: int) -> torch.Tensor:
+    """gemv with FP32 outputs (the FP32 sums before the BF16 rounding): a model's logits."""
+    fn = _t()._lib().iris_cuda_gemv
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, xp, rows, yp, _F32, stream, msg, len(msg)), torch.float32)
+
+
+@gemv_f32.register_fake
+def _(x, handle, n):
+    return x.new_empty((x.shape[0], n), dtype=torch.float32)
 
 
 @torch.library.custom_op("iris::gemv", mutates_args=())

@@ -43,6 +43,10 @@ def test_opcheck_every_op(converted):
     q = _weight(converted, "llama-bf16", ("--quant", "nf4"))
     n, k = q.shape
     torch.library.opcheck(torch.ops.iris.gemv.default, (_x(3, k, 1), q._handle, n))
+    torch.library.opcheck(torch.ops.iris.gemv_f32.default, (_x(3, k, 1), q._handle, n))
+    # The FP32 output is the BF16 one before its rounding: rounded, the same bits.
+    x = _x(5, k, 7)
+    assert torch.equal(torch.ops.iris.gemv_f32(x, q._handle, n).to(torch.bfloat16), torch.ops.iris.gemv(x, q._handle, n))
     torch.library.opcheck(torch.ops.iris.dequantize.default, (q._handle, list(q.shape), torch.bfloat16, q.device))
     sd = itorch.load(converted("gptoss-mxfp4"))
     stack = sd["model.layers.0.mlp.experts.gate_up_proj"]

@@ -112,11 +112,13 @@ class Decoder:
         """compile=True: picks cuBLAS or a compiled reduction for each dense weight by timing
         both on it (see DenseGemv); returns how many took each."""
         picked = {"cublas": 0, "reduction": 0}
+        self.dense_reports = []
         if self.compiled:
             for part, _ in self._reads:
                 for g in part.dense_gemvs():
                     g.tune()
                     picked[g.kernel] += 1
+                    self.dense_reports.append(g.report)
         self.dense_kernels = picked
         return picked
 
