@@ -39,6 +39,35 @@ namespace {
 
 const char* kNullTensor = "tensor handle is NULL";
 
+// An expert set of the views add_views(tensor's view, views) appends for each tensor, in
+// order: the argument and device checks both creators share. `fn` names the caller in messages.
+template <typename AddViews>
+iris_status create_experts(const char* fn, const iris_cuda_tensor* const* tensors, uint64_t count, iris_cuda_experts** out, char* msg,
+                           size_t msg_size, AddViews add_views) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL", msg, msg_size);
+    *out = nullptr;
+    if (!tensors || count == 0) return fail(IRIS_ERR_INVALID_ARGUMENT, std::string(fn) + ": no tensors", msg, msg_size);
+    std::vector<QuantView> views;
+    int ordinal = -1;
+    for (uint64_t i = 0; i < count; ++i) {
+      const iris_cuda_tensor* t = tensors[i];
+      if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, std::string(fn) + ": tensors[" + std::to_string(i) + "] is NULL", msg, msg_size);
+      if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
+      const int device = t->owner->device().ordinal;
+      if (ordinal >= 0 && device != ordinal)
+        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first expert", msg, msg_size);
+      ordinal = device;
+      Status s = add_views(*t->tensor->view, views);
+      if (!s.is_ok()) return report(s.with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
+    }
+    auto set = ExpertSet::create(views, ordinal, tensors[0]->owner->launch_config());
+    if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
+    *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
+    return report(Status::ok(), msg, msg_size);
+  });
+}
+
 StagingOptions staging_options(const iris_upload_options* o) {
   StagingOptions so;
   if (!o) return so;
@@ -210,58 +239,23 @@ iris_status iris_cuda_gemv_matrix(const iris_cuda_tensor* t, uint64_t matrix, co
 
 iris_status iris_cuda_experts_create(const iris_cuda_tensor* const* tensors, uint64_t count, iris_cuda_experts** out, char* msg,
                                      size_t msg_size) {
-  return guarded(msg, msg_size, [&]() -> iris_status {
-    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: out is NULL", msg, msg_size);
-    *out = nullptr;
-    if (!tensors || count == 0) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: no tensors", msg, msg_size);
-    std::vector<QuantView> views;
-    int ordinal = -1;
-    for (uint64_t i = 0; i < count; ++i) {
-      const iris_cuda_tensor* t = tensors[i];
-      if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create: tensors[" + std::to_string(i) + "] is NULL", msg, msg_size);
-      if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
-      const int device = t->owner->device().ordinal;
-      if (ordinal >= 0 && device != ordinal)
-        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first expert", msg, msg_size);
-      ordinal = device;
-      views.push_back(*t->tensor->view);
-    }
-    auto set = ExpertSet::create(views, ordinal, tensors[0]->owner->launch_config());
-    if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
-    *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
-    return report(Status::ok(), msg, msg_size);
+  return create_experts("iris_cuda_experts_create", tensors, count, out, msg, msg_size, [](const QuantView& v, std::vector<QuantView>& views) {
+    views.push_back(v);
+    return Status::ok();
   });
 }
 
 iris_status iris_cuda_experts_create_rows(const iris_cuda_tensor* const* tensors, uint64_t count, uint64_t rows, iris_cuda_experts** out,
                                           char* msg, size_t msg_size) {
-  return guarded(msg, msg_size, [&]() -> iris_status {
-    if (!out) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: out is NULL", msg, msg_size);
-    *out = nullptr;
-    if (!tensors || count == 0) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: no tensors", msg, msg_size);
-    std::vector<QuantView> views;
-    int ordinal = -1;
-    for (uint64_t i = 0; i < count; ++i) {
-      const iris_cuda_tensor* t = tensors[i];
-      if (!t) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_create_rows: tensors[" + std::to_string(i) + "] is NULL", msg, msg_size);
-      if (!t->tensor->view.is_ok()) return report(t->tensor->view.status(), msg, msg_size);
-      const int device = t->owner->device().ordinal;
-      if (ordinal >= 0 && device != ordinal)
-        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first", msg, msg_size);
-      ordinal = device;
-      auto blocks = row_blocks_view(*t->tensor->view, rows);
-      if (!blocks.is_ok()) return report(blocks.status().with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
-      for (uint64_t m = 0; m < blocks->rows / rows; ++m) {
-        auto one = matrix_view(*blocks, m);
-        if (!one.is_ok()) return report(one.status().with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
-        views.push_back(*one);
-      }
-    }
-    auto set = ExpertSet::create(views, ordinal, tensors[0]->owner->launch_config());
-    if (!set.is_ok()) return report(set.status().with_context("tensor '" + tensors[0]->tensor->desc.name + "': "), msg, msg_size);
-    *out = new iris_cuda_experts{std::move(set).value(), tensors[0]->tensor->desc.name};
-    return report(Status::ok(), msg, msg_size);
-  });
+  return create_experts("iris_cuda_experts_create_rows", tensors, count, out, msg, msg_size,
+                        [rows](const QuantView& v, std::vector<QuantView>& views) -> Status {
+                          IRIS_ASSIGN_OR_RETURN(QuantView blocks, row_blocks_view(v, rows));
+                          for (uint64_t m = 0; m < blocks.rows / rows; ++m) {
+                            IRIS_ASSIGN_OR_RETURN(QuantView one, matrix_view(blocks, m));
+                            views.push_back(one);
+                          }
+                          return Status::ok();
+                        });
 }
 
 void iris_cuda_experts_free(iris_cuda_experts* experts) { delete experts; }

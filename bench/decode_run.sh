@@ -9,15 +9,12 @@
 # graphs, timelines, greedy checks; default: Llama-3-8B in four formats and gpt-oss-20b as
 # shipped); all: both. Files back under $OUT: env.txt, models_tests.log, decode.json, decode.log.
 set -uo pipefail
-B=${B:-.device-bin}
-for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$B"/* 2>/dev/null
+. bench/device_env.sh
+export IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python"
 OUT=${OUT:-/tmp/iris-decode-run}
 mkdir -p "$OUT"
 mode=${1:-all}
 shift || true
-export LD_LIBRARY_PATH="$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export IRIS_TEST_DATA_DIR="$PWD/tests/data" IRIS_BINARY="$PWD/$B/iris" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv; df -h /tmp | tail -1; free -g | head -2; date -u; } > "$OUT/env.txt" 2>&1
 rc=0
 if [ "$mode" = tests ] || [ "$mode" = all ]; then

@@ -6,9 +6,7 @@
 # machine:
 #   B=.device-bin bash bench/gemv_decode_shapes.sh > gemv_shapes.txt
 set -uo pipefail
-B=${B:-.device-bin}
-for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$B"/* 2>/dev/null
+. bench/device_env.sh
 cases=()
 for fmt in mxfp4 nf4 fp8; do
   for shape in 4096x4096 1024x4096 14336x4096 4096x14336 32x5760x2880 32x2880x2880; do cases+=(--synthetic "$fmt:$shape"); done

@@ -29,18 +29,11 @@
 # peers.json, hf_export.log, bench.json, variants.txt (ncu.txt, sanitizer.log, limits.txt + ncu-dequant.txt, sweep.txt,
 # experts.txt in those modes).
 set -uo pipefail
-B=${B:-.device-bin}
-# The carried binaries travel gzipped (the working tree a run carries is capped at 64 MiB).
-for f in "$B"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$B"/* 2>/dev/null
+. bench/device_env.sh
 OUT=${OUT:-/tmp/iris-gpu-run}
 mkdir -p "$OUT"
 T=$(mktemp -d)
 mode=${1:-full}
-export LD_LIBRARY_PATH="$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The test binaries were built elsewhere: tell them where this checkout's fixtures and the
-# carried iris are (tests/test_paths.h).
-export IRIS_TEST_DATA_DIR="$PWD/tests/data" IRIS_BINARY="$PWD/$B/iris"
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv; date -u; } > "$OUT/env.txt" 2>&1
 

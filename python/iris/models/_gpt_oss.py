@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables, write_kv
+from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, rms_norm, rope_and_write_kv, rope_tables
 
 
 class _Layer:
@@ -30,12 +30,6 @@ class _Layer:
         types = c.get("layer_types")
         self.sliding = (types[i] == "sliding_attention") if types is not None else (i % 2 == 0)
 
-
-def _rope_and_cache(q, k, v, cos_table, sin_table, cache_layer, pos):
-    cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
-    k = apply_rope(k, cos, sin)
-    write_kv(cache_layer, pos, k, v)
-    return apply_rope(q, cos, sin)
 
 
 class GptOssDecoder(Decoder):
@@ -100,7 +94,7 @@ class GptOssDecoder(Decoder):
             return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
-        self.f_rope_cache, self.f_route, self.f_gate = (self.fn(f) for f in (_rope_and_cache, route, gate))
+        self.f_rope_cache, self.f_route, self.f_gate = (self.fn(f) for f in (rope_and_write_kv, route, gate))
         self.f_combine_add_norm = self.fn(combine_add_norm)
 
     def forward(self, token, pos):

@@ -322,3 +322,11 @@ class KVCache:
 def write_kv(cache_layer: torch.Tensor, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """k, v [kv_heads, head_dim] into cache_layer [2, kv_heads, max_len, head_dim] at `pos`."""
     cache_layer.index_copy_(2, pos, torch.stack((k, v)).unsqueeze(2))
+
+
+def rope_and_write_kv(q, k, v, cos_table, sin_table, cache_layer, pos):
+    """q and k rotated to position `pos` (a device tensor: the tables' row is picked on the
+    GPU); k and v written at `pos` of this layer's cache. q, k, v: [heads, dim]; returns q."""
+    cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
+    write_kv(cache_layer, pos, apply_rope(k, cos, sin), v)
+    return apply_rope(q, cos, sin)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from ._decoder import Decoder
-from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, apply_rope, rms_norm, rope_tables, write_kv
+from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, rms_norm, rope_and_write_kv, rope_tables
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -110,14 +110,6 @@ class _Layer:
             self.sliding = window is not None and (config.get("model_type") != "qwen2" or config.get("use_sliding_window", False))
 
 
-def _rope_and_cache(q, k, v, cos_table, sin_table, cache_layer, pos):
-    """q and k rotated to position `pos`; k and v written at `pos` of this layer's cache. q, k,
-    v: [heads, dim]."""
-    cos, sin = cos_table.index_select(0, pos), sin_table.index_select(0, pos)
-    k = apply_rope(k, cos, sin)
-    write_kv(cache_layer, pos, k, v)
-    return apply_rope(q, cos, sin)
-
 
 class LlamaDecoder(Decoder):
     family = "llama"
@@ -172,7 +164,7 @@ class LlamaDecoder(Decoder):
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
         self.f_masks = self.fn(masks)
-        self.f_rope_cache = self.fn(_rope_and_cache)
+        self.f_rope_cache = self.fn(rope_and_write_kv)
         self.f_gated = self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
 
