@@ -177,6 +177,22 @@ def make_model(args, name: str, work: Path) -> tuple:
     return config, snap
 
 
+def make_archive_direct(args, name: str, work: Path) -> tuple:
+    config = json.loads((HERE / "models" / f"{name}.json").read_text())
+    if config["model_type"] != "gpt_oss":
+        raise SystemExit(f"--direct: {name} is {config['model_type']}; only gpt-oss's archives are written directly (as shipped)")
+    if args.layers:
+        config["num_hidden_layers"] = min(args.layers, config["num_hidden_layers"])
+        config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
+    cfg_path = work / f"{name}.config.json"
+    cfg_path.write_text(json.dumps(config))
+    out = work / f"{name}-as-shipped.iris"
+    t0 = time.time()
+    subprocess.run([args.make_snapshot, str(out), "--config", str(cfg_path), "--archive"], check=True, stdout=sys.stderr)
+    log(f"{name}: archive written directly in {time.time() - t0:.1f} s, {out.stat().st_size / 1e9:.2f} GB")
+    return config, out
+
+
 def convert(args, snap: Path, out: Path, fmt: str) -> float:
     """fmt: a --quant format; FMT+head also quantizes lm_head (iris keeps it by default);
     as-shipped converts the checkpoint as it is."""
@@ -224,6 +240,8 @@ def release():
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile}
+    if args.no_peer:
+        return run_alone(args, archive, limits, max_len, r)
     # The BF16 peer first: its sequence is the one both models are scored on.
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
@@ -260,6 +278,24 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     return r
 
 
+def run_alone(args, archive: Path, limits: dict, max_len: int, r: dict) -> dict:
+    """--no-peer: the quantized model alone (one whose BF16 twin does not fit the card)."""
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
+    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel, dense_kernels=q.dense_kernels,
+             dense_reports=_distinct(q.dense_reports))
+    r.update(time_decoder(q, args.steps))
+    r["timeline"] = timeline(q)
+    r["tokens"] = q.generate(PROMPT, args.steps, graph=True)[:16]
+    del q
+    release()
+    ms = r["graph_ms"]
+    r["tokens_per_s"] = 1e3 / ms
+    r["copy_roofline_ms"] = r["bytes_per_token"] / limits["copy_GBps"] / 1e6
+    r["share_of_copy_roofline"] = r["copy_roofline_ms"] / ms
+    r["share_of_cublas_bw"] = (r["bytes_per_token"] / limits["cublas_bf16_GBps"] / 1e6) / ms
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iris", required=True)
@@ -271,6 +307,10 @@ def main():
                     help="for the dense families; FMT+head also quantizes lm_head")
     ap.add_argument("--layers", type=int, default=0)
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--direct", action="store_true",
+                    help="gpt-oss only: write the archive straight from the config (iris_make_snapshot --archive), "
+                         "no snapshot on disk (gpt-oss-120b's would not fit beside its archive)")
+    ap.add_argument("--no-peer", action="store_true", help="no BF16 peer and no greedy check (a model whose BF16 twin does not fit)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()
@@ -282,15 +322,20 @@ def main():
     log(json.dumps(limits))
     max_len = len(PROMPT) + args.steps + 16
     for name in args.models.split(","):
-        config, snap = make_model(args, name, work)
-        formats = ["as-shipped"] if config["model_type"] == "gpt_oss" else args.formats.split(",")
-        archives = {}
-        model = result["models"][name] = {"layers": config["num_hidden_layers"], "formats": {}}
-        for fmt in formats:
-            archives[fmt] = work / f"{name}-{fmt}.iris"
-            model.setdefault("convert_s", {})[fmt] = convert(args, snap, archives[fmt], fmt)
-            log(f"{name} {fmt}: converted in {model['convert_s'][fmt]:.1f} s, {archives[fmt].stat().st_size / 1e9:.2f} GB")
-        shutil.rmtree(snap)
+        if args.direct:
+            config, archive = make_archive_direct(args, name, work)
+            formats, archives = ["as-shipped"], {"as-shipped": archive}
+            model = result["models"][name] = {"layers": config["num_hidden_layers"], "formats": {}, "written_directly": True}
+        else:
+            config, snap = make_model(args, name, work)
+            formats = ["as-shipped"] if config["model_type"] == "gpt_oss" else args.formats.split(",")
+            archives = {}
+            model = result["models"][name] = {"layers": config["num_hidden_layers"], "formats": {}}
+            for fmt in formats:
+                archives[fmt] = work / f"{name}-{fmt}.iris"
+                model.setdefault("convert_s", {})[fmt] = convert(args, snap, archives[fmt], fmt)
+                log(f"{name} {fmt}: converted in {model['convert_s'][fmt]:.1f} s, {archives[fmt].stat().st_size / 1e9:.2f} GB")
+            shutil.rmtree(snap)
         for fmt in formats:
             try:
                 r = run_format(args, archives[fmt], limits, max_len, compare_uncompiled=fmt == formats[0])
@@ -302,6 +347,12 @@ def main():
                 log(f"{name} {fmt}: {r['error']}")
                 continue
             g = r["greedy"]
+            if args.no_peer:
+                log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}); {r['bytes_per_token'] / 1e9:.2f} GB/token, "
+                    f"{100 * r['share_of_copy_roofline']:.1f}% of copy roofline; {r['timeline']['kernels_per_step']:.0f} kernels/step")
+                for g, v in r["timeline"]["groups"].items():
+                    log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
+                continue
             log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}"
                 + (f", unfused graph {r['uncompiled_graph_ms']:.3f}" if "uncompiled_graph_ms" in r else "")
                 + f"), BF16 peer {r['bf16_peer_graph_ms']:.3f} -> {r['speedup_vs_bf16_peer']:.2f}x; "

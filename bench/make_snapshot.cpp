@@ -9,6 +9,8 @@
 //       config of model_type llama, mistral, qwen2, mixtral or gpt_oss names, at its shapes
 //       (gpt_oss: experts in MXFP4 as shipped), RMSNorm weights 1, the config copied: the models of
 //       bench/decode_bench.py
+//   iris_make_snapshot OUT.iris --config CONFIG.json --archive   the same model written straight
+//       into an archive, as `iris convert` would write the snapshot (no snapshot on disk)
 //
 // Weights are N(0, 0.02)-like (a fast hash-based generator, not zeros: zeros would make every
 // codec look faster than real data does).
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,9 @@
 
 #include "common/float_bits.h"
 #include "converter/hf/safetensors_writer.h"
+#include "formats/iris_writer.h"
+#include "formats/tensor_desc.h"
+#include "formats/tile_layout.h"
 
 namespace {
 
@@ -212,10 +218,17 @@ uint64_t config_uint(const nlohmann::json& c, const char* key, uint64_t fallback
   return it != c.end() && it->is_number_unsigned() ? it->get<uint64_t>() : fallback;
 }
 
-// Every tensor of a Hugging Face config's model (checkpoint names and shapes); empty with a
-// message for a model_type this does not know.
-int make_from_config(const std::string& out, const std::string& config_path, double shard_gb) {
-  nlohmann::json c;
+// What a model of a config holds, tensor by tensor, in checkpoint order: BF16 weights, RMSNorm
+// weights (ones), and gpt-oss's MXFP4 expert stacks [E, N, K] as shipped.
+struct ModelTensors {
+  std::function<void(const std::string&, std::vector<uint64_t>)> bf16;
+  std::function<void(const std::string&, uint64_t)> ones;
+  std::function<void(const std::string&, uint64_t, uint64_t, uint64_t)> mxfp4;  // name, E, N, K
+};
+
+// Reads and checks the config; enumerates its model's tensors into `m`. Returns 0, or the
+// exit code after printing why.
+int enumerate_model(const std::string& config_path, nlohmann::json& c, const ModelTensors& m) {
   try {
     std::ifstream f(config_path);
     if (!f) {
@@ -247,67 +260,161 @@ int make_from_config(const std::string& out, const std::string& config_path, dou
     std::fprintf(stderr, "%s: num_local_experts must be a positive integer\n", config_path.c_str());
     return 3;
   }
+  if (gpt_oss && (hidden % 32 || inter % 32)) {
+    std::fprintf(stderr, "%s: gpt-oss's MXFP4 experts need hidden_size and intermediate_size multiples of 32\n", config_path.c_str());
+    return 3;
+  }
   const bool qkv_bias = gpt_oss || type == "qwen2" || c.value("attention_bias", false);
   const bool o_bias = gpt_oss || (type != "qwen2" && c.value("attention_bias", false));
-  TensorList list;
-  auto bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
-  bf16("model.embed_tokens.weight", {vocab, hidden});
+  m.bf16("model.embed_tokens.weight", {vocab, hidden});
   for (uint64_t l = 0; l < layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    list.ones(p + "input_layernorm.weight", hidden);
-    list.ones(p + "post_attention_layernorm.weight", hidden);
+    m.ones(p + "input_layernorm.weight", hidden);
+    m.ones(p + "post_attention_layernorm.weight", hidden);
     const std::pair<const char*, uint64_t> projections[] = {{"q", heads * hd}, {"k", kv * hd}, {"v", kv * hd}};
     for (const auto& [n, rows] : projections) {
-      bf16(p + "self_attn." + n + "_proj.weight", {rows, hidden});
-      if (qkv_bias) bf16(p + "self_attn." + n + "_proj.bias", {rows});
+      m.bf16(p + "self_attn." + n + "_proj.weight", {rows, hidden});
+      if (qkv_bias) m.bf16(p + "self_attn." + n + "_proj.bias", {rows});
     }
-    bf16(p + "self_attn.o_proj.weight", {hidden, heads * hd});
-    if (o_bias) bf16(p + "self_attn.o_proj.bias", {hidden});
+    m.bf16(p + "self_attn.o_proj.weight", {hidden, heads * hd});
+    if (o_bias) m.bf16(p + "self_attn.o_proj.bias", {hidden});
     if (gpt_oss) {
-      bf16(p + "self_attn.sinks", {heads});
-      bf16(p + "mlp.router.weight", {experts, hidden});
-      bf16(p + "mlp.router.bias", {experts});
-      const std::string e = p + "mlp.experts.";
-      list.u8(e + "gate_up_proj_blocks", {experts, 2 * inter, hidden / 32, 16}, random_bytes);
-      list.u8(e + "gate_up_proj_scales", {experts, 2 * inter, hidden / 32}, trained_like_e8m0);
-      bf16(e + "gate_up_proj_bias", {experts, 2 * inter});
-      list.u8(e + "down_proj_blocks", {experts, hidden, inter / 32, 16}, random_bytes);
-      list.u8(e + "down_proj_scales", {experts, hidden, inter / 32}, trained_like_e8m0);
-      bf16(e + "down_proj_bias", {experts, hidden});
+      m.bf16(p + "self_attn.sinks", {heads});
+      m.bf16(p + "mlp.router.weight", {experts, hidden});
+      m.bf16(p + "mlp.router.bias", {experts});
+      m.mxfp4(p + "mlp.experts.gate_up_proj", experts, 2 * inter, hidden);
+      m.bf16(p + "mlp.experts.gate_up_proj_bias", {experts, 2 * inter});
+      m.mxfp4(p + "mlp.experts.down_proj", experts, hidden, inter);
+      m.bf16(p + "mlp.experts.down_proj_bias", {experts, hidden});
     } else if (mixtral) {
-      bf16(p + "block_sparse_moe.gate.weight", {experts, hidden});
+      m.bf16(p + "block_sparse_moe.gate.weight", {experts, hidden});
       for (uint64_t x = 0; x < experts; ++x) {
         const std::string e = p + "block_sparse_moe.experts." + std::to_string(x) + ".";
-        bf16(e + "w1.weight", {inter, hidden});
-        bf16(e + "w2.weight", {hidden, inter});
-        bf16(e + "w3.weight", {inter, hidden});
+        m.bf16(e + "w1.weight", {inter, hidden});
+        m.bf16(e + "w2.weight", {hidden, inter});
+        m.bf16(e + "w3.weight", {inter, hidden});
       }
     } else {
-      bf16(p + "mlp.gate_proj.weight", {inter, hidden});
-      bf16(p + "mlp.up_proj.weight", {inter, hidden});
-      bf16(p + "mlp.down_proj.weight", {hidden, inter});
+      m.bf16(p + "mlp.gate_proj.weight", {inter, hidden});
+      m.bf16(p + "mlp.up_proj.weight", {inter, hidden});
+      m.bf16(p + "mlp.down_proj.weight", {hidden, inter});
     }
   }
-  list.ones("model.norm.weight", hidden);
-  if (!c.value("tie_word_embeddings", false)) bf16("lm_head.weight", {vocab, hidden});
+  m.ones("model.norm.weight", hidden);
+  if (!c.value("tie_word_embeddings", false)) m.bf16("lm_head.weight", {vocab, hidden});
+  return 0;
+}
+
+// A config's model as a snapshot folder (gpt-oss experts as the checkpoint stores them:
+// U8 *_blocks [E, N, K/32, 16] + E8M0 *_scales [E, N, K/32]).
+int make_from_config(const std::string& out, const std::string& config_path, double shard_gb) {
+  TensorList list;
+  ModelTensors m;
+  m.bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
+  m.ones = [&](const std::string& name, uint64_t n) { list.ones(name, n); };
+  m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) {
+    list.u8(name + "_blocks", {e, n, k / 32, 16}, random_bytes);
+    list.u8(name + "_scales", {e, n, k / 32}, trained_like_e8m0);
+  };
+  nlohmann::json c;
+  if (int rc = enumerate_model(config_path, c, m)) return rc;
   return write_snapshot(out, std::move(list.all), shard_gb, c);
+}
+
+// Tiled MXFP4 codes (formats/tensor_desc.h): random bytes inside the matrix, the format's pad
+// byte (decoding to zero) in the padding, one stripe at a time in the layout's order.
+iris::ComponentProducer random_tiled_codes(const iris::MatrixGeometry& g, uint64_t tile_n, uint64_t tile_k, uint64_t seed) {
+  return [g, tile_n, tile_k, seed](iris::ByteSink& sink) -> iris::Status {
+    uint64_t s = seed;
+    const uint64_t row_bytes = tile_k * g.code_bits / 8, tiles = g.padded_k / tile_k;
+    std::vector<uint8_t> stripe(iris::stripe_bytes(g, tile_n));
+    for (uint64_t b = 0; b < g.batch; ++b)
+      for (uint64_t r0 = 0; r0 < g.padded_n; r0 += tile_n) {
+        uint8_t* p = stripe.data();
+        for (uint64_t t = 0; t < tiles; ++t)
+          for (uint64_t r = 0; r < tile_n; ++r, p += row_bytes)
+            for (uint64_t j = 0; j < row_bytes; j += 8) {
+              const uint64_t w = splitmix(s);
+              for (uint64_t q = 0; q < 8 && j + q < row_bytes; ++q) {
+                const uint64_t col = t * tile_k + (j + q) * 8 / g.code_bits;
+                p[j + q] = r0 + r < g.n && col < g.k ? uint8_t(w >> (8 * q)) : g.pad_byte;
+              }
+            }
+        IRIS_TRY(sink.write({stripe.data(), stripe.size()}));
+      }
+    return iris::Status::ok();
+  };
+}
+
+// A config's model written straight into an .iris archive through the library's writer (no
+// snapshot on disk: gpt-oss-120b's 65 GB could not sit beside its archive on a 64 GiB disk).
+// Everything as the snapshot path would convert it as shipped: BF16 raw, gpt-oss experts MXFP4
+// in the default tiles. Returns the exit code.
+int make_archive(const std::string& out, const std::string& config_path) {
+  iris::IrisWriter writer;
+  uint64_t seed = 1;
+  int bad = 0;
+  const nlohmann::json source = {{"generated_by", "iris_make_snapshot"}};
+  auto raw = [&](const std::string& name, std::vector<uint64_t> shape, iris::ComponentProducer produce) {
+    iris::TensorDesc d{name, std::move(shape), iris::DType::kBF16};
+    writer.add_tensor(std::move(d), source, {std::move(produce)});
+  };
+  ModelTensors m;
+  m.bf16 = [&](const std::string& name, std::vector<uint64_t> shape) {
+    uint64_t n = 1;
+    for (auto x : shape) n *= x;
+    raw(name, std::move(shape), random_bf16(n, seed++));
+  };
+  m.ones = [&](const std::string& name, uint64_t n) { raw(name, {n}, ones_bf16(n)); };
+  m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) {
+    iris::TensorDesc d{name, {e, n, k}, iris::DType::kBF16, iris::Format::kMxfp4,
+                       {{"block_size", 32}, {"element", "e2m1"}, {"nibble_order", "low_first"}, {"scale_encoding", "e8m0"}}};
+    d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
+    auto g = iris::matrix_geometry(d);
+    auto specs = iris::component_specs(d);
+    if (!g.is_ok() || !specs.is_ok() || specs->size() != 2) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), (g.is_ok() ? specs.status() : g.status()).message().c_str());
+      bad = 3;
+      return;
+    }
+    const uint64_t scale_bytes = (*specs)[1].bytes;
+    writer.add_tensor(d, source, {random_tiled_codes(*g, d.layout.tile_n, d.layout.tile_k, seed), trained_like_e8m0(scale_bytes, seed + 1)});
+    seed += 2;
+  };
+  nlohmann::json c;
+  if (int rc = enumerate_model(config_path, c, m)) return rc;
+  if (bad) return bad;
+  writer.set_model_type(c.value("model_type", ""));
+  writer.set_tool({{"name", "iris_make_snapshot"}});
+  writer.set_provenance({{"source", {{"kind", "generated"}}}});
+  writer.add_file("config.json", c.dump(2));
+  iris::WriteOptions o;
+  o.overwrite = true;
+  auto r = writer.write(out, o);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "%s\n", r.status().message().c_str());
+    return 1;
+  }
+  std::printf("%s: written from %s\n", out.c_str(), config_path.c_str());
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }
   const std::string out = argv[1];
   if (out.empty() || out[0] == '-') {  // `--help` is not a folder to fill with gigabytes
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }
   if (argc > 3 && std::string(argv[2]) == "--config") {
+    if (argc > 4 && std::string(argv[4]) == "--archive") return make_archive(out, argv[3]);
     std::filesystem::create_directories(out);
     return make_from_config(out, argv[3], argc > 4 ? std::atof(argv[4]) : 5.0);
   }
