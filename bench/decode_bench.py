@@ -177,19 +177,21 @@ def make_model(args, name: str, work: Path) -> tuple:
     return config, snap
 
 
-def make_archive_direct(args, name: str, work: Path) -> tuple:
+def make_archive_direct(args, name: str, work: Path, fmt: str) -> tuple:
+    """The model's archive written straight from its config (iris_make_snapshot --archive): gpt-oss
+    as shipped, the dense families in fmt (mxfp4 or nf4, random codes); no snapshot on disk."""
     config = json.loads((HERE / "models" / f"{name}.json").read_text())
-    if config["model_type"] != "gpt_oss":
-        raise SystemExit(f"--direct: {name} is {config['model_type']}; only gpt-oss's archives are written directly (as shipped)")
     if args.layers:
         config["num_hidden_layers"] = min(args.layers, config["num_hidden_layers"])
-        config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
+        if "layer_types" in config:
+            config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
     cfg_path = work / f"{name}.config.json"
     cfg_path.write_text(json.dumps(config))
-    out = work / f"{name}-as-shipped.iris"
+    out = work / f"{name}-{fmt}.iris"
+    cmd = [args.make_snapshot, str(out), "--config", str(cfg_path), "--archive"] + ([] if fmt == "as-shipped" else ["--quant", fmt])
     t0 = time.time()
-    subprocess.run([args.make_snapshot, str(out), "--config", str(cfg_path), "--archive"], check=True, stdout=sys.stderr)
-    log(f"{name}: archive written directly in {time.time() - t0:.1f} s, {out.stat().st_size / 1e9:.2f} GB")
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    log(f"{name} {fmt}: archive written directly in {time.time() - t0:.1f} s, {out.stat().st_size / 1e9:.2f} GB")
     return config, out
 
 
@@ -308,8 +310,9 @@ def main():
     ap.add_argument("--layers", type=int, default=0)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--direct", action="store_true",
-                    help="gpt-oss only: write the archive straight from the config (iris_make_snapshot --archive), "
-                         "no snapshot on disk (gpt-oss-120b's would not fit beside its archive)")
+                    help="write the archives straight from the config (iris_make_snapshot --archive; dense families in "
+                         "mxfp4 or nf4), no snapshot on disk (gpt-oss-120b's would not fit beside its archive, a BF16 "
+                         "Mixtral-8x7B's fits no disk here)")
     ap.add_argument("--no-peer", action="store_true", help="no BF16 peer and no greedy check (a model whose BF16 twin does not fit)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
@@ -323,8 +326,11 @@ def main():
     max_len = len(PROMPT) + args.steps + 16
     for name in args.models.split(","):
         if args.direct:
-            config, archive = make_archive_direct(args, name, work)
-            formats, archives = ["as-shipped"], {"as-shipped": archive}
+            kind = json.loads((HERE / "models" / f"{name}.json").read_text())["model_type"]
+            formats = ["as-shipped"] if kind == "gpt_oss" else args.formats.split(",")
+            archives = {}
+            for fmt in formats:
+                config, archives[fmt] = make_archive_direct(args, name, work, fmt)
             model = result["models"][name] = {"layers": config["num_hidden_layers"], "formats": {}, "written_directly": True}
         else:
             config, snap = make_model(args, name, work)

@@ -9,8 +9,9 @@
 //       config of model_type llama, mistral, qwen2, mixtral or gpt_oss names, at its shapes
 //       (gpt_oss: experts in MXFP4 as shipped), RMSNorm weights 1, the config copied: the models of
 //       bench/decode_bench.py
-//   iris_make_snapshot OUT.iris --config CONFIG.json --archive   the same model written straight
-//       into an archive, as `iris convert` would write the snapshot (no snapshot on disk)
+//   iris_make_snapshot OUT.iris --config CONFIG.json --archive [--quant mxfp4|nf4]   the same
+//       model written straight into an archive, as `iris convert [--quant]` would write the
+//       snapshot (no snapshot on disk)
 //
 // Weights are N(0, 0.02)-like (a fast hash-based generator, not zeros: zeros would make every
 // codec look faster than real data does).
@@ -31,6 +32,7 @@
 #include "formats/iris_writer.h"
 #include "formats/tensor_desc.h"
 #include "formats/tile_layout.h"
+#include "quant/tables.h"
 
 namespace {
 
@@ -222,6 +224,9 @@ uint64_t config_uint(const nlohmann::json& c, const char* key, uint64_t fallback
 // weights (ones), and gpt-oss's MXFP4 expert stacks [E, N, K] as shipped.
 struct ModelTensors {
   std::function<void(const std::string&, std::vector<uint64_t>)> bf16;
+  // A linear layer's [N, K] weight: what `iris convert --quant` quantizes (embeddings, lm_head,
+  // routers and norms are not).
+  std::function<void(const std::string&, uint64_t, uint64_t)> linear;
   std::function<void(const std::string&, uint64_t)> ones;
   std::function<void(const std::string&, uint64_t, uint64_t, uint64_t)> mxfp4;  // name, E, N, K
 };
@@ -273,10 +278,10 @@ int enumerate_model(const std::string& config_path, nlohmann::json& c, const Mod
     m.ones(p + "post_attention_layernorm.weight", hidden);
     const std::pair<const char*, uint64_t> projections[] = {{"q", heads * hd}, {"k", kv * hd}, {"v", kv * hd}};
     for (const auto& [n, rows] : projections) {
-      m.bf16(p + "self_attn." + n + "_proj.weight", {rows, hidden});
+      m.linear(p + "self_attn." + n + "_proj.weight", rows, hidden);
       if (qkv_bias) m.bf16(p + "self_attn." + n + "_proj.bias", {rows});
     }
-    m.bf16(p + "self_attn.o_proj.weight", {hidden, heads * hd});
+    m.linear(p + "self_attn.o_proj.weight", hidden, heads * hd);
     if (o_bias) m.bf16(p + "self_attn.o_proj.bias", {hidden});
     if (gpt_oss) {
       m.bf16(p + "self_attn.sinks", {heads});
@@ -290,14 +295,14 @@ int enumerate_model(const std::string& config_path, nlohmann::json& c, const Mod
       m.bf16(p + "block_sparse_moe.gate.weight", {experts, hidden});
       for (uint64_t x = 0; x < experts; ++x) {
         const std::string e = p + "block_sparse_moe.experts." + std::to_string(x) + ".";
-        m.bf16(e + "w1.weight", {inter, hidden});
-        m.bf16(e + "w2.weight", {hidden, inter});
-        m.bf16(e + "w3.weight", {inter, hidden});
+        m.linear(e + "w1.weight", inter, hidden);
+        m.linear(e + "w2.weight", hidden, inter);
+        m.linear(e + "w3.weight", inter, hidden);
       }
     } else {
-      m.bf16(p + "mlp.gate_proj.weight", {inter, hidden});
-      m.bf16(p + "mlp.up_proj.weight", {inter, hidden});
-      m.bf16(p + "mlp.down_proj.weight", {hidden, inter});
+      m.linear(p + "mlp.gate_proj.weight", inter, hidden);
+      m.linear(p + "mlp.up_proj.weight", inter, hidden);
+      m.linear(p + "mlp.down_proj.weight", hidden, inter);
     }
   }
   m.ones("model.norm.weight", hidden);
@@ -311,6 +316,7 @@ int make_from_config(const std::string& out, const std::string& config_path, dou
   TensorList list;
   ModelTensors m;
   m.bf16 = [&](const std::string& name, std::vector<uint64_t> shape) { list.bf16(name, std::move(shape)); };
+  m.linear = [&](const std::string& name, uint64_t n, uint64_t k) { list.bf16(name, {n, k}); };
   m.ones = [&](const std::string& name, uint64_t n) { list.ones(name, n); };
   m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) {
     list.u8(name + "_blocks", {e, n, k / 32, 16}, random_bytes);
@@ -346,11 +352,54 @@ iris::ComponentProducer random_tiled_codes(const iris::MatrixGeometry& g, uint64
   };
 }
 
+// Bytes of one component of a descriptor (component_specs order), 0 where it has none.
+uint64_t component_bytes(const iris::TensorDesc& d, size_t i) {
+  auto specs = iris::component_specs(d);
+  return specs.is_ok() && i < specs->size() ? (*specs)[i].bytes : 0;
+}
+
+// F32 values as bytes.
+iris::ComponentProducer f32_values(std::vector<float> v) {
+  return [v = std::move(v)](iris::ByteSink& sink) { return sink.write({reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4}); };
+}
+
+// A linear weight [n, k] in NF4 with double quantization, as `iris convert --quant nf4` writes
+// it (converter/requantize.cpp): random codes (the pad byte 0x77, code 7 = 0.0, in the tiles'
+// padding), random 8-bit absmax codes, nested absmax 0.02 and offset 0.0625 (so every block's
+// absmax lies in 0.0425 .. 0.0825), bitsandbytes' tables and quant_state.
+std::pair<iris::TensorDesc, std::vector<iris::ComponentProducer>> nf4_linear(const std::string& name, uint64_t n, uint64_t k,
+                                                                             uint64_t seed) {
+  const std::string state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"bfloat16\", \"shape\": [" + std::to_string(n) +
+                            ", " + std::to_string(k) + "], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": 0.0625}";
+  iris::TensorDesc d{name, {n, k}, iris::DType::kBF16, iris::Format::kNf4,
+                     {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0625},
+                      {"nested_offset_f32_bits", "0x3d800000"}, {"nibble_order", "high_first"}, {"quant_state_bytes", state.size()}}};
+  d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
+  std::vector<iris::ComponentProducer> p;
+  auto g = iris::matrix_geometry(d);
+  if (!g.is_ok()) return {d, p};
+  std::vector<float> nested(component_bytes(d, 2) / 4, 0.02f), table(16), map(256);
+  for (int i = 0; i < 16; ++i) table[i] = iris::quant::nf4_to_f32(uint8_t(i));
+  for (int i = 0; i < 256; ++i) map[i] = iris::quant::dynamic_map_value(uint8_t(i));
+  p.push_back(random_tiled_codes(*g, d.layout.tile_n, d.layout.tile_k, seed));
+  p.push_back(random_bytes(component_bytes(d, 1), seed + 1));
+  p.push_back(f32_values(std::move(nested)));
+  p.push_back(f32_values(std::move(table)));
+  p.push_back(f32_values(std::move(map)));
+  p.push_back([state](iris::ByteSink& sink) { return sink.write({reinterpret_cast<const uint8_t*>(state.data()), state.size()}); });
+  return {d, p};
+}
+
 // A config's model written straight into an .iris archive through the library's writer (no
-// snapshot on disk: gpt-oss-120b's 65 GB could not sit beside its archive on a 64 GiB disk).
-// Everything as the snapshot path would convert it as shipped: BF16 raw, gpt-oss experts MXFP4
-// in the default tiles. Returns the exit code.
-int make_archive(const std::string& out, const std::string& config_path) {
+// snapshot on disk: gpt-oss-120b's 65 GB could not sit beside its archive on a 64 GiB disk, a
+// BF16 Mixtral-8x7B's 93 GB fits no disk here). As `iris convert [--quant QUANT]` would write
+// the snapshot: BF16 raw, gpt-oss experts MXFP4 as shipped; with QUANT (mxfp4 or nf4) the
+// linear layers' weights in it, random codes and scales. Returns the exit code.
+int make_archive(const std::string& out, const std::string& config_path, const std::string& quant) {
+  if (!quant.empty() && quant != "mxfp4" && quant != "nf4") {
+    std::fprintf(stderr, "--quant %s: the archive writer makes mxfp4 or nf4\n", quant.c_str());
+    return 2;
+  }
   iris::IrisWriter writer;
   uint64_t seed = 1;
   int bad = 0;
@@ -366,9 +415,10 @@ int make_archive(const std::string& out, const std::string& config_path) {
     raw(name, std::move(shape), random_bf16(n, seed++));
   };
   m.ones = [&](const std::string& name, uint64_t n) { raw(name, {n}, ones_bf16(n)); };
-  m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) {
-    iris::TensorDesc d{name, {e, n, k}, iris::DType::kBF16, iris::Format::kMxfp4,
+  auto mxfp4 = [&](const std::string& name, std::vector<uint64_t> shape, bool requantized) {
+    iris::TensorDesc d{name, std::move(shape), iris::DType::kBF16, iris::Format::kMxfp4,
                        {{"block_size", 32}, {"element", "e2m1"}, {"nibble_order", "low_first"}, {"scale_encoding", "e8m0"}}};
+    if (requantized) d.params["scale_rule"] = "ocp_floor";
     d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
     auto g = iris::matrix_geometry(d);
     auto specs = iris::component_specs(d);
@@ -380,6 +430,21 @@ int make_archive(const std::string& out, const std::string& config_path) {
     const uint64_t scale_bytes = (*specs)[1].bytes;
     writer.add_tensor(d, source, {random_tiled_codes(*g, d.layout.tile_n, d.layout.tile_k, seed), trained_like_e8m0(scale_bytes, seed + 1)});
     seed += 2;
+  };
+  m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) { mxfp4(name, {e, n, k}, false); };
+  m.linear = [&](const std::string& name, uint64_t n, uint64_t k) {
+    if (quant == "mxfp4" && k % 32 == 0) return mxfp4(name, {n, k}, true);
+    if (quant == "nf4" && k % 64 == 0) {
+      auto [d, producers] = nf4_linear(name, n, k, seed);
+      seed += 2;
+      if (producers.empty()) {
+        std::fprintf(stderr, "%s: no NF4 layout\n", name.c_str());
+        bad = 3;
+        return;
+      }
+      return writer.add_tensor(std::move(d), source, std::move(producers));
+    }
+    m.bf16(name, {n, k});
   };
   nlohmann::json c;
   if (int rc = enumerate_model(config_path, c, m)) return rc;
@@ -403,18 +468,18 @@ int make_archive(const std::string& out, const std::string& config_path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4]]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }
   const std::string out = argv[1];
   if (out.empty() || out[0] == '-') {  // `--help` is not a folder to fill with gigabytes
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4]]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }
   if (argc > 3 && std::string(argv[2]) == "--config") {
-    if (argc > 4 && std::string(argv[4]) == "--archive") return make_archive(out, argv[3]);
+    if (argc > 4 && std::string(argv[4]) == "--archive") return make_archive(out, argv[3], argc > 6 && std::string(argv[5]) == "--quant" ? argv[6] : "");
     std::filesystem::create_directories(out);
     return make_from_config(out, argv[3], argc > 4 ? std::atof(argv[4]) : 5.0);
   }
