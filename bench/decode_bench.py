@@ -162,14 +162,20 @@ def timeline(decoder, replays: int = 5) -> dict:
             "top": [{"kernel": name[:120], "per_step": count, "us": us, "share": us / total} for name, count, us in rows[:15]]}
 
 
-def make_model(args, name: str, work: Path) -> tuple:
+def write_config(args, name: str, work: Path) -> tuple:
+    """bench/models/NAME.json, cut to --layers, written into the work folder: (config, its path)."""
     config = json.loads((HERE / "models" / f"{name}.json").read_text())
     if args.layers:
         config["num_hidden_layers"] = min(args.layers, config["num_hidden_layers"])
         if "layer_types" in config:
             config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
-    cfg_path = work / f"{name}.config.json"
-    cfg_path.write_text(json.dumps(config))
+    path = work / f"{name}.config.json"
+    path.write_text(json.dumps(config))
+    return config, path
+
+
+def make_model(args, name: str, work: Path) -> tuple:
+    config, cfg_path = write_config(args, name, work)
     snap = work / f"{name}-snapshot"
     t0 = time.time()
     subprocess.run([args.make_snapshot, str(snap), "--config", str(cfg_path)], check=True, stdout=sys.stderr)
@@ -180,13 +186,7 @@ def make_model(args, name: str, work: Path) -> tuple:
 def make_archive_direct(args, name: str, work: Path, fmt: str) -> tuple:
     """The model's archive written straight from its config (iris_make_snapshot --archive): gpt-oss
     as shipped, the dense families in fmt (mxfp4 or nf4, random codes); no snapshot on disk."""
-    config = json.loads((HERE / "models" / f"{name}.json").read_text())
-    if args.layers:
-        config["num_hidden_layers"] = min(args.layers, config["num_hidden_layers"])
-        if "layer_types" in config:
-            config["layer_types"] = config["layer_types"][:config["num_hidden_layers"]]
-    cfg_path = work / f"{name}.config.json"
-    cfg_path.write_text(json.dumps(config))
+    config, cfg_path = write_config(args, name, work)
     out = work / f"{name}-{fmt}.iris"
     cmd = [args.make_snapshot, str(out), "--config", str(cfg_path), "--archive"] + ([] if fmt == "as-shipped" else ["--quant", fmt])
     t0 = time.time()
@@ -224,31 +224,47 @@ def greedy_check(ref_logits, q_logits, ref_tokens, q_tokens) -> dict:
             "max_abs_logit": float(ref_logits.abs().max()), "tokens": q_tokens[:16], "bf16_tokens": ref_tokens[:16]}
 
 
-def _distinct(reports: list) -> list:
-    """One tuning report per weight shape and choice (a model repeats them every layer)."""
-    seen, out = set(), []
-    for rep in reports:
-        key = (tuple(rep["shape"]), rep["kernel"])
-        if key not in seen:
-            seen.add(key)
-            out.append(rep)
-    return out
-
-
 def release():
     gc.collect()
     torch.cuda.empty_cache()
 
 
+def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None):
+    """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
+    given score_tokens, its teacher-forced logits along them."""
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
+    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
+    r.update(time_decoder(q, args.steps))
+    r["timeline"] = timeline(q)
+    tokens = q.generate(PROMPT, args.steps, graph=True)
+    scored = q.score(PROMPT, score_tokens) if score_tokens is not None else None
+    del q
+    release()
+    return tokens, scored
+
+
+def add_ratios(r: dict, limits: dict) -> dict:
+    """Tokens/s and the shares of the run's two ceilings; against the peer where there is one."""
+    ms = r["graph_ms"]
+    r["tokens_per_s"] = 1e3 / ms
+    r["copy_roofline_ms"] = r["bytes_per_token"] / limits["copy_GBps"] / 1e6
+    r["share_of_copy_roofline"] = r["copy_roofline_ms"] / ms
+    r["share_of_cublas_bw"] = (r["bytes_per_token"] / limits["cublas_bf16_GBps"] / 1e6) / ms
+    if "bf16_peer_graph_ms" in r:
+        r["speedup_vs_bf16_peer"] = r["bf16_peer_graph_ms"] / ms
+        r["bf16_peer_share_of_copy_roofline"] = r["bf16_peer_bytes_per_token"] / limits["copy_GBps"] / 1e6 / r["bf16_peer_graph_ms"]
+    return r
+
+
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile}
-    if args.no_peer:
-        return run_alone(args, archive, limits, max_len, r)
+    if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
+        tokens, _ = run_quantized(args, archive, max_len, r)
+        r["tokens"] = tokens[:16]
+        return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on.
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
-    r["bf16_peer_dense_kernels"] = ref.dense_kernels
-    r["bf16_peer_dense_reports"] = _distinct(ref.dense_reports)
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
     ref_tokens = ref.generate(PROMPT, args.steps, graph=True)
@@ -261,41 +277,9 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         r["uncompiled_graph_ms"], r["uncompiled_timeline"] = t["graph_ms"], timeline(plain)
         del plain
         release()
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
-    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel, dense_kernels=q.dense_kernels,
-             dense_reports=_distinct(q.dense_reports))
-    r.update(time_decoder(q, args.steps))
-    r["timeline"] = timeline(q)
-    q_tokens = q.generate(PROMPT, args.steps, graph=True)
-    r["greedy"] = greedy_check(ref_logits, q.score(PROMPT, ref_tokens), ref_tokens, q_tokens)
-    del q, ref_logits
-    release()
-    ms = r["graph_ms"]
-    r["tokens_per_s"] = 1e3 / ms
-    r["speedup_vs_bf16_peer"] = r["bf16_peer_graph_ms"] / ms
-    r["copy_roofline_ms"] = r["bytes_per_token"] / limits["copy_GBps"] / 1e6
-    r["share_of_copy_roofline"] = r["copy_roofline_ms"] / ms
-    r["share_of_cublas_bw"] = (r["bytes_per_token"] / limits["cublas_bf16_GBps"] / 1e6) / ms
-    r["bf16_peer_share_of_copy_roofline"] = r["bf16_peer_bytes_per_token"] / limits["copy_GBps"] / 1e6 / r["bf16_peer_graph_ms"]
-    return r
-
-
-def run_alone(args, archive: Path, limits: dict, max_len: int, r: dict) -> dict:
-    """--no-peer: the quantized model alone (one whose BF16 twin does not fit the card)."""
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
-    r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel, dense_kernels=q.dense_kernels,
-             dense_reports=_distinct(q.dense_reports))
-    r.update(time_decoder(q, args.steps))
-    r["timeline"] = timeline(q)
-    r["tokens"] = q.generate(PROMPT, args.steps, graph=True)[:16]
-    del q
-    release()
-    ms = r["graph_ms"]
-    r["tokens_per_s"] = 1e3 / ms
-    r["copy_roofline_ms"] = r["bytes_per_token"] / limits["copy_GBps"] / 1e6
-    r["share_of_copy_roofline"] = r["copy_roofline_ms"] / ms
-    r["share_of_cublas_bw"] = (r["bytes_per_token"] / limits["cublas_bf16_GBps"] / 1e6) / ms
-    return r
+    q_tokens, q_logits = run_quantized(args, archive, max_len, r, ref_tokens)
+    r["greedy"] = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
+    return add_ratios(r, limits)
 
 
 def main():
@@ -368,8 +352,6 @@ def main():
                 f"teacher-forced {g['teacher_forced_agree']}/{g['steps']} agree, differences at {g['teacher_forced_differ_at']} "
                 f"margins {[round(m, 4) for m in g['differ_margins']]} vs logit diffs {[round(m, 4) for m in g['differ_logit_diffs']]}; "
                 f"max logit diff {g['max_logit_diff']:.4f}, median margin {g['median_ref_margin']:.4f}")
-            log(f"    dense GEMVs: {r['dense_kernels']} (peer {r['bf16_peer_dense_kernels']}); reduction vs cuBLAS largest "
-                f"relative difference {max([d['reduction_rel_diff'] for d in r['dense_reports'] + r['bf16_peer_dense_reports']] or [0]):.2e}")
             for g, v in r["timeline"]["groups"].items():
                 log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 
 _C_DTYPE = {torch.float32: 11, torch.float16: 9, torch.bfloat16: 10}  # iris_dtype values
-_BF16, _F32 = _C_DTYPE[torch.bfloat16], _C_DTYPE[torch.float32]
+_BF16 = _C_DTYPE[torch.bfloat16]
 
 
 _local = threading.local()
@@ -56,11 +56,15 @@ def _rows16(x: torch.Tensor, n: int, launch, dtype=torch.bfloat16) -> torch.Tens
     return y
 
 
+def _gemv(x: torch.Tensor, handle: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    fn, code = _t()._lib().iris_cuda_gemv, _C_DTYPE[dtype]
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, xp, rows, yp, code, stream, msg, len(msg)), dtype)
+
+
 @torch.library.custom_op("iris::gemv_f32", mutates_args=())
 def gemv_f32(x: torch.Tensor, handle: int, n: int) -> torch.Tensor:
     """gemv with FP32 outputs (the FP32 sums before the BF16 rounding): a model's logits."""
-    fn = _t()._lib().iris_cuda_gemv
-    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, xp, rows, yp, _F32, stream, msg, len(msg)), torch.float32)
+    return _gemv(x, handle, n, torch.float32)
 
 
 @gemv_f32.register_fake
@@ -71,8 +75,7 @@ def _(x, handle, n):
 @torch.library.custom_op("iris::gemv", mutates_args=())
 def gemv(x: torch.Tensor, handle: int, n: int) -> torch.Tensor:
     """x [R, K] times the [N, K] weight `handle`: the fused GEMV, 16 rows of x per launch."""
-    fn = _t()._lib().iris_cuda_gemv
-    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(handle, xp, rows, yp, _BF16, stream, msg, len(msg)))
+    return _gemv(x, handle, n, torch.bfloat16)
 
 
 @gemv.register_fake

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from . import _weights
+from ._layers import KVCache, rope_and_write_kv, rope_tables
 
 
 def _two_stage_argmax(logits: torch.Tensor, chunk: int = 512) -> torch.Tensor:
@@ -40,7 +41,9 @@ class Decoder:
         self._graph, self._host_pos = None, 0
         self._reads = []  # (Linear or ExpertStack, matrices read per token)
         # The greedy pick in two stages (the first occurrence of the maximum, as argmax):
-        # torch's argmax over a 128K vocabulary runs as one block, 30-37 us on an H100.
+        # one argmax over Llama-3's 128K logits took 30-31 us a step on an H100, compiled (step
+        # timelines in docs/device-runs/2026-11-26-decode-llama-4formats.json); these two stages
+        # 2.0 + 1.8 us (...-decode-final.json).
         self._pick = self.fn(_two_stage_argmax)
 
     def reads(self, part, times: int = 1):
@@ -64,6 +67,28 @@ class Decoder:
 
     def forward(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    # -- what every family's attention shares
+
+    def _read_attention_config(self, default_eps: float) -> None:
+        c = self.config
+        self.hidden = int(c["hidden_size"])
+        self.heads = int(c["num_attention_heads"])
+        self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self.eps = float(c.get("rms_norm_eps", default_eps))
+
+    def _make_rope_and_cache(self, layers: int, dtype) -> None:
+        self.cos, self.sin = rope_tables(self.config, self.head_dim, self.max_len, dtype, self.device)
+        self.cache = KVCache(layers, self.kv_heads, self.max_len, self.head_dim, dtype, self.device)
+        self.f_rope_cache = self.fn(rope_and_write_kv)
+
+    def _qkv(self, layer, h: torch.Tensor, i: int, pos: torch.Tensor) -> torch.Tensor:
+        """Layer i's q, k, v of h; k and v rotated and written into the cache at pos; returns
+        the rotated q [heads, head_dim]."""
+        q, k, v = layer.qkv(h)
+        return self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
+                                 v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
 
     def _step(self) -> None:
         logits = self.forward(self.token, self.pos)
@@ -107,20 +132,6 @@ class Decoder:
         else:
             self._step()
         self._host_pos += 1
-
-    def tune(self) -> dict:
-        """compile=True: picks cuBLAS or a compiled reduction for each dense weight by timing
-        both on it (see DenseGemv); returns how many took each."""
-        picked = {"cublas": 0, "reduction": 0}
-        self.dense_reports = []
-        if self.compiled:
-            for part, _ in self._reads:
-                for g in part.dense_gemvs():
-                    g.tune()
-                    picked[g.kernel] += 1
-                    self.dense_reports.append(g.report)
-        self.dense_kernels = picked
-        return picked
 
     def fn(self, f):
         """f as this decoder runs it: through torch.compile (Inductor fuses its elementwise work
@@ -199,5 +210,4 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
                         f"(supported: {', '.join(sorted(families))})")
     decoder = families[kind](weights, max_len, device, compile)
     weights.check_all_taken()
-    decoder.tune()
     return decoder

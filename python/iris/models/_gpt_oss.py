@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, KVCache, Linear, rms_norm, rope_and_write_kv, rope_tables
+from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps
 
 
 class _Layer:
@@ -38,11 +38,8 @@ class GptOssDecoder(Decoder):
     def __init__(self, weights, max_len: int, device, compile: bool = False):
         super().__init__(weights, max_len, device, compile)
         c, w = self.config, weights
-        self.hidden = int(c["hidden_size"])
-        self.heads, self.kv_heads = int(c["num_attention_heads"]), int(c["num_key_value_heads"])
-        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
-        self.eps = float(c.get("rms_norm_eps", 1e-5))
         self.window = int(c.get("sliding_window") or 128)
         self.top_k = int(c.get("num_experts_per_tok", c.get("experts_per_token", 4)))
         alpha, limit = 1.702, float(c.get("swiglu_limit", 7.0))
@@ -51,21 +48,11 @@ class GptOssDecoder(Decoder):
         self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
         self.norm = w.take("model.norm.weight")
         self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
-        self.lm_head.as_logits()
-        dtype = self.embed.dtype
-        self.cos, self.sin = rope_tables(c, self.head_dim, self.max_len, dtype, self.device)
-        self.cache = KVCache(n_layers, self.kv_heads, self.max_len, self.head_dim, dtype, self.device)
+        self._make_rope_and_cache(n_layers, self.embed.dtype)
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=self.device)
-        eps, heads, kv_heads, groups, head_dim = self.eps, self.heads, self.kv_heads, self.groups, self.head_dim
+        heads, kv_heads, groups, head_dim = self.heads, self.kv_heads, self.groups, self.head_dim
         scaling, top_k = head_dim ** -0.5, self.top_k
-
-        def embed_norm(token, embed, weight):
-            x = F.embedding(token, embed)
-            return x, rms_norm(x, weight, eps, weight_in_f32=True)
-
-        def add_norm(x, y, weight):
-            x = x + y
-            return x, rms_norm(x, weight, eps, weight_in_f32=True)
+        embed_norm, add_norm = norm_steps(self.eps, weight_in_f32=True)
 
         def attention(q, keys, values, mask, sinks):
             # transformers' eager_attention_forward with sinks, at one query: BF16 matmuls, the
@@ -79,9 +66,8 @@ class GptOssDecoder(Decoder):
             return torch.matmul(probs, values).reshape(1, heads * head_dim)
 
         def route(logits):
-            # torch.topk, as transformers' router: BF16 router logits tie now and then, and
-            # which expert a tie sends the token to must be the same (a stable sort, which
-            # compiles to one small kernel, picked other experts than transformers at ties)
+            # torch.topk, the op transformers' router uses: where BF16 router logits tie, the
+            # same op picks the same expert
             top, idx = torch.topk(logits, top_k, dim=-1)
             picked = idx.reshape(-1)
             return F.softmax(top, dim=1, dtype=top.dtype), picked, picked.to(torch.int32)
@@ -94,7 +80,7 @@ class GptOssDecoder(Decoder):
             return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
-        self.f_rope_cache, self.f_route, self.f_gate = (self.fn(f) for f in (rope_and_write_kv, route, gate))
+        self.f_route, self.f_gate = self.fn(route), self.fn(gate)
         self.f_combine_add_norm = self.fn(combine_add_norm)
 
     def forward(self, token, pos):
@@ -102,9 +88,7 @@ class GptOssDecoder(Decoder):
         sliding = full & (self.positions > pos - self.window)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.qkv(h)
-            q = self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
-                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+            q = self._qkv(layer, h, i, pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             weights, picked, ids = self.f_route(layer.router(h))

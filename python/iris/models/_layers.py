@@ -14,61 +14,6 @@ from .._errors import IrisError
 from ..torch import Experts, QuantTensor
 
 
-def _reduction_gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x [1, K] @ w.T as a row-wise reduction in FP32: under torch.compile, one generated kernel
-    reading w once, which at decode's small N beats cuBLAS's GEMV (measured at load)."""
-    return (x.float() * w.float()).sum(dim=-1, keepdim=True).t()
-
-
-class DenseGemv:
-    """The faster of cuBLAS and a compiled reduction for one dense [N, K] weight at batch 1,
-    timed on the weight itself when the decoder is built (compile=True only). Both accumulate
-    in FP32; `f32` keeps the FP32 result (logits), else it is rounded to BF16 once."""
-
-    _compiled = None
-
-    def __init__(self, w: torch.Tensor, f32: bool = False):
-        self.w, self.f32, self.kernel = w, f32, "cublas"
-
-    def cublas(self, x):
-        return logits_f32(x, self.w) if self.f32 else F.linear(x, self.w)
-
-    def reduction(self, x):
-        y = DenseGemv._compiled(x, self.w)
-        return y if self.f32 else y.to(x.dtype)
-
-    def tune(self, reps: int = 20) -> None:
-        """Times both on a random row and keeps the faster, the reduction only where its outputs
-        agree with cuBLAS's (FP32 sums of the same products: a relative difference above 1e-3 of
-        the largest output would be a wrong kernel, never rounding); records both times and the
-        difference (self.report)."""
-        if DenseGemv._compiled is None:
-            # dynamic: one kernel for every weight shape (a compile per shape would pass
-            # dynamo's per-function cache limit in a model with many shapes)
-            DenseGemv._compiled = torch.compile(_reduction_gemv, fullgraph=True, dynamic=True)
-        x = torch.randn(1, self.w.shape[1], dtype=self.w.dtype, device=self.w.device)
-        ref, got = logits_f32(x, self.w), DenseGemv._compiled(x, self.w)
-        diff = float((ref - got).abs().max() / ref.abs().max().clamp_min(1e-30))
-        times = {}
-        for name in ("cublas", "reduction"):
-            fn = getattr(self, name)
-            for _ in range(3):
-                fn(x)
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(reps):
-                fn(x)
-            b.record()
-            torch.cuda.synchronize()
-            times[name] = a.elapsed_time(b) / reps * 1e3
-        agree = diff <= 1e-3
-        self.kernel = min(times, key=times.get) if agree else "cublas"
-        self.report = {"shape": list(self.w.shape), "us": times, "reduction_rel_diff": diff, "kernel": self.kernel}
-
-    def __call__(self, x):
-        return self.reduction(x) if self.kernel == "reduction" else self.cublas(x)
-
-
 class Linear:
     """y = x W^T (+ b) for W [N, K] from the weights: torch.ops.iris.gemv for a quantized W,
     F.linear (cuBLAS) for a dense one."""
@@ -79,7 +24,6 @@ class Linear:
         self.b = weights.take(prefix + ".bias", required=bool(bias)) if bias is not False else None
         self.n, self.k = int(self.w.shape[0]), int(self.w.shape[1])
         self.quantized = isinstance(self.w, QuantTensor)
-        self.dense = None if self.quantized else DenseGemv(self.w)
         self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
 
     def read_bytes(self, times: int = 1) -> int:
@@ -89,26 +33,16 @@ class Linear:
         if self.quantized:
             y = torch.ops.iris.gemv(x, self.w._handle, self.n)
             return y + self.b if self.b is not None else y
-        if self.dense.kernel == "cublas":
-            return F.linear(x, self.w, self.b)
-        y = self.dense(x)
-        return y + self.b if self.b is not None else y
-
-    def as_logits(self) -> None:
-        """Makes logits() return FP32 sums (the model's output logits; see logits_f32) where the
-        weight is dense; a quantized one's come from the GEMV's FP32 output."""
-        if not self.quantized and self.b is None:
-            self.dense.f32 = True
+        return F.linear(x, self.w, self.b)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        if self.quantized and self.b is None:
-            return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
-        if self.quantized or self.b is not None:
+        """The output as a model's logits, in FP32: the GEMV's FP32 sums for a quantized
+        weight, logits_f32 for a dense one (with a bias: the BF16 output, widened)."""
+        if self.b is not None:
             return self(x).float()
-        return self.dense(x)
-
-    def dense_gemvs(self) -> list:
-        return [self.dense] if self.dense is not None else []
+        if self.quantized:
+            return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
+        return logits_f32(x, self.w)
 
 
 class GroupedLinear:
@@ -143,10 +77,9 @@ class GroupedLinear:
                     pass  # another geometry each, or heights the tiles do not allow: one launch each
         elif same_k and not self.quantized and fuse:
             self.w = torch.cat([p.w for p in parts])
-            self.dense = DenseGemv(self.w)
             for p, prefix in zip(parts, prefixes):
                 weights.release(prefix + ".weight")  # the concatenated copy replaces them
-                p.w = p.dense = None
+                p.w = None
             self.mode = "concatenated"
         if self.mode != "separate" and any(p.b is not None for p in parts):
             zero = lambda p: p.b if p.b is not None else torch.zeros(p.n, dtype=torch.bfloat16, device=device)  # noqa: E731
@@ -157,18 +90,13 @@ class GroupedLinear:
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
 
-    def dense_gemvs(self) -> list:
-        if self.mode == "concatenated":
-            return [self.dense]
-        return [g for p in self.parts if p.w is not None for g in p.dense_gemvs()] if self.mode == "separate" else []
-
     def __call__(self, x: torch.Tensor) -> list:
         if self.mode == "separate":
             return [p(x) for p in self.parts]
         if self.mode == "grouped":
             y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.height).view(1, -1)
         else:
-            y = self.dense(x)
+            y = F.linear(x, self.w)
         if self.b is not None:
             y = y + self.b
         return list(torch.split(y, self.sizes, dim=1))
@@ -195,9 +123,6 @@ class ExpertStack:
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
 
-    def dense_gemvs(self) -> list:
-        return []
-
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         if self.quantized:
             return torch.ops.iris.gemv_experts(x, ids, rows, self.experts._handle, self.n)
@@ -212,6 +137,20 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, weight_in_f32: bool =
     xf = x.float()
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return (w * xf).to(x.dtype) if weight_in_f32 else w * xf.to(x.dtype)
+
+
+def norm_steps(eps: float, weight_in_f32: bool = False):
+    """A pre-norm decoder's two norm steps (rms_norm): embed_norm(token, embed, weight) -> the
+    embedding row and its norm; add_norm(x, y, weight) -> the residual x + y and its norm."""
+    def embed_norm(token, embed, weight):
+        x = F.embedding(token, embed)
+        return x, rms_norm(x, weight, eps, weight_in_f32)
+
+    def add_norm(x, y, weight):
+        x = x + y
+        return x, rms_norm(x, weight, eps, weight_in_f32)
+
+    return embed_norm, add_norm
 
 
 def _rope_parameters(config: dict) -> dict:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from ._decoder import Decoder
-from ._layers import DenseGemv, ExpertStack, GroupedLinear, KVCache, Linear, rms_norm, rope_and_write_kv, rope_tables
+from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -80,16 +80,12 @@ class _TiedHead:
 
     def __init__(self, embed, nbytes: int):
         self.embed, self.nbytes = embed, nbytes
-        self.dense = DenseGemv(embed, f32=True)
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
 
-    def dense_gemvs(self) -> list:
-        return [self.dense]
-
     def logits(self, h):
-        return self.dense(h)
+        return logits_f32(h, self.embed)
 
 
 class _Layer:
@@ -117,11 +113,7 @@ class LlamaDecoder(Decoder):
     def __init__(self, weights, max_len: int, device, compile: bool = False):
         super().__init__(weights, max_len, device, compile)
         c, w = self.config, weights
-        self.hidden = int(c["hidden_size"])
-        self.heads = int(c["num_attention_heads"])
-        self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
-        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
-        self.eps = float(c.get("rms_norm_eps", 1e-6))
+        self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
         act = activation(c)
         self.embed = w.take("model.embed_tokens.weight")
@@ -130,23 +122,13 @@ class LlamaDecoder(Decoder):
         self.norm = w.take("model.norm.weight")
         if w.has("lm_head.weight"):
             self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
-            self.lm_head.as_logits()
         elif c.get("tie_word_embeddings", False):
             self.lm_head = self.reads(_TiedHead(self.embed, w.nbytes("model.embed_tokens.weight")))
         else:
             raise IrisError(f"{w.source}: no lm_head.weight and tie_word_embeddings is not set")
-        dtype = self.embed.dtype
-        self.cos, self.sin = rope_tables(c, self.head_dim, self.max_len, dtype, self.device)
-        self.cache = KVCache(n_layers, self.kv_heads, self.max_len, self.head_dim, dtype, self.device)
-        eps, heads, kv_heads, head_dim = self.eps, self.heads, self.kv_heads, self.head_dim
-
-        def embed_norm(token, embed, weight):
-            x = F.embedding(token, embed)
-            return x, rms_norm(x, weight, eps)
-
-        def add_norm(x, y, weight):
-            x = x + y
-            return x, rms_norm(x, weight, eps)
+        self._make_rope_and_cache(n_layers, self.embed.dtype)
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
+        embed_norm, add_norm = norm_steps(self.eps)
 
         def attention(q, keys, values, mask):
             # mask: additive, 0 or -inf per cache position, made once a step (masks below)
@@ -164,7 +146,6 @@ class LlamaDecoder(Decoder):
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
         self.f_masks = self.fn(masks)
-        self.f_rope_cache = self.fn(rope_and_write_kv)
         self.f_gated = self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
 
@@ -172,9 +153,7 @@ class LlamaDecoder(Decoder):
         full, sliding = self.f_masks(self.positions, pos)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.qkv(h)
-            q = self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
-                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+            q = self._qkv(layer, h, i, pos)
             attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
