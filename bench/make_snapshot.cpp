@@ -391,8 +391,8 @@ std::pair<iris::TensorDesc, std::vector<iris::ComponentProducer>> nf4_linear(con
 }
 
 // A config's model written straight into an .iris archive through the library's writer (no
-// snapshot on disk: gpt-oss-120b's 65 GB could not sit beside its archive on a 64 GiB disk, a
-// BF16 Mixtral-8x7B's 93 GB fits no disk here). As `iris convert [--quant QUANT]` would write
+// snapshot on disk: gpt-oss-120b's (about 65 GB by arithmetic) could not sit beside its archive
+// on a 64 GiB disk, a BF16 Mixtral-8x7B's (about 93 GB) fits no disk here). As `iris convert [--quant QUANT]` would write
 // the snapshot: BF16 raw, gpt-oss experts MXFP4 as shipped; with QUANT (mxfp4 or nf4) the
 // linear layers' weights in it, random codes and scales. Returns the exit code.
 int make_archive(const std::string& out, const std::string& config_path, const std::string& quant) {
