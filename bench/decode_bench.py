@@ -17,6 +17,8 @@ keeps the first N layers (a model too large for the disk). For each model and fo
 - the per-step timeline: each kernel's microseconds per step and share of the step, from the
   profiler over graph replays, grouped into iris GEMV / cuBLAS / other;
 - the greedy-token check: --steps tokens after an 8-token prompt, against the BF16 peer's.
+  and its noise floor: the same BF16 weights in iris.models' other arithmetic against the
+  peer (--no-self-check skips it).
 
 Prints one JSON document (also written to --out) and a table on stderr."""
 
@@ -271,6 +273,17 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     ref_logits = ref.score(PROMPT, ref_tokens)
     del ref
     release()
+    if args.self_check:
+        # The check's noise floor: the same BF16 weights in the other arithmetic iris.models
+        # offers (compiled: fused elementwise work and q/k/v, gate/up concatenated into one
+        # cuBLAS GEMV; uncompiled: transformers' order), scored on the same sequence. Where
+        # two implementations of one BF16 model part, a quantized model's parting there says
+        # nothing about its weights.
+        twin = iris.models.load(archive, max_len=max_len, dequantize=True, compile=not args.compile)
+        twin_tokens = twin.generate(PROMPT, args.steps, graph=True)
+        r["bf16_self_check"] = greedy_check(ref_logits, twin.score(PROMPT, ref_tokens), ref_tokens, twin_tokens)
+        del twin
+        release()
     if compare_uncompiled and args.compile:
         plain = iris.models.load(archive, max_len=max_len)
         t = time_decoder(plain, args.steps)
@@ -298,6 +311,8 @@ def main():
                          "mxfp4 or nf4), no snapshot on disk (gpt-oss-120b's would not fit beside its archive, a BF16 "
                          "Mixtral-8x7B's fits no disk here)")
     ap.add_argument("--no-peer", action="store_true", help="no BF16 peer and no greedy check (a model whose BF16 twin does not fit)")
+    ap.add_argument("--no-self-check", dest="self_check", action="store_false",
+                    help="skip the greedy check's noise floor (the BF16 peer against itself in the other arithmetic)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()
@@ -336,7 +351,6 @@ def main():
             if "error" in r:
                 log(f"{name} {fmt}: {r['error']}")
                 continue
-            g = r["greedy"]
             if args.no_peer:
                 log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}); {r['bytes_per_token'] / 1e9:.2f} GB/token, "
                     f"{100 * r['share_of_copy_roofline']:.1f}% of copy roofline; {r['timeline']['kernels_per_step']:.0f} kernels/step")
@@ -348,10 +362,16 @@ def main():
                 + f"), BF16 peer {r['bf16_peer_graph_ms']:.3f} -> {r['speedup_vs_bf16_peer']:.2f}x; "
                 f"{r['bytes_per_token'] / 1e9:.2f} GB/token, {100 * r['share_of_copy_roofline']:.1f}% of copy roofline "
                 f"(peer {100 * r['bf16_peer_share_of_copy_roofline']:.1f}%); {r['timeline']['kernels_per_step']:.0f} kernels/step")
+            g = r["greedy"]
             log(f"    greedy: free-running equal {g['free_running_equal']} (first difference {g['free_running_first_difference']}); "
                 f"teacher-forced {g['teacher_forced_agree']}/{g['steps']} agree, differences at {g['teacher_forced_differ_at']} "
                 f"margins {[round(m, 4) for m in g['differ_margins']]} vs logit diffs {[round(m, 4) for m in g['differ_logit_diffs']]}; "
                 f"max logit diff {g['max_logit_diff']:.4f}, median margin {g['median_ref_margin']:.4f}")
+            if "bf16_self_check" in r:
+                s = r["bf16_self_check"]
+                log(f"    noise floor, BF16 peer against itself (compile={not args.compile}): free-running equal "
+                    f"{s['free_running_equal']} (first difference {s['free_running_first_difference']}); teacher-forced "
+                    f"{s['teacher_forced_agree']}/{s['steps']} agree; max logit diff {s['max_logit_diff']:.4f}")
             for g, v in r["timeline"]["groups"].items():
                 log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -72,11 +72,15 @@ Result<MatrixGeometry> matrix_geometry(const TensorDesc& d);
 uint32_t format_block_size(const TensorDesc& d);
 
 // Chooses the codes layout for a quantized tensor: tiled when the blocks follow rows,
-// flat otherwise. Tiles shrink to fit small matrices.
+// flat otherwise. tile_n x tile_k is the largest tile: tiles shrink to fit small matrices, and
+// to the width among tile_k, tile_k / 2, ... (>= kMinTileK) that pads the rows least.
 Layout choose_layout(const TensorDesc& d, uint64_t tile_n, uint64_t tile_k);
 
 // Default tile shape (FORMAT.md "Default tiles").
 constexpr uint64_t kDefaultTileN = 16;
 constexpr uint64_t kDefaultTileK = 256;
+// The narrowest tile choose_layout picks to save padding: one chunk of the tensor-core GEMV
+// for every format (128 MXFP4 columns; kernels/gemv_mma.cu).
+constexpr uint64_t kMinTileK = 128;
 
 }  // namespace iris
