@@ -1,5 +1,6 @@
 # `cmake --install`: the iris executable, libiris (versioned soname), the public headers, a
-# CMake package (find_package(iris) -> iris::iris, and iris::iris_cuda with CUDA) and iris.pc.
+# CMake package (find_package(iris) -> iris::iris; its component cuda -> iris::iris_cuda, cmake/irisConfig.cmake.in),
+# iris.pc, the license and the release notes.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS iris RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -12,6 +13,7 @@ install(TARGETS ${IRIS_EXPORTED} EXPORT irisTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES include/iris/iris.h include/iris/iris_cuda.h include/iris/iris.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/iris)
+install(FILES LICENSE CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(EXPORT irisTargets NAMESPACE iris:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/iris)
 
 set(IRIS_CONFIG_HAS_CUDA ${IRIS_HAVE_CUDA})

@@ -17,6 +17,32 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/iris"
 ls "$prefix"/lib*/libiris.so.1 >/dev/null
 test -f "$prefix/include/iris/iris.h"
+test -f "$prefix/share/doc/iris/LICENSE" && test -f "$prefix/share/doc/iris/CHANGELOG.md"
+
+# A CPU-only consumer on a machine without the CUDA toolkit (find_package(CUDAToolkit) disabled):
+# find_package(iris) and iris::iris work whether or not iris was built with CUDA; asking for the
+# cuda component fails there with a message that says why, and OPTIONAL_COMPONENTS cuda does not.
+mkdir -p "$work/cpu_consumer"
+cat > "$work/cpu_consumer/main.c" <<'C'
+#include <stdio.h>
+#include <iris/iris.h>
+int main(void) { printf("%s\n", iris_version_string()); return iris_abi_version() == IRIS_ABI_VERSION ? 0 : 1; }
+C
+consumer() {  # consumer NAME FIND_PACKAGE_ARGS
+  mkdir -p "$work/cpu_consumer/$1"
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(c LANGUAGES C)\nfind_package(iris %s)\nmessage(STATUS "iris_cuda_FOUND=${iris_cuda_FOUND}")\nadd_executable(c ../main.c)\ntarget_link_libraries(c PRIVATE iris::iris)\n' "$2" \
+    > "$work/cpu_consumer/$1/CMakeLists.txt"
+  cmake -S "$work/cpu_consumer/$1" -B "$work/cpu_consumer/$1/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=TRUE > "$work/cpu_consumer/$1.log" 2>&1
+}
+consumer plain "REQUIRED" || { cat "$work/cpu_consumer/plain.log" >&2; echo "FAIL: find_package(iris) without the CUDA toolkit" >&2; exit 1; }
+cmake --build "$work/cpu_consumer/plain/build" > "$work/cpu_consumer/plain-build.log" 2>&1 || { cat "$work/cpu_consumer/plain-build.log" >&2; exit 1; }
+[ "$("$work/cpu_consumer/plain/build/c")" = "$("$prefix/bin/iris" --version | cut -d' ' -f1)" ] || { echo "FAIL: the CPU consumer's iris_version_string()" >&2; exit 1; }
+consumer optional "REQUIRED OPTIONAL_COMPONENTS cuda" || { cat "$work/cpu_consumer/optional.log" >&2; echo "FAIL: OPTIONAL_COMPONENTS cuda without the toolkit" >&2; exit 1; }
+grep -q "iris_cuda_FOUND=FALSE" "$work/cpu_consumer/optional.log" || { echo "FAIL: iris_cuda_FOUND not FALSE without the toolkit" >&2; exit 1; }
+if consumer required "REQUIRED COMPONENTS cuda"; then echo "FAIL: COMPONENTS cuda configured without the toolkit" >&2; exit 1; fi
+grep -q "iris component cuda: " "$work/cpu_consumer/required.log" || { cat "$work/cpu_consumer/required.log" >&2; echo "FAIL: no reason given for the missing cuda component" >&2; exit 1; }
+echo "find_package(iris) without the CUDA toolkit: OK (iris::iris builds and runs; the cuda component is refused, saying why)"
 
 cmake -S "$src/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/examples" >/dev/null
