@@ -1,13 +1,17 @@
 // The `iris` command line: convert, inspect, export, verify.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "formats/json_text.h"
 #include "common/parallel_for.h"
 #include "converter/cli/partial_files.h"
 #include "converter/cli/bench_command.h"
 #include "converter/cli/byte_size.h"
+#include "converter/cli/command_line.h"
 #include "converter/cli/exit_codes.h"
 #include "converter/cli/json_errors.h"
 #include "converter/cli/option_errors.h"
@@ -68,13 +72,13 @@ int main(int argc, char** argv) {
   auto* convert = app.add_subcommand("convert", "Convert a snapshot (folder, .safetensors file or HF repo id) into an .iris archive");
   convert->add_option("SRC", co.source, "Snapshot folder, .safetensors file, org/name[@revision] in the HF cache, an .iris archive, or a seed-engine .iris v1 archive")->required();
   convert->add_option("--config", co.config, "For a .iris v1 source (which holds none): the model's config.json, or the snapshot folder with it and the tokenizer files");
-  convert->add_option("-o,--output", co.output, "Archive to write (written as OUT.partial-XXXXXX, renamed when complete)")->required();
+  convert->add_option("-o,--output", co.output, "Archive to write (built in an unnamed file, O_TMPFILE, linked under OUTPUT when complete; where the filesystem has no O_TMPFILE, in OUTPUT.partial-PID-XXXXXX, renamed)")->required();
   convert->add_flag("--force", co.overwrite,
                     "Replace OUT (and the --report file) if it exists, only once the new archive is complete: a symbolic link's target is "
                     "replaced, the link kept; a device or FIFO is refused for OUT (use --dry-run to test a conversion) and written "
                     "through for --report");
   convert->add_option("--tile-n", co.tile_n, "Rows per tile of quantized codes")->capture_default_str();
-  convert->add_option("--tile-k", co.tile_k, "Columns per tile of quantized codes (multiple of 64)")->capture_default_str();
+  convert->add_option("--tile-k", co.tile_k, "Widest tile of quantized codes, in columns (multiple of 64); a narrower one (down to 128) where it pads a row less")->capture_default_str();
   convert->add_option("--quant", co.quant, "Target format of weight matrices: mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep")
       ->check(CLI::IsMember({"mxfp4", "nf4", "fp8", "fp8-channel", "fp8-block", "bf16", "keep"}))->capture_default_str();
   convert->add_option("--rule", co.rules, "REGEX=FORMAT for matching tensors (first match wins; repeatable)");
@@ -138,6 +142,8 @@ int main(int argc, char** argv) {
   extract->add_option("-o,--output", xo.output, "File to write, or - for standard output")->required();
   extract->add_flag("--force", xo.overwrite, std::string("Replace OUTPUT if it exists") + kForceTargets);
   extract->add_flag("--json", extract_json, "Print a JSON summary (or the error) on stdout");
+  bool extract_quiet = false;
+  extract->add_flag("-q,--quiet", extract_quiet, "No summary line");
   extract->footer("Example:\n  iris extract model.iris config.json -o config.json\n  iris extract model.iris tokenizer.json -o - | head");
 
   // verify
@@ -182,19 +188,40 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", bo.json, "Machine-readable output");
   bench->footer("Example:\n  iris bench\n  iris bench --synthetic mxfp4:32x5760x2880 --batch 1 --json");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // One line, iris's prefix, the closest choice suggested; JSON on stdout with --json.
-    const iris::Status s = iris::usage_error(iris::option_error_text(e.what()) + " (see iris --help)");
-    for (int i = 1; i < argc; ++i)
-      if (std::string(argv[i]) == "--json") {
-        iris::print_json_error(argc > 1 ? argv[1] : "", s);
-        return int(iris::kExitUsage);
-      }
+  std::vector<std::string> commands;
+  for (const auto* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  const iris::CommandLine line =
+      iris::normalize_command_line(argc, argv, commands, {"--threads"}, {"--json", "-q", "--quiet", "-v", "--verbose"});
+  // One line, iris's prefix, the closest command, option or choice suggested, the command's
+  // own --help named; JSON on stdout with --json.
+  auto usage_failure = [&](const std::string& message) {
+    const iris::Status s = iris::usage_error(message);
+    if (std::find(line.args.begin(), line.args.end(), "--json") != line.args.end()) {
+      iris::print_json_error(line.command, s);
+      return int(iris::kExitUsage);
+    }
     std::fprintf(stderr, "iris: error: %s\n", s.message().c_str());
     return int(iris::kExitUsage);
+  };
+  if (!line.error.empty()) return usage_failure(line.error);
+  try {
+    std::vector<const char*> args;
+    for (const auto& a : line.args) args.push_back(a.c_str());
+    app.parse(int(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    const std::string see = " (see iris " + (line.command.empty() ? std::string() : line.command + " ") + "--help)";
+    std::vector<std::string> options;
+    const CLI::App* scopes[] = {&app, line.command.empty() ? nullptr : app.get_subcommand(line.command)};
+    for (const CLI::App* scope : scopes)
+      if (scope)
+        for (const auto* o : scope->get_options()) {
+          for (const auto& n : o->get_lnames()) options.push_back("--" + n);
+          for (const auto& n : o->get_snames()) options.push_back("-" + n);
+        }
+    const std::string unknown = iris::unknown_option_text(e.what(), options);
+    return usage_failure((line.command.empty() || !unknown.empty() ? "" : line.command + ": ") +
+                         (unknown.empty() ? iris::option_error_text(e.what()) : line.command + ": " + unknown) + see);
   }
 
   // Both kinds of parallel loop: the converter's OpenMP workers and the library's codec loops.
@@ -210,6 +237,14 @@ int main(int argc, char** argv) {
                   (sub == convert && json_out) || (sub == exp && export_json) || (sub == extract && extract_json) || (sub == verify && vo.json)
                       ? sub->get_name().c_str()
                       : nullptr);
+  }
+  // "-" is standard output only where a command streams (extract); elsewhere it would be a
+  // file named "-".
+  if ((convert->parsed() && co.output == "-") || (exp->parsed() && eo.output == "-")) {
+    const bool to_json = convert->parsed() ? json_out : export_json;
+    return fail(iris::usage_error(std::string(convert->parsed() ? "convert" : "export") +
+                                  ": -o -: writes an archive, file or folder, not standard output; give a path (`./-` for a file named -)"),
+                to_json ? (convert->parsed() ? "convert" : "export") : nullptr);
   }
   if (convert->parsed()) {
     if (max_rss_option->count()) {  // given, even as '' (an error, not "no budget")
@@ -260,6 +295,8 @@ int main(int argc, char** argv) {
     bar.finish();
     if (!r.is_ok()) return fail(r.status(), export_json ? "export" : nullptr);
     if (export_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", eo.output}, {"tensors", r->tensors}, {"bytes", r->bytes}}, 2).c_str());
+    else if (!quiet)  // the summary line, in logs too (the bar is terminal-only)
+      std::fprintf(stderr, "wrote %s: %zu tensors, %s\n", eo.output.c_str(), size_t(r->tensors), iris::human_bytes(double(r->bytes)).c_str());
     return 0;
   }
   if (extract->parsed()) {
@@ -268,6 +305,8 @@ int main(int argc, char** argv) {
     auto r = iris::run_extract(xo);
     if (!r.is_ok()) return fail(r.status(), extract_json ? "extract" : nullptr);
     if (extract_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}, 2).c_str());
+    else if (xo.output != "-" && !extract_quiet)
+      std::fprintf(stderr, "wrote %s: %s, %s\n", xo.output.c_str(), xo.name.c_str(), iris::human_bytes(double(*r)).c_str());
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);

@@ -33,9 +33,10 @@ Result<std::string> resolve_hf_repo_id(const std::string& repo_id) {
   for (size_t p; (p = dir_name.find('/')) != std::string::npos;) dir_name.replace(p, 1, "--");
   const fs::path repo = fs::path(cache) / dir_name;
   std::error_code ec;
+  // A repo id that is not here is a missing input, like a missing path: exit 5, not 3.
   if (!fs::is_directory(repo, ec))
-    return invalid_input(repo_id + ": not a file or folder here, and not in the Hugging Face cache (looked for " +
-                         repo.string() + ")");
+    return io_error(repo_id + ": not a file or folder here, and not in the Hugging Face cache (looked for " + repo.string() +
+                    "; `hf download " + id + (revision == "main" ? "" : " --revision " + revision) + "` fetches it)");
   std::string commit;
   const fs::path ref = repo / "refs" / revision;
   if (fs::is_regular_file(ref, ec)) {
@@ -48,11 +49,12 @@ Result<std::string> resolve_hf_repo_id(const std::string& repo_id) {
   } else if (std::regex_match(revision, std::regex("^[0-9a-f]{40}$"))) {
     commit = revision;
   } else {
-    return invalid_input(repo_id + ": revision '" + revision + "' is not in the cache (no " + ref.string() + ")");
+    return io_error(repo_id + ": revision '" + revision + "' is not in the cache (no " + ref.string() + "; `hf download " + id +
+                    " --revision " + revision + "` fetches it)");
   }
   const fs::path snap = repo / "snapshots" / commit;
   if (!fs::is_directory(snap, ec))
-    return invalid_input(repo_id + ": snapshot " + commit + " is not in the cache (no " + snap.string() + ")");
+    return io_error(repo_id + ": snapshot " + commit + " is not in the cache (no " + snap.string() + ")");
   return snap.string();
 }
 

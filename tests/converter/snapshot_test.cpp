@@ -144,9 +144,13 @@ TEST(HfCache, UnknownRevisionAndUnknownRepoAreErrors) {
   auto s = Snapshot::open("org/name@v9");
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.status().message().find("revision 'v9' is not in the cache"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("`hf download org/name --revision v9`"), std::string::npos) << s.status().message();
+  EXPECT_EQ(s.status().kind(), ErrorKind::kIo);  // a missing input: exit 5, as a missing path
   auto t = Snapshot::open("org/other");
   ASSERT_FALSE(t.is_ok());
   EXPECT_NE(t.status().message().find("not in the Hugging Face cache"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("`hf download org/other`"), std::string::npos) << t.status().message();
+  EXPECT_EQ(t.status().kind(), ErrorKind::kIo);
 }
 
 TEST(HfCache, CacheDirFollowsTheEnvironment) {

@@ -1,0 +1,136 @@
+// The command line as users of git, cargo and pip type it (issue 26): help and version words,
+// the closest command or option suggested with the command's own --help, flags before the
+// command, "-" refused where it would make a file named "-", summary lines in logs, and a
+// repo id missing from the HF cache treated as a missing input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "tests/test_files.h"
+#include "tests/test_paths.h"
+
+namespace iris {
+namespace {
+
+using namespace testing_files;
+using testing_cli::run;
+using testing_cli::run_env;
+using testing_cli::run_shell;
+using testing_cli::run_stdout;
+namespace fs = std::filesystem;
+const std::string kFix = test_paths::fixtures();
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(CliIdioms, AWordThatIsNoCommandGetsTheClosestOne) {
+  auto r = run("conver x");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.out, "iris: error: unknown command 'conver'; did you mean 'convert'?")) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  auto far = run("frobnicate");
+  EXPECT_EQ(far.rc, 2);
+  EXPECT_TRUE(has(far.out, "unknown command 'frobnicate' (commands: convert, inspect")) << far.out;
+  EXPECT_FALSE(has(far.out, "did you mean")) << far.out;
+  auto none = run("");
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_TRUE(has(none.out, "no command given (commands: convert")) << none.out;
+}
+
+TEST(CliIdioms, VersionAndHelpAsWords) {
+  const auto flag = run("--version");
+  ASSERT_EQ(flag.rc, 0) << flag.out;
+  for (const char* args : {"version", "-V"}) {
+    auto r = run(args);
+    EXPECT_EQ(r.rc, 0) << args << ": " << r.out;
+    EXPECT_EQ(r.out, flag.out) << args;
+  }
+  auto help = run("help");
+  EXPECT_EQ(help.rc, 0);
+  EXPECT_TRUE(has(help.out, "Usage: iris [OPTIONS] SUBCOMMAND")) << help.out;
+  auto sub = run("help convert");
+  EXPECT_EQ(sub.rc, 0);
+  EXPECT_TRUE(has(sub.out, "Usage: iris convert")) << sub.out;
+  EXPECT_EQ(sub.out, run("convert --help").out);
+  auto typo = run("help conver");
+  EXPECT_EQ(typo.rc, 2);
+  EXPECT_TRUE(has(typo.out, "help: no command 'conver'; did you mean 'convert'?")) << typo.out;
+}
+
+TEST(CliIdioms, AnUnknownOptionGetsTheCommandsClosestOneAndItsHelp) {
+  auto r = run("convert " + kFix + "llama-bf16 -o /tmp/never.iris --qaunt nf4");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.out, "iris: error: convert: unknown option '--qaunt'; did you mean '--quant'? (see iris convert --help)")) << r.out;
+  EXPECT_FALSE(fs::exists("/tmp/never.iris"));
+  auto v = run("verify x.iris --max-rel-l3 0.1");
+  EXPECT_TRUE(has(v.out, "verify: unknown option '--max-rel-l3'; did you mean '--max-rel-l2'? (see iris verify --help)")) << v.out;
+  // A short option is not matched to another: any two are within two edits.
+  auto s = run("inspect " + kFix + "llama-bf16 -z");
+  EXPECT_EQ(s.rc, 2);
+  EXPECT_TRUE(has(s.out, "inspect: unknown option '-z' (see iris inspect --help)")) << s.out;
+  // A bad value names the command too.
+  auto q = run("convert x -o y --quant NF4");
+  EXPECT_TRUE(has(q.out, "convert: --quant: 'NF4' is not one of")) << q.out;
+  EXPECT_TRUE(has(q.out, "(see iris convert --help)")) << q.out;
+}
+
+TEST(CliIdioms, OutputFlagsBeforeTheCommandApplyToIt) {
+  auto r = run_stdout("--json inspect " + kFix + "llama-bf16");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_TRUE(j.contains("tensors"));
+  auto missing = run_stdout("--json inspect /nonexistent/model");
+  EXPECT_EQ(missing.rc, 5);
+  auto e = nlohmann::json::parse(missing.out, nullptr, false);
+  ASSERT_FALSE(e.is_discarded()) << missing.out;
+  EXPECT_EQ(e["command"], "inspect");
+  TempDir d;
+  auto quiet = run("--threads 1 -q convert " + kFix + "llama-bf16 -o " + (d / "a.iris"));
+  EXPECT_EQ(quiet.rc, 0) << quiet.out;
+  EXPECT_EQ(quiet.out, "");
+}
+
+TEST(CliIdioms, DashIsRefusedWhereItWouldBeAFileNamedDash) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " -q").rc, 0);
+  for (const std::string& args : {"export " + (d / "a.iris") + " -o -", "convert " + kFix + "llama-bf16 -o -"}) {
+    auto r = run_shell("cd " + d.path.string() + " && " + test_paths::iris_binary() + " " + args + " 2>&1");
+    EXPECT_EQ(r.rc, 2) << args << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "-o -: writes an archive, file or folder, not standard output")) << r.out;
+    EXPECT_FALSE(fs::exists(d.path / "-")) << args;
+  }
+  // extract streams: "-" is standard output there.
+  auto x = run_stdout("extract " + (d / "a.iris") + " config.json -o -");
+  EXPECT_EQ(x.rc, 0);
+  EXPECT_TRUE(has(x.out, "\"model_type\"")) << x.out;
+}
+
+TEST(CliIdioms, ExportAndExtractPrintASummaryLineUnlessQuiet) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "a.iris") + " -q").rc, 0);
+  auto e = run("export " + (d / "a.iris") + " -o " + (d / "a.safetensors"));  // stderr is a pipe here, as in CI logs
+  EXPECT_EQ(e.rc, 0);
+  EXPECT_TRUE(has(e.out, "wrote " + (d / "a.safetensors") + ": ")) << e.out;
+  EXPECT_TRUE(has(e.out, " tensors, ")) << e.out;
+  EXPECT_EQ(run("export " + (d / "a.iris") + " -o " + (d / "b.safetensors") + " -q").out, "");
+  auto x = run("extract " + (d / "a.iris") + " config.json -o " + (d / "config.json"));
+  EXPECT_EQ(x.rc, 0);
+  EXPECT_TRUE(has(x.out, "wrote " + (d / "config.json") + ": config.json, ")) << x.out;
+  EXPECT_EQ(run("extract " + (d / "a.iris") + " config.json -o " + (d / "c.json") + " -q").out, "");
+}
+
+TEST(CliIdioms, ARepoIdMissingFromTheCacheIsAMissingInput) {
+  TempDir cache;
+  auto r = run_env("HF_HUB_CACHE=" + cache.path.string(), "convert org/not-downloaded -o " + (cache / "x.iris"));
+  EXPECT_EQ(r.rc, 5) << r.out;  // as a path that does not exist
+  EXPECT_TRUE(has(r.out, "`hf download org/not-downloaded` fetches it")) << r.out;
+  auto rev = run_env("HF_HUB_CACHE=" + cache.path.string(), "convert org/not-downloaded@v2 -o " + (cache / "x.iris"));
+  EXPECT_EQ(rev.rc, 5) << rev.out;
+  EXPECT_TRUE(has(rev.out, "`hf download org/not-downloaded --revision v2` fetches it")) << rev.out;
+}
+
+}  // namespace
+}  // namespace iris
