@@ -41,6 +41,15 @@ Result<LimitOverride> parse_limit_override(const std::string& spec, const char* 
   return o;
 }
 
+double limit_for(const std::vector<LimitOverride>& overrides, const std::string& name, double fallback) {
+  for (const auto& o : overrides)
+    if (o.pattern && std::regex_search(name, *o.pattern)) return o.value;  // first match wins, as convert --rule
+  double v = fallback;
+  for (const auto& o : overrides)
+    if (!o.pattern) v = o.value;  // the last bare value is every other tensor's
+  return v;
+}
+
 namespace {
 
 bool same_bits(const float* a, const float* b, uint64_t n) {
@@ -49,12 +58,6 @@ bool same_bits(const float* a, const float* b, uint64_t n) {
   return true;
 }
 
-double pick(const std::vector<LimitOverride>& overrides, const std::string& name, double fallback) {
-  double v = fallback;
-  for (const auto& o : overrides)
-    if (!o.pattern || std::regex_search(name, *o.pattern)) v = o.value;
-  return v;
-}
 
 std::string fmt(double v) {
   char b[32];
@@ -146,7 +149,7 @@ void add_against_checks(const std::vector<TensorComparison>& rows, const Compare
                    ", max abs error " + fmt(r.stats.max_abs_err) + ")";
     } else {
       const Limits def = default_limits(r.format_a);
-      const double max_rel = pick(o.max_rel_l2, r.name, def.max_rel_l2), min_snr = pick(o.min_snr_db, r.name, def.min_snr_db);
+      const double max_rel = limit_for(o.max_rel_l2, r.name, def.max_rel_l2), min_snr = limit_for(o.min_snr_db, r.name, def.min_snr_db);
       const double rel = r.stats.rel_l2(), snr = r.stats.snr_db();
       c = {"against:error", rel <= max_rel && snr >= min_snr, ""};
       c.detail = r.format_b + " -> " + r.format_a + ": rel L2 " + fmt(rel) + " (limit " + fmt(max_rel) + "), SNR " + fmt(snr) +

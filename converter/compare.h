@@ -25,13 +25,18 @@ struct Limits {
 };
 Limits default_limits(const std::string& storage);
 
-// "[REGEX=]VALUE" overrides, later ones winning; a bare VALUE applies to every tensor.
+// "[REGEX=]VALUE" overrides with convert --rule's semantics: a REGEX (ECMAScript, searched in
+// the tensor name: anchor it with ^ and $ for a whole-name match) gives its VALUE to the tensors
+// it matches, the first matching one winning; a bare VALUE applies to every tensor no REGEX
+// matched (the last bare one, if several).
 struct LimitOverride {
   std::optional<std::regex> pattern;
   std::string text;
   double value = 0;
 };
 Result<LimitOverride> parse_limit_override(const std::string& spec, const char* option);
+// The limit for tensor `name`: as above, else `fallback` (the format's default).
+double limit_for(const std::vector<LimitOverride>& overrides, const std::string& name, double fallback);
 
 struct CompareOptions {
   std::vector<LimitOverride> max_rel_l2, min_snr_db;

@@ -101,4 +101,21 @@ std::string unknown_option_text(const std::string& message, const std::vector<st
   return out;
 }
 
+std::string options_file_error_text(const std::string& message, const std::vector<std::string>& options) {
+  // CLI11: "INI was not able to parse convert.qaunt" for a key no option of [convert] has.
+  const std::string lead = "was not able to parse ";
+  const size_t p = message.find(lead);
+  if (p == std::string::npos) return "";
+  std::string key = message.substr(p + lead.size());
+  key = key.substr(0, key.find(' '));
+  const size_t dot = key.rfind('.');
+  const std::string section = dot == std::string::npos ? "" : key.substr(0, dot), name = key.substr(dot == std::string::npos ? 0 : dot + 1);
+  std::vector<std::string> keys;
+  for (const auto& o : options)
+    if (o.rfind("--", 0) == 0) keys.push_back(o.substr(2));
+  const std::string near = closest_choice(name, keys);
+  return "--options-file: unknown key '" + name + "'" + (section.empty() ? "" : " under [" + section + "]") +
+         (near.empty() ? "" : "; did you mean '" + near + "'?");
+}
+
 }  // namespace iris

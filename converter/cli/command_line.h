@@ -27,4 +27,8 @@ CommandLine normalize_command_line(int argc, const char* const* argv, const std:
 // and short names with their dashes); "" for any other message.
 std::string unknown_option_text(const std::string& cli11_message, const std::vector<std::string>& options);
 
+// For CLI11's error on a key of an --options-file that no option of its section has: "unknown
+// key 'qaunt' under [convert]; did you mean 'quant'?"; "" for any other message.
+std::string options_file_error_text(const std::string& cli11_message, const std::vector<std::string>& options);
+
 }  // namespace iris

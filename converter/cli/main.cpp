@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ int main(int argc, char** argv) {
   app.footer(kExitCodes);
   app.require_subcommand(1);
   app.set_version_flag("--version", iris::version_text(IRIS_VERSION));
+  // Long --rule/--skip lists (and any other option) in a TOML file, CLI11's config format: a
+  // command's options under its [section], e.g. [convert] quant = "nf4", rule = ["^lm_head=mxfp4"].
+  // Options on the command line are read too; for a repeatable one both lists are kept.
+  app.set_config("--options-file", "", "TOML file of options, a command's under its [name]: [convert] quant = \"nf4\" "
+                                      "rule = [\"REGEX=FORMAT\", ...] skip = [...]");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, never ignored
   // Options of the main app may follow the subcommand ("iris convert X --threads 2").
   app.fallthrough();
   int threads = 0;
@@ -204,6 +211,14 @@ int main(int argc, char** argv) {
     return int(iris::kExitUsage);
   };
   if (!line.error.empty()) return usage_failure(line.error);
+  // A missing --options-file is a missing input (exit 5), as everywhere else.
+  for (size_t i = 1; i < line.args.size(); ++i) {
+    const std::string& a = line.args[i];
+    std::string path = a.rfind("--options-file=", 0) == 0 ? a.substr(15) : a == "--options-file" && i + 1 < line.args.size() ? line.args[i + 1] : "";
+    std::error_code ec;
+    if (!path.empty() && !std::filesystem::is_regular_file(path, ec))
+      return fail(iris::io_error("--options-file " + path + ": no such file"), std::find(line.args.begin(), line.args.end(), "--json") != line.args.end() ? line.command.c_str() : nullptr);
+  }
   try {
     std::vector<const char*> args;
     for (const auto& a : line.args) args.push_back(a.c_str());
@@ -219,6 +234,8 @@ int main(int argc, char** argv) {
           for (const auto& n : o->get_lnames()) options.push_back("--" + n);
           for (const auto& n : o->get_snames()) options.push_back("-" + n);
         }
+    if (const std::string file = iris::options_file_error_text(e.what(), options); !file.empty())
+      return usage_failure(file + see);
     const std::string unknown = iris::unknown_option_text(e.what(), options);
     return usage_failure((line.command.empty() || !unknown.empty() ? "" : line.command + ": ") +
                          (unknown.empty() ? iris::option_error_text(e.what()) : line.command + ": " + unknown) + see);

@@ -10,6 +10,7 @@
 
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
+#include "converter/compare.h"
 #include "tests/test_paths.h"
 
 namespace iris {
@@ -130,6 +131,44 @@ TEST(CliIdioms, ARepoIdMissingFromTheCacheIsAMissingInput) {
   auto rev = run_env("HF_HUB_CACHE=" + cache.path.string(), "convert org/not-downloaded@v2 -o " + (cache / "x.iris"));
   EXPECT_EQ(rev.rc, 5) << rev.out;
   EXPECT_TRUE(has(rev.out, "`hf download org/not-downloaded --revision v2` fetches it")) << rev.out;
+}
+
+// Long --rule/--skip lists in a TOML file (CLI11's config format), a command's options under
+// its [name]: the plan is what the same options on the command line give.
+TEST(CliIdioms, OptionsFileGivesWhatTheCommandLineGives) {
+  TempDir d;
+  write_bytes(d / "recipe.toml", "[convert]\nquant = \"nf4\"\nrule = ['^model\\.layers\\.0\\..*proj\\.weight$=mxfp4']\nskip = ['up_proj']\n");
+  const std::string src = kFix + "llama-bf16";
+  auto from_file = run_stdout("convert " + src + " -o " + (d / "a.iris") + " --dry-run --options-file " + (d / "recipe.toml"));
+  auto from_line = run_stdout("convert " + src + " -o " + (d / "a.iris") + " --dry-run --quant nf4 --rule '^model\\.layers\\.0\\..*proj\\.weight$=mxfp4' --skip up_proj");
+  ASSERT_EQ(from_file.rc, 0) << from_file.out;
+  ASSERT_EQ(from_line.rc, 0) << from_line.out;
+  EXPECT_EQ(from_file.out, from_line.out);
+  EXPECT_TRUE(has(from_file.out, "-> mxfp4")) << from_file.out;
+  EXPECT_TRUE(has(from_file.out, "--skip")) << from_file.out;
+  // A misspelt key is an error naming it, never ignored; a missing file is a missing input.
+  write_bytes(d / "typo.toml", "[convert]\nqaunt = \"nf4\"\n");
+  auto typo = run("convert " + src + " -o " + (d / "b.iris") + " --options-file " + (d / "typo.toml"));
+  EXPECT_EQ(typo.rc, 2);
+  EXPECT_TRUE(has(typo.out, "--options-file: unknown key 'qaunt' under [convert]; did you mean 'quant'?")) << typo.out;
+  auto missing = run("convert " + src + " -o " + (d / "b.iris") + " --options-file " + (d / "none.toml"));
+  EXPECT_EQ(missing.rc, 5) << missing.out;
+  EXPECT_FALSE(fs::exists(d / "b.iris"));
+}
+
+// verify's per-tensor limits take convert --rule's precedence: the first matching REGEX wins, a
+// bare value covers what no REGEX matched.
+TEST(CliIdioms, LimitOverridesTakeTheFirstMatchLikeRules) {
+  std::vector<LimitOverride> o;
+  for (const char* spec : {"0.5", "proj=0.2", "o_proj=0.3", "^lm_head=0.4"}) {
+    auto l = parse_limit_override(spec, "--max-rel-l2");
+    ASSERT_TRUE(l.is_ok()) << spec;
+    o.push_back(*l);
+  }
+  EXPECT_EQ(limit_for(o, "model.layers.0.self_attn.o_proj.weight", 9), 0.2);  // "proj" comes first
+  EXPECT_EQ(limit_for(o, "lm_head.weight", 9), 0.4);
+  EXPECT_EQ(limit_for(o, "xlm_head.weight", 9), 0.5);  // ^ anchors; the bare value covers the rest
+  EXPECT_EQ(limit_for({}, "anything", 9), 9);
 }
 
 }  // namespace
