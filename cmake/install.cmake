@@ -4,6 +4,14 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS iris RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The man page and the bash completion script, made by the built iris from its own options.
+add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/iris.1 ${CMAKE_CURRENT_BINARY_DIR}/iris.bash
+  COMMAND sh -c "$<TARGET_FILE:iris> man > ${CMAKE_CURRENT_BINARY_DIR}/iris.1"
+  COMMAND sh -c "$<TARGET_FILE:iris> completion bash > ${CMAKE_CURRENT_BINARY_DIR}/iris.bash"
+  DEPENDS iris VERBATIM)
+add_custom_target(iris_shell_docs ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/iris.1 ${CMAKE_CURRENT_BINARY_DIR}/iris.bash)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/iris.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/iris.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME iris)
 set(IRIS_EXPORTED libiris)
 if(IRIS_HAVE_CUDA)
   list(APPEND IRIS_EXPORTED iris_cuda)

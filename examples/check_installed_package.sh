@@ -18,6 +18,7 @@ test -x "$prefix/bin/iris"
 ls "$prefix"/lib*/libiris.so.1 >/dev/null
 test -f "$prefix/include/iris/iris.h"
 test -f "$prefix/share/doc/iris/LICENSE" && test -f "$prefix/share/doc/iris/CHANGELOG.md"
+grep -q "^.TH IRIS 1" "$prefix/share/man/man1/iris.1" && grep -q "^complete .* iris$" "$prefix/share/bash-completion/completions/iris"
 
 # A CPU-only consumer on a machine without the CUDA toolkit (find_package(CUDAToolkit) disabled):
 # find_package(iris) and iris::iris work whether or not iris was built with CUDA; asking for the

@@ -23,6 +23,7 @@
 #include "converter/inspect.h"
 #include "converter/cli/progress.h"
 #include "converter/cli/report_print.h"
+#include "converter/cli/shell_docs.h"
 #include "converter/cli/verify_command.h"
 #include "converter/cli/wait_policy.h"
 
@@ -195,6 +196,14 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", bo.json, "Machine-readable output");
   bench->footer("Example:\n  iris bench\n  iris bench --synthetic mxfp4:32x5760x2880 --batch 1 --json");
 
+  // completion, man: made from the definitions above, so they cannot drift from --help
+  std::string shell;
+  auto* completion = app.add_subcommand("completion", "Print a shell completion script (bash, zsh)");
+  completion->add_option("SHELL", shell, "bash | zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+  completion->footer("Example:\n  source <(iris completion bash)\n  iris completion zsh > \"${fpath[1]}/_iris\"");
+  auto* man = app.add_subcommand("man", "Print the man page (roff)");
+  man->footer("Example:\n  iris man > iris.1 && man -l iris.1");
+
   std::vector<std::string> commands;
   for (const auto* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
   const iris::CommandLine line =
@@ -324,6 +333,14 @@ int main(int argc, char** argv) {
     if (extract_json) std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", xo.output}, {"name", xo.name}, {"bytes", *r}}, 2).c_str());
     else if (xo.output != "-" && !extract_quiet)
       std::fprintf(stderr, "wrote %s: %s, %s\n", xo.output.c_str(), xo.name.c_str(), iris::human_bytes(double(*r)).c_str());
+    return 0;
+  }
+  if (completion->parsed()) {
+    std::fputs((shell == "zsh" ? iris::zsh_completion(app) : iris::bash_completion(app)).c_str(), stdout);
+    return 0;
+  }
+  if (man->parsed()) {
+    std::fputs(iris::man_page(app, IRIS_VERSION, kExitCodes).c_str(), stdout);
     return 0;
   }
   if (bench->parsed()) return iris::run_bench_command(bo);

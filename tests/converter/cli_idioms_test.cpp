@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
+#include "converter/cli/progress.h"
 #include "converter/compare.h"
 #include "tests/test_paths.h"
 
@@ -169,6 +171,57 @@ TEST(CliIdioms, LimitOverridesTakeTheFirstMatchLikeRules) {
   EXPECT_EQ(limit_for(o, "lm_head.weight", 9), 0.4);
   EXPECT_EQ(limit_for(o, "xlm_head.weight", 9), 0.5);  // ^ anchors; the bare value covers the rest
   EXPECT_EQ(limit_for({}, "anything", 9), 9);
+}
+
+// The progress bar fits the terminal: it never wraps (a wrapped line cannot be redrawn).
+TEST(CliIdioms, ProgressLineFitsTheTerminal) {
+  const uint64_t gb = 1000000000;
+  const std::string wide = progress_line("convert", 3 * gb, 12 * gb, 2.0, 200);
+  EXPECT_NE(wide.find("[" + std::string(7, '#') + std::string(23, '.') + "]"), std::string::npos) << wide;  // 25% of 30 cells
+  EXPECT_NE(wide.find("25% 3.0 GB/12.0 GB 1.5 GB/s ETA 0m06s"), std::string::npos) << wide;
+  for (int columns : {80, 60, 50, 40, 20, 1}) {
+    const std::string line = progress_line("convert", 3 * gb, 12 * gb, 2.0, columns);
+    EXPECT_LE(int(line.size()), columns - 1) << columns << ": '" << line << "'";
+  }
+  EXPECT_EQ(progress_line("convert", 0, 0, 0, 0).size() <= 79, true);  // unknown width: 80
+  EXPECT_EQ(progress_line("convert", 3 * gb, 12 * gb, 2.0, 50).find('['), std::string::npos);  // no room: no bar
+}
+
+// Completion scripts and the man page come from the options themselves.
+TEST(CliIdioms, BashCompletionCompletesCommandsAndEachCommandsOptions) {
+  const std::string script = test_paths::iris_binary() + " completion bash";
+  auto complete = [&](const std::string& words, int cword) {
+    return run_shell("bash -c 'source <(" + script + ") && COMP_WORDS=(" + words + ") && COMP_CWORD=" + std::to_string(cword) +
+                     " && _iris && echo \"${COMPREPLY[*]}\"' 2>&1");
+  };
+  auto cmd = complete("iris conv", 1);
+  EXPECT_EQ(cmd.rc, 0) << cmd.out;
+  EXPECT_EQ(cmd.out, "convert\n");
+  auto opt = complete("iris convert x --qu", 3);
+  EXPECT_EQ(opt.out, "--quant --quiet\n");
+  opt = complete("iris convert x --qua", 3);
+  EXPECT_EQ(opt.out, "--quant\n");
+  auto verify = complete("iris verify x --max-rel", 3);
+  EXPECT_EQ(verify.out, "--max-rel-l2\n");
+  auto zsh = run_stdout("completion zsh");
+  EXPECT_EQ(zsh.rc, 0);
+  EXPECT_TRUE(has(zsh.out, "bashcompinit")) << zsh.out;
+  EXPECT_EQ(run("completion fish").rc, 2);
+}
+
+TEST(CliIdioms, ManPageListsEveryCommandAndOption) {
+  auto r = run_stdout("man");
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out.rfind(".TH IRIS 1", 0), 0u) << r.out.substr(0, 200);
+  for (const char* part : {".SS convert", ".SS verify", ".SS completion", "\\-\\-quant", "\\-\\-max\\-rel\\-l2", ".SH EXIT STATUS"})
+    EXPECT_TRUE(has(r.out, part)) << part;
+  // Every line that starts with '.' is a request the page means (text is escaped with \&).
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '.')
+      EXPECT_TRUE(line.rfind(".TH", 0) == 0 || line.rfind(".SH", 0) == 0 || line.rfind(".SS", 0) == 0 || line.rfind(".TP", 0) == 0 ||
+                  line.rfind(".B ", 0) == 0 || line.rfind(".I ", 0) == 0 || line == ".PP" || line == ".nf" || line == ".fi")
+          << line;
 }
 
 }  // namespace
