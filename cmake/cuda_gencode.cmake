@@ -6,10 +6,37 @@
 # run time from the architecture the driver loaded (kernels/arch.cuh, DeviceInfo::kernel_arch).
 # A narrower list builds faster: "sm_90a" for one H100; "compute_75;compute_80" is the
 # PTX-only build the GPU runs use to prove the Turing and Ampere paths on a Hopper card.
-set(IRIS_CUDA_GENCODE "sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90" CACHE STRING
-    "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries")
+# "native" builds for the GPUs of this machine (nvidia-smi's compute capabilities: 9.0 -> sm_90a,
+# 8.6 -> sm_86, ...), the fastest build for a machine that runs its own kernels; without a GPU
+# it falls back to the full list.
+set(IRIS_CUDA_GENCODE_RELEASE "sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90")
+set(IRIS_CUDA_GENCODE "${IRIS_CUDA_GENCODE_RELEASE}" CACHE STRING
+    "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries, or native")
+set(IRIS_CUDA_GENCODE_LIST "${IRIS_CUDA_GENCODE}")
+if(IRIS_CUDA_GENCODE STREQUAL "native")
+  set(IRIS_CUDA_GENCODE_LIST "")
+  execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
+                  OUTPUT_VARIABLE caps RESULT_VARIABLE rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(rc EQUAL 0)
+    string(REPLACE "\n" ";" caps "${caps}")
+    foreach(cap IN LISTS caps)
+      if(cap MATCHES "^([0-9]+)\\.([0-9]+)$")
+        set(arch "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+        if(arch STREQUAL "90")
+          set(arch "90a")  # Hopper's arch-specific instructions
+        endif()
+        list(APPEND IRIS_CUDA_GENCODE_LIST "sm_${arch}")
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES IRIS_CUDA_GENCODE_LIST)
+  endif()
+  if(NOT IRIS_CUDA_GENCODE_LIST)
+    message(STATUS "iris: IRIS_CUDA_GENCODE=native found no GPU here (nvidia-smi); building the full list")
+    set(IRIS_CUDA_GENCODE_LIST "${IRIS_CUDA_GENCODE_RELEASE}")
+  endif()
+endif()
 set(IRIS_CUDA_GENCODE_FLAGS "")
-foreach(target IN LISTS IRIS_CUDA_GENCODE)
+foreach(target IN LISTS IRIS_CUDA_GENCODE_LIST)
   if(target MATCHES "^sm_([0-9]+a?)$")
     list(APPEND IRIS_CUDA_GENCODE_FLAGS "-gencode=arch=compute_${CMAKE_MATCH_1},code=sm_${CMAKE_MATCH_1}")
   elseif(target MATCHES "^compute_([0-9]+a?)$")
@@ -24,4 +51,4 @@ endforeach()
 if(NOT IRIS_CUDA_GENCODE_FLAGS)
   message(FATAL_ERROR "IRIS_CUDA_GENCODE is empty")
 endif()
-message(STATUS "iris: CUDA targets ${IRIS_CUDA_GENCODE}")
+message(STATUS "iris: CUDA targets ${IRIS_CUDA_GENCODE_LIST}")

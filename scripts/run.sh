@@ -34,14 +34,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# 2. Configure and build (CUDA kernels too when nvcc is at /usr/local/cuda or on PATH). The
-# kernels are built for sm_90a plus compute_75 PTX here, not for every GPU: this machine runs
-# no kernel, and the two targets compile both ends of kernels/arch.cuh (Hopper's instructions
-# and Turing's fallbacks) in a fifth of the time of the six-target release default
-# (cmake/cuda_gencode.cmake; 14.5 min on 2 cores). IRIS_CUDA_GENCODE overrides.
+# 2. Configure and build (CUDA kernels too when nvcc is at /usr/local/cuda or on PATH). GPU
+# targets: with a GPU here, this machine's own ("native": the fastest build, kernels that match
+# the card); without one, `python` (an install, carried elsewhere) gets the full release list
+# (cmake/cuda_gencode.cmake) and the others sm_90a plus compute_75 PTX, which compile both
+# ends of kernels/arch.cuh (Hopper's instructions, Turing's fallbacks) in a fraction of the
+# time: nothing runs a kernel here. IRIS_CUDA_GENCODE overrides; `iris --version` says which.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gencode=native
+elif [ "$mode" = python ]; then gencode="sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90"
+else gencode="sm_90a;compute_75"; fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRIS_CUDA="${IRIS_CUDA:-AUTO}" \
-  -DIRIS_CUDA_GENCODE="${IRIS_CUDA_GENCODE:-sm_90a;compute_75}" >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS"
+  -DIRIS_CUDA_GENCODE="${IRIS_CUDA_GENCODE:-$gencode}" >/dev/null
+# The demo builds what it runs (the iris tool; no test suite); the other modes everything.
+targets=(); [ "$mode" = demo ] && targets=(--target iris)
+start=$(date +%s)
+cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
+echo "built in $(( $(date +%s) - start )) s: $BUILD_DIR/converter/iris ($("$BUILD_DIR/converter/iris" --version))" >&2
 
 iris="$BUILD_DIR/converter/iris"
 case "$mode" in

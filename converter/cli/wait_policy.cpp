@@ -1,5 +1,7 @@
 #include "converter/cli/wait_policy.h"
 
+#include "iris_build_info.h"  // IRIS_GIT_COMMIT, generated at build time
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,7 +18,16 @@ void ensure_passive_waiting(char** argv) {
 
 std::string version_text(const char* version) {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
-  return std::string(version) + " (OpenMP: waiting threads " + (policy && *policy ? policy : "as libgomp's default") + ")";
+  const std::string targets = IRIS_CUDA_TARGETS;
+  std::string text = version;
+  text += " (commit ";
+  text += IRIS_GIT_COMMIT;
+  text += targets.empty() ? "; no CUDA kernels: built without the CUDA toolkit" : "; CUDA kernels for ";
+  text += targets;
+  text += "; OpenMP: waiting threads ";
+  text += policy && *policy ? policy : "as libgomp's default";
+  text += ")";
+  return text;
 }
 
 }  // namespace iris
