@@ -1,16 +1,23 @@
 """iris: read .iris model archives from Python.
 
     import iris
-    a = iris.open("model.iris")
-    a.tensors["model.layers.0.mlp.down_proj.weight"].dequantize("bfloat16")
+    with iris.open("model.iris") as a:
+        a.keys()                                               # tensor names, archive order
+        a.get_tensor("model.norm.weight")                       # numpy, its values
+        a.get_slice("model.layers.0.mlp.down_proj.weight")[0:512]  # only those rows are read
+        a.tensors["model.layers.0.mlp.down_proj.weight"].dequantize("bfloat16")
 
-See python/README.md; the archive format is formats/FORMAT.md."""
+`python -m iris model.iris` (or iris-dump) lists what an archive holds. See python/README.md;
+the archive format is formats/FORMAT.md."""
 
 from ._archive import Archive, Files, Tensor, open  # noqa: A004
-from ._errors import CorruptError, IrisError
+from ._dtypes import bfloat16
+from ._errors import ArchiveNotFoundError, ArchiveOpenError, ArchivePermissionError, CorruptError, IrisError
+from ._slice import TensorSlice
 
 __version__ = "0.3.0"
-__all__ = ["Archive", "CorruptError", "Files", "IrisError", "Tensor", "native_library", "open"]
+__all__ = ["Archive", "ArchiveNotFoundError", "ArchiveOpenError", "ArchivePermissionError", "CorruptError", "Files",
+           "IrisError", "Tensor", "TensorSlice", "bfloat16", "native_library", "open"]
 
 
 def native_library() -> str:

@@ -5,31 +5,22 @@ from __future__ import annotations
 
 import functools
 import mmap
+import operator
 import os
 import stat
 import struct
 
 import numpy as np
 
-from . import _decode, _format, _manifest
-from ._errors import CorruptError, IrisError
+from . import _decode, _dtypes, _format, _manifest
+from ._errors import CorruptError, IrisError, open_error
+from ._jsontext import shown
+from ._optional import optional as _optional
+from ._slice import TensorSlice
 
 MAGIC = b"IRISMDL2"
 PREAMBLE = 64
 ALIGNMENT, MAX_MANIFEST = _manifest.ALIGNMENT, _manifest.MAX_MANIFEST
-
-
-def _optional(module: str):
-    """The module if it can be imported, else None (tried once; every checksum asks)."""
-    if module not in _OPTIONAL:
-        try:
-            _OPTIONAL[module] = __import__(module)
-        except ImportError:
-            _OPTIONAL[module] = None
-    return _OPTIONAL[module]
-
-
-_OPTIONAL: dict = {}
 
 
 def _xxh3(data) -> int:
@@ -62,6 +53,12 @@ class Tensor:
         return self.format != self.dtype
 
     @property
+    def nbytes(self) -> int:
+        """The bytes the tensor takes in the archive: its components' sizes added up (what
+        `iris inspect` lists as bytes)."""
+        return sum(c[4] for c in self._components)
+
+    @property
     def components(self) -> dict:
         """Role -> zero-copy numpy view of the component's bytes (read-only), typed and shaped."""
         out = {}
@@ -72,28 +69,70 @@ class Tensor:
         return out
 
     def numpy(self) -> np.ndarray:
-        """An unquantized tensor as a zero-copy numpy array (BF16 as uint16)."""
+        """An unquantized tensor as a zero-copy, read-only numpy array of its values: BF16 as
+        ml_dtypes.bfloat16 when ml_dtypes is installed, else as uint16 holding the bits
+        (iris.bfloat16() says which). Sub-byte types (f4, f6) have no numpy type: IrisError
+        (their packed bytes are components["data"])."""
         if self.quantized:
-            raise IrisError(f"{self._archive.path}: tensor '{self.name}': {self.format} is quantized; use dequantize()")
-        return self.components["data"]
+            raise IrisError(f"{self._archive.path}: tensor '{shown(self.name)}': {self.format} is quantized; use dequantize()")
+        if _format.DTYPES[self.dtype][1] is None:
+            raise IrisError(f"{self._archive.path}: tensor '{shown(self.name)}': {self.dtype} has no numpy type; "
+                            "components['data'] holds its packed bytes")
+        data = self.components["data"]
+        return _dtypes.as_bf16(data) if self.dtype == "bf16" else data
 
-    def dequantize(self, dtype: str = "float32", backend: str = "auto") -> np.ndarray:
-        """The tensor as `dtype` ("float32", "float16" or "bfloat16", BF16 returned as uint16),
-        bit for bit what `iris export --dtype` writes. backend: "auto" (libiris if found,
-        else numpy), "native" or "numpy"."""
-        if dtype not in ("float32", "float16", "bfloat16"):
-            raise IrisError(f"tensor '{self.name}': dtype must be float32, float16 or bfloat16, not {dtype!r}")
-        if backend not in ("auto", "native", "numpy"):
-            raise IrisError(f"backend must be auto, native or numpy, not {backend!r}")
-        if backend != "numpy":
+    def dequantize(self, dtype="float32", backend: str = "auto") -> np.ndarray:
+        """The tensor as `dtype`, bit for bit what `iris export --dtype` writes. dtype:
+        "float32", "float16" or "bfloat16", or a numpy dtype (np.float32, np.dtype("float16"),
+        ml_dtypes.bfloat16). BF16 comes back as ml_dtypes.bfloat16 when ml_dtypes is installed,
+        else as uint16 holding the bits. backend: "auto" (libiris if found, else numpy),
+        "native" or "numpy". A new, writable array."""
+        out = _dtypes.output_name(dtype, f"tensor '{shown(self.name)}': ")
+        native = self._backend(backend)
+        self._archive._check_open()
+        if native:
             from . import _native
 
-            lib = _native.library()
-            if lib is not None:
-                return _native.dequantize(self._archive, self, dtype)
-            if backend == "native":
-                raise IrisError(f"libiris not found: {_native.why_not()}")
-        return _decode.dequantize(self, dtype)
+            x = _native.dequantize(self._archive, self, out)
+        else:
+            x = _decode.dequantize(self, out)
+        return _dtypes.as_bf16(x) if out == "bfloat16" else x
+
+    def _backend(self, backend: str) -> bool:
+        """Whether `backend` means libiris (True) or the numpy decoder (False)."""
+        if backend not in ("auto", "native", "numpy"):
+            raise IrisError(f"backend must be auto, native or numpy, not {backend!r}")
+        if backend == "numpy":
+            return False
+        from . import _native
+
+        if _native.library() is not None:
+            return True
+        if backend == "native":
+            raise IrisError(f"libiris not found: {_native.why_not()}")
+        return False
+
+    def dequantize_rows(self, start: int, stop: int, dtype="float32", backend: str = "auto") -> np.ndarray:
+        """Rows [start, stop) of the tensor viewed as [rows, K] (K its last dimension, rows
+        the product of the others: an [E, N, K] stack has E * N rows), as [stop - start, K]
+        of `dtype` (as dequantize() takes and gives it). Reads only what those rows need:
+        for tiled codes, the stripes of tile_n rows that hold them. 0 <= start <= stop <=
+        rows, else IndexError."""
+        out = _dtypes.output_name(dtype, f"tensor '{shown(self.name)}': ")
+        native = self._backend(backend)
+        self._archive._check_open()
+        rows, k = _decode.rows_of(self)
+        start, stop = operator.index(start), operator.index(stop)
+        if not 0 <= start <= stop <= rows:
+            raise IndexError(f"{self._archive.path}: tensor '{shown(self.name)}': rows [{start}, {stop}) "
+                             f"are not within its {rows} rows")
+        if native and self.quantized:
+            from . import _native
+
+            x = _native.dequantize_rows(self._archive, self, out, start, stop, k)
+        else:  # unquantized: a copy of the rows, converted; no library call needed
+            x = _decode.dequantize_rows(self, out, start, stop)
+        return _dtypes.as_bf16(x) if out == "bfloat16" else x
 
     def verify(self) -> None:
         """Hashes the components; raises CorruptError naming the first that differs."""
@@ -123,6 +162,11 @@ class Files:
 
     def keys(self):
         return self._entries.keys()
+
+    def info(self, name: str) -> dict:
+        """What the manifest says of embedded file `name`: encoding, bytes (stored), raw_bytes
+        (decompressed), offset and xxh3 (a copy)."""
+        return dict(self._entries[name])
 
     def __getitem__(self, name: str) -> bytes:
         f = self._entries[name]
@@ -154,8 +198,8 @@ class Archive:
         try:
             # O_NONBLOCK: a FIFO or device must not wait for a writer; only regular files are read.
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError as e:
-            raise IrisError(f"{self.path}: cannot open: {e.strerror}") from None
+        except OSError as e:  # FileNotFoundError and PermissionError keep their class (iris._errors)
+            raise open_error(self.path, e) from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -163,7 +207,7 @@ class Archive:
             size = st.st_size
             self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else None
         except OSError as e:
-            raise IrisError(f"{self.path}: cannot map: {e.strerror}") from None
+            raise open_error(self.path, e, "map") from None
         finally:
             os.close(fd)
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8) if self._mmap is not None else np.zeros(0, np.uint8)
@@ -211,9 +255,64 @@ class Archive:
         self._ranges = m.ranges  # for verify(): every other byte must be zero (numpy arrays: begin, end)
 
     # -- access
+    def _check_open(self) -> None:
+        if self._buf is None:
+            raise IrisError(f"{self.path}: the archive is closed")
+
     def _data(self, offset: int, nbytes: int) -> np.ndarray:
+        self._check_open()
         start = self._data_offset + offset
         return self._buf[start:start + nbytes]
+
+    @property
+    def closed(self) -> bool:
+        return self._buf is None
+
+    # -- the safetensors idiom (safe_open): names, and tensors as numpy arrays of their values
+    def keys(self) -> list:
+        """The tensor names, in archive order."""
+        self._check_open()
+        return list(self.tensors)
+
+    def __iter__(self):
+        self._check_open()
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        self._check_open()
+        return len(self.tensors)
+
+    def __bool__(self) -> bool:
+        return True  # an archive is a handle, as a file is: true without tensors, and once closed
+
+    def __contains__(self, name) -> bool:
+        self._check_open()
+        return name in self.tensors
+
+    def _tensor(self, name: str) -> Tensor:
+        self._check_open()
+        try:
+            return self.tensors[name]
+        except KeyError:
+            shown_name = shown(name) if isinstance(name, str) else repr(name)
+            raise KeyError(f"{self.path}: no tensor named '{shown_name}'") from None
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        """Tensor `name` as a numpy array of its values, in its shape (safetensors'
+        get_tensor). An unquantized tensor is a zero-copy, read-only view of the mapping in
+        its own dtype (Tensor.numpy()); a quantized one is dequantized into a new array of the
+        float type the archive records for it (its source's: bfloat16, float16 or float32;
+        float32 for any other). BF16 is ml_dtypes.bfloat16 when ml_dtypes is installed, else
+        uint16 holding the bits (iris.bfloat16() says which). KeyError naming an unknown name."""
+        t = self._tensor(name)
+        return t.dequantize(_dtypes.logical(t.dtype)) if t.quantized else t.numpy()
+
+    def get_slice(self, name: str) -> TensorSlice:
+        """Tensor `name` without reading it: its shape and dtype, and indexing (sl[a:b],
+        sl[a:b, c:d]) that reads only the rows asked for: what tensor-parallel loaders use
+        to take their shard of a weight (safetensors' get_slice). Values as get_tensor gives
+        them; KeyError naming an unknown name."""
+        return TensorSlice(self._tensor(name))
 
     @property
     def manifest(self) -> str:
@@ -223,6 +322,7 @@ class Archive:
         """Hashes every tensor component and embedded file, and checks that every other byte
         (the padding, FORMAT.md section 1) is zero, as `iris verify` does: raises CorruptError
         on a mismatch, so a flipped bit anywhere in the file is caught."""
+        self._check_open()
         for t in self.tensors.values():
             t.verify()
         for name in self.files:
@@ -240,8 +340,14 @@ class Archive:
                 raise CorruptError(f"{self.path}: byte at file offset {at} is not zero (padding must be zero; data corrupted)")
 
     def close(self) -> None:
+        """Unmaps the archive (and closes libiris's handle of it). Arrays already returned stay
+        valid; any later read raises IrisError."""
         self.tensors = {}
         self._buf = None
+        native_close = getattr(self, "_native_close", None)
+        if native_close is not None:
+            native_close()  # a weakref.finalize: runs once, also if the archive is collected later
+            self._native_handle = None
         if self._mmap is not None:
             try:
                 self._mmap.close()
@@ -260,4 +366,7 @@ class Archive:
 
 
 def open(path) -> Archive:  # noqa: A001 - the package's entry point, as safetensors.safe_open / gguf
+    """Opens and validates the archive at `path` (str or os.PathLike). A usable context
+    manager: `with iris.open(p) as a:` closes it on the way out. A missing file raises
+    iris.ArchiveNotFoundError, which is both a FileNotFoundError and an IrisError."""
     return Archive(path)

@@ -43,14 +43,40 @@ def e4m3_table() -> np.ndarray:
     return out
 
 
-def untile(t, codes: np.ndarray) -> np.ndarray:
-    """Tiled codes (section 5) -> row-major [batch * n, stored row bytes]."""
+def rows_of(t) -> tuple:
+    """(rows, K): the tensor viewed as [rows, K] row-major, K its last dimension (as libiris's
+    iris_dequantize_rows views it; rows is 0 when the tensor is empty)."""
+    k = t.shape[-1] if t.shape else 1
+    n_el = int(np.prod(t.shape, dtype=np.uint64)) if t.shape else 1
+    return (n_el // k if k else 0), k
+
+
+def untile(t, codes: np.ndarray, r0: int = 0, r1: int = None) -> np.ndarray:
+    """Tiled codes (section 5) -> row-major [r1 - r0, stored row bytes]: rows [r0, r1) of the
+    [batch * n] rows. Only the stripes of tile_n rows that hold them are read, so a slice of
+    a big weight touches its own share of the mapping."""
     g = t._geometry
-    bits, tn, tk = g["bits"], g["tile_n"], g["tile_k"]
-    row_bytes, tile_row = g["padded_k"] * bits // 8, tk * bits // 8
+    bits, tn, tk, n = g["bits"], g["tile_n"], g["tile_k"], g["n"]
+    row_bytes, tile_row, width = g["padded_k"] * bits // 8, tk * bits // 8, g["stored_k"] * bits // 8
+    r1 = g["batch"] * n if r1 is None else r1
     c = codes.reshape(g["batch"], g["padded_n"] // tn, g["padded_k"] // tk, tn, tile_row)
-    rows = c.transpose(0, 1, 3, 2, 4).reshape(g["batch"], g["padded_n"], row_bytes)
-    return np.ascontiguousarray(rows[:, : g["n"], : g["stored_k"] * bits // 8]).reshape(g["batch"] * g["n"], -1)
+    parts, r = [], r0
+    while r < r1:
+        b, i0 = divmod(r, n)
+        if i0 == 0 and r1 - r >= n:  # whole matrices of the stack: one reshape for all of them
+            nb = (r1 - r) // n
+            rows = c[b : b + nb].transpose(0, 1, 3, 2, 4).reshape(nb, g["padded_n"], row_bytes)[:, :n, :width]
+            parts.append(rows.reshape(nb * n, width))
+            r += nb * n
+        else:  # part of one matrix: its stripes s0 .. s1 only
+            i1 = min(n, i0 + r1 - r)
+            s0, s1 = i0 // tn, -(-i1 // tn)
+            rows = c[b, s0:s1].transpose(0, 2, 1, 3).reshape((s1 - s0) * tn, row_bytes)
+            parts.append(rows[i0 - s0 * tn : i1 - s0 * tn, :width])
+            r += i1 - i0
+    if not parts:
+        return np.zeros((0, width), dtype=np.uint8)
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 
 def _canonical(x: np.ndarray) -> np.ndarray:
@@ -61,59 +87,82 @@ def _canonical(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def decode_f32(t) -> np.ndarray:
-    """The tensor's FP32 values in its logical shape (each one FP32 operation per section 4)."""
+def _nibbles_high_first(packed: np.ndarray) -> np.ndarray:
+    nib = np.empty(packed.size * 2, dtype=np.uint8)
+    nib[0::2] = packed >> 4  # element 2j in the HIGH nibble
+    nib[1::2] = packed & 15
+    return nib
+
+
+def _bnb_rows(t, c, e0: int, e1: int) -> np.ndarray:
+    """Elements [e0, e1) of an nf4 / bnb_fp4 tensor in element order (section 4.3): the codes
+    of those elements and the absmax of the blocks they lie in, nothing else."""
+    p, k = t._typed, rows_of(t)[1]
+    if t.layout["kind"] == "tiled":  # each block lies in one row (K is a multiple of block_size)
+        nib = _nibbles_high_first(untile(t, c["codes"], e0 // k, e1 // k).reshape(-1))
+    else:  # flat: the bytes of the elements; a row may begin in the low nibble of a byte
+        nib = _nibbles_high_first(np.asarray(c["codes"][e0 // 2 : -(-e1 // 2)]))[e0 % 2 :][: e1 - e0]
+    bs = p["block_size"]
+    b0, b1 = e0 // bs, -(-e1 // bs)
+    if p["double_quant"]:
+        blocks = np.arange(b0, b1)
+        nested = c["nested_absmax"][blocks // p["nested_block_size"]]
+        absmax = c["nested_code_table"][c["absmax"][b0:b1]] * nested  # two separately rounded FP32 steps
+        absmax = absmax + np.float32(p["nested_offset"])
+    else:
+        absmax = c["absmax"][b0:b1]
+    return c["code_table"][nib] * absmax[np.arange(e0, e1) // bs - b0]
+
+
+def _fp8_scales(t, s: np.ndarray, r0: int, r1: int) -> np.ndarray:
+    """The FP32 scale of every element of rows [r0, r1), broadcastable to [r1 - r0, K]."""
+    p, g = t._typed, t._geometry
+    b, n, k = g["batch"], g["n"], g["k"]
+    if p["scale_dtype"] == "bf16":
+        s = _f32(s.astype(np.uint32) << 16)
+    s = s.astype(np.float32).reshape(-1)
+    rows = np.arange(r0, r1)
+    gran = p["granularity"]
+    if gran == "tensor":
+        return s[rows // n][:, None]
+    if gran == "channel":
+        return s[rows][:, None]
+    if gran == "block":
+        grid = s.reshape(b, -(-n // p["block_n"]), -(-k // p["block_k"]))
+        return grid[rows // n, (rows % n) // p["block_n"]][:, np.arange(k) // p["block_k"]]
+    grid = s.reshape(b * n, -(-k // p["group_size"]))
+    return grid[rows][:, np.arange(k) // p["group_size"]]
+
+
+def decode_rows_f32(t, r0: int, r1: int) -> np.ndarray:
+    """Rows [r0, r1) of the tensor viewed as [rows, K] (rows_of), as FP32 [r1 - r0, K], each
+    value one FP32 operation per section 4; only what those rows need is read."""
+    k = rows_of(t)[1]
+    if r1 <= r0:
+        return np.zeros((0, k), dtype=np.float32)
     c = t.components
-    shape = t.shape
-    n_el = int(np.prod(shape, dtype=np.uint64)) if shape else 1
     with np.errstate(all="ignore"):
         if t.format == "mxfp4":
-            k = shape[-1]
-            rows = untile(t, c["codes"])
+            rows = untile(t, c["codes"], r0, r1)
             nib = np.empty((rows.shape[0], rows.shape[1] * 2), dtype=np.uint8)
             nib[:, 0::2] = rows & 15  # element 2j in the LOW nibble
             nib[:, 1::2] = rows >> 4
             vals = e2m1_table()[nib[:, :k]]
-            scale = e8m0_table()[c["scales"].reshape(-1, c["scales"].shape[-1])]
+            scale = e8m0_table()[c["scales"].reshape(-1, c["scales"].shape[-1])[r0:r1]]
             out = vals * np.repeat(scale, 32, axis=1)[:, :k]
         elif t.format in ("nf4", "bnb_fp4"):
-            p = t._typed
-            packed = untile(t, c["codes"]).reshape(-1) if t.layout["kind"] == "tiled" else np.asarray(c["codes"])
-            nib = np.empty(packed.size * 2, dtype=np.uint8)
-            nib[0::2] = packed >> 4  # element 2j in the HIGH nibble
-            nib[1::2] = packed & 15
-            nib = nib[:n_el]
-            if p["double_quant"]:
-                nested = c["nested_absmax"][np.arange(c["absmax"].size) // p["nested_block_size"]]
-                absmax = c["nested_code_table"][c["absmax"]] * nested  # two separately rounded FP32 steps
-                absmax = absmax + np.float32(p["nested_offset"])
-            else:
-                absmax = c["absmax"]
-            out = c["code_table"][nib] * absmax[np.arange(n_el) // p["block_size"]]
+            out = _bnb_rows(t, c, r0 * k, r1 * k)
         elif t.format == "fp8_e4m3":
-            p = t._typed
-            g = t._geometry
-            b, n, k = g["batch"], g["n"], g["k"]
-            q = e4m3_table()[untile(t, c["codes"])[:, :k]].reshape(b, n, k)
-            s = c["scales"]
-            if p["scale_dtype"] == "bf16":
-                s = _f32(s.astype(np.uint32) << 16)
-            s = s.astype(np.float32).reshape(-1)
-            gran = p["granularity"]
-            if gran == "tensor":
-                scale = s.reshape(b, 1, 1)
-            elif gran == "channel":
-                scale = s.reshape(b, n, 1)
-            elif gran == "block":
-                grid = s.reshape(b, -(-n // p["block_n"]), -(-k // p["block_k"]))
-                scale = grid[:, np.arange(n) // p["block_n"]][:, :, np.arange(k) // p["block_k"]]
-            else:
-                grid = s.reshape(b, n, -(-k // p["group_size"]))
-                scale = grid[:, :, np.arange(k) // p["group_size"]]
-            out = q * scale
+            q = e4m3_table()[untile(t, c["codes"], r0, r1)[:, :k]]
+            out = q * _fp8_scales(t, c["scales"], r0, r1)
         else:
             raise IrisError(f"tensor '{t.name}': {t.format} is not a quantized format")
-    return _canonical(np.ascontiguousarray(out, dtype=np.float32)).reshape(shape)
+    return _canonical(np.ascontiguousarray(out, dtype=np.float32)).reshape(r1 - r0, k)
+
+
+def decode_f32(t) -> np.ndarray:
+    """The tensor's FP32 values in its logical shape (each one FP32 operation per section 4)."""
+    return decode_rows_f32(t, 0, rows_of(t)[0]).reshape(t.shape)
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -138,24 +187,33 @@ def to_f16(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _widen(t) -> np.ndarray:
-    d = t.components["data"]
+def _widen(t, d: np.ndarray) -> np.ndarray:
+    """Values `d` of unquantized tensor t as FP32 (exact for bf16 and f16)."""
     if t.dtype == "bf16":
         return _f32(d.astype(np.uint32) << 16)
-    if t.dtype in ("f16", "f32", "f64"):
-        with np.errstate(all="ignore"):
-            return d.astype(np.float32)
-    raise IrisError(f"tensor '{t.name}': {t.dtype} is not a float type to convert")
+    with np.errstate(all="ignore"):
+        return d.astype(np.float32)
 
 
-def dequantize(t, dtype: str) -> np.ndarray:
+def dequantize_rows(t, dtype: str, r0: int, r1: int) -> np.ndarray:
+    """Rows [r0, r1) of the tensor viewed as [rows, K] (rows_of) as `dtype` ("float32",
+    "float16" or "bfloat16", BF16 as uint16 bits): [r1 - r0, K]."""
     want = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]
+    rows, k = rows_of(t)
     if not t.quantized:
+        if t.dtype not in ("bf16", "f16", "f32", "f64"):
+            raise IrisError(f"tensor '{t.name}': {t.dtype} is not a float type to convert")
+        d = t.components["data"].reshape(rows, k)[r0:r1]
         if t.dtype == want:
-            return np.array(t.components["data"])  # bit for bit, NaN payloads included
-        x = _widen(t)
+            return np.array(d)  # bit for bit, NaN payloads included
+        x = _widen(t, d)
     else:
-        x = decode_f32(t)
+        x = decode_rows_f32(t, r0, r1)
     if want == "f32":
         return x
     return to_bf16(x) if want == "bf16" else to_f16(x)
+
+
+def dequantize(t, dtype: str) -> np.ndarray:
+    """The whole tensor as `dtype`, in its shape."""
+    return dequantize_rows(t, dtype, 0, rows_of(t)[0]).reshape(t.shape)

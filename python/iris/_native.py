@@ -70,6 +70,9 @@ def _declare(lib):
     lib.iris_dequantize.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p, c_size, ctypes.c_int,
                                     ctypes.c_char_p, c_size]
     lib.iris_dequantize.restype = ctypes.c_int
+    lib.iris_dequantize_rows.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+                                         ctypes.c_void_p, c_size, ctypes.c_int, ctypes.c_char_p, c_size]
+    lib.iris_dequantize_rows.restype = ctypes.c_int
     lib.iris_archive_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, c_size]
     lib.iris_archive_verify.restype = ctypes.c_int
     lib.iris_version_string.restype = ctypes.c_char_p
@@ -109,21 +112,47 @@ def handle(archive) -> ctypes.c_void_p:
     if code != _OK:
         _raise(code, msg)
     archive._native_handle = out
-    weakref.finalize(archive, lib.iris_archive_close, out)
+    # Closed with the archive (Archive.close calls it) or when the archive is collected.
+    archive._native_close = weakref.finalize(archive, lib.iris_archive_close, out)
     return out
 
 
-def dequantize(archive, tensor, dtype: str) -> np.ndarray:
-    lib = library()
-    h = handle(archive)
+def _index(lib, h, tensor) -> int:
     msg = ctypes.create_string_buffer(1024)
     index = ctypes.c_uint64()
     code = lib.iris_archive_find_tensor(h, tensor.name.encode(), ctypes.byref(index), msg, len(msg))
     if code != _OK:
         _raise(code, msg)
+    return index.value
+
+
+def dequantize(archive, tensor, dtype: str) -> np.ndarray:
+    """The whole tensor as `dtype` (iris_dequantize), BF16 as uint16 bits."""
+    lib = library()
+    h = handle(archive)
+    index = _index(lib, h, tensor)
     c_dtype, np_dtype = _DTYPES[dtype]
     out = np.empty(tensor.shape, dtype=np_dtype)
-    code = lib.iris_dequantize(h, index.value, c_dtype, out.ctypes.data_as(ctypes.c_void_p), out.nbytes, 0, msg, len(msg))
+    msg = ctypes.create_string_buffer(1024)
+    code = lib.iris_dequantize(h, index, c_dtype, out.ctypes.data_as(ctypes.c_void_p), out.nbytes, 0, msg, len(msg))
+    if code != _OK:
+        _raise(code, msg)
+    return out
+
+
+def dequantize_rows(archive, tensor, dtype: str, r0: int, r1: int, k: int) -> np.ndarray:
+    """Rows [r0, r1) of the tensor viewed as [rows, k] (iris_dequantize_rows, which reads only
+    the tile stripes of those rows), as [r1 - r0, k] of `dtype`, BF16 as uint16 bits."""
+    lib = library()
+    h = handle(archive)
+    index = _index(lib, h, tensor)
+    c_dtype, np_dtype = _DTYPES[dtype]
+    out = np.empty((r1 - r0, k), dtype=np_dtype)
+    if out.size == 0:
+        return out
+    msg = ctypes.create_string_buffer(1024)
+    code = lib.iris_dequantize_rows(h, index, r0, r1, c_dtype, out.ctypes.data_as(ctypes.c_void_p), out.nbytes, 0, msg,
+                                    len(msg))
     if code != _OK:
         _raise(code, msg)
     return out
