@@ -68,9 +68,9 @@ case "$mode" in
     venv="$BUILD_DIR/venv"
     /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv"
     src=$(mktemp -d); trap 'rm -rf "$src"' EXIT
-    cp -r python/pyproject.toml python/README.md python/iris "$src/"
+    cp -r python/pyproject.toml python/README.md python/iris python/_build "$src/"
     cp -L "$BUILD_DIR/api/libiris.so.1" "$src/iris/"
-    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-build-isolation --no-deps --no-index "$src"
+    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps --no-index "$src"
     "$venv/bin/python" -c 'import iris; print("iris", iris.__version__, "with", iris.native_library())'
     echo "use it with: $venv/bin/python"
     ;;
