@@ -38,7 +38,8 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
-import iris.models  # noqa: E402
+import iris_archive as iris  # noqa: E402
+import iris_archive.models  # noqa: F401,E402 - iris.models
 
 PROMPT = [1, 15, 27, 8, 99, 3, 42, 7]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import transformers
 
-import iris.torch as itorch
+import iris_archive.torch as itorch
 
 
 def step_ms(model, steps=128):

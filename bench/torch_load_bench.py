@@ -14,7 +14,7 @@ import time
 
 import torch
 
-import iris.torch as itorch
+import iris_archive.torch as itorch
 
 
 def warm(paths):

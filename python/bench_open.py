@@ -20,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "tests")]
 
-import iris  # noqa: E402
+import iris_archive as iris  # noqa: E402
 import synthetic_archive  # noqa: E402
 
 

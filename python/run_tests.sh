@@ -16,7 +16,7 @@ work=$(mktemp -d /tmp/iris-python-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$py" -m venv --system-site-packages --without-pip "$work/venv"
 # From a copy: setuptools builds in the tree it is given, and the checkout stays as it was.
-mkdir "$work/src" && cp -r "$here/pyproject.toml" "$here/README.md" "$here/iris" "$here/_build" "$work/src/"
+mkdir "$work/src" && cp -r "$here/pyproject.toml" "$here/README.md" "$here/iris_archive" "$here/_build" "$work/src/"
 "$py" -m pip --python "$work/venv/bin/python" install --quiet --no-deps --no-index "$work/src" 2>&1 \
   | grep -v "^\s*$" || true
 cd "$work"

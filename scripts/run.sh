@@ -68,10 +68,10 @@ case "$mode" in
     venv="$BUILD_DIR/venv"
     /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv"
     src=$(mktemp -d); trap 'rm -rf "$src"' EXIT
-    cp -r python/pyproject.toml python/README.md python/iris python/_build "$src/"
-    cp -L "$BUILD_DIR/api/libiris.so.1" "$src/iris/"
+    cp -r python/pyproject.toml python/README.md python/iris_archive python/_build "$src/"
+    cp -L "$BUILD_DIR/api/libiris.so.1" "$src/iris_archive/"
     /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps --no-index "$src"
-    "$venv/bin/python" -c 'import iris; print("iris", iris.__version__, "with", iris.native_library())'
+    "$venv/bin/python" -c 'import iris_archive as iris; print("iris_archive", iris.__version__, "with", iris.native_library())'
     echo "use it with: $venv/bin/python"
     ;;
   demo)

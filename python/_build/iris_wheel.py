@@ -5,8 +5,8 @@ named in pyproject.toml from the network into it, so `pip install ./python` fail
 clean venv (and setuptools needs `wheel` for bdist_wheel on older pips). This backend needs
 nothing (build-system.requires is empty), so the install works with no network.
 
-What goes in: the `iris` package (its .py files, py.typed, iris/models), and libiris
-(`iris/libiris.so*`) when one was placed beside the package before building (scripts/run.sh
+What goes in: the `iris_archive` package (its .py files, py.typed, models/), and libiris
+(`iris_archive/libiris.so*`) when one was placed beside the package before building (scripts/run.sh
 python does; build it with -DIRIS_STATIC=ON so that it needs nothing but glibc). With libiris
 the wheel is tagged for this platform (py3-none-linux_x86_64: a native library, no Python
 ABI since it is loaded with ctypes); without it, py3-none-any."""
@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent  # python/
-PACKAGE = "iris"
+PACKAGE = "iris_archive"
 
 
 def _project() -> dict:

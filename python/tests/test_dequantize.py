@@ -5,8 +5,8 @@ against the other, against `iris export --dtype`, and against the reference tool
 import numpy as np
 import pytest
 
-import iris
-from iris import _native
+import iris_archive as iris
+from iris_archive import _native
 from conftest import FIXTURES, read_safetensors, run_iris
 
 ARCHIVES = [("gptoss-mxfp4", ()), ("llama-nf4-dq", ()), ("llama-fp8-block", ()), ("llama-bf16", ("--quant", "mxfp4")),

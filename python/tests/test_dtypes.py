@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import iris
+import iris_archive as iris
 from conftest import read_safetensors, run_iris
 
 NAME = "model.layers.0.mlp.up_proj.weight"
@@ -58,7 +58,7 @@ def test_without_ml_dtypes_bf16_is_uint16_bits(converted, tmp_path):
     out = _child(f"""
         import sys
         sys.modules["ml_dtypes"] = None  # import fails, as where it is not installed
-        import numpy as np, iris
+        import numpy as np, iris_archive as iris
         a = iris.open(sys.argv[1])
         t = a.tensors[{NAME!r}]
         print(iris.bfloat16(), t.dequantize("bfloat16").dtype, a.get_tensor({NAME!r}).dtype,

@@ -1,4 +1,4 @@
-"""`python -m iris PATH` and the iris-dump script: the summary and the --json document against
+"""`python -m iris_archive PATH` and the iris-dump script: the summary and the --json document against
 `iris inspect --json` (the C++ reader's view of the same archive), --verify on a sound and a
 damaged archive, and bad input: a missing file, a file that is no archive, unknown options,
 each a non-zero exit with one line on stderr."""
@@ -17,7 +17,7 @@ FIXTURE_NAMES = ["gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block", "llama-bf16"
 
 
 def dump(*args, command=None):
-    return subprocess.run((command or [sys.executable, "-m", "iris"]) + [str(a) for a in args], capture_output=True,
+    return subprocess.run((command or [sys.executable, "-m", "iris_archive"]) + [str(a) for a in args], capture_output=True,
                           text=True)
 
 
@@ -67,7 +67,7 @@ def test_verify_sound_and_damaged(converted, tmp_path):
     assert dump(damaged).returncode == 0
     r = dump(damaged, "--verify")
     assert r.returncode == 4 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("python -m iris: error: ") and str(damaged) in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("python -m iris_archive: error: ") and str(damaged) in r.stderr
     assert "checksum mismatch" in r.stderr or "is not zero" in r.stderr
     assert run_iris_code(damaged) == 4  # the C++ tool's code for the same file
     doc = json.loads(dump(damaged, "--verify", "--json").stdout)
@@ -97,7 +97,7 @@ def test_bad_input_is_one_line_and_an_exit_code(converted, tmp_path, case, code,
         path.write_bytes(good[:80] + bytes([good[80] ^ 4]) + good[81:])
     r = dump(path)
     assert r.returncode == code and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"python -m iris: error: {path}") and message in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"python -m iris_archive: error: {path}") and message in r.stderr
     doc = json.loads(dump(path, "--json").stdout)
     assert doc == {"ok": False, "command": "dump", "error": {"kind": kind, "exit_code": code, "message": doc["error"]["message"]}}
     assert message in doc["error"]["message"]
@@ -107,7 +107,7 @@ def test_usage_errors(converted):
     for args in (["--no-such-flag", converted("llama-bf16")], []):
         r = dump(*args)
         assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
-        assert "see python -m iris --help" in r.stderr
+        assert "see python -m iris_archive --help" in r.stderr
     doc = json.loads(dump("--no-such-flag", "--json", converted("llama-bf16")).stdout)
     assert doc["ok"] is False and doc["error"]["exit_code"] == 2 and "--no-such-flag" in doc["error"]["message"]
     r = dump("--help")
@@ -115,9 +115,9 @@ def test_usage_errors(converted):
 
 
 def test_a_reader_that_left_is_no_error(converted):
-    """`python -m iris big.iris | head -1`: the pipe's reader is gone when the summary is
+    """`python -m iris_archive big.iris | head -1`: the pipe's reader is gone when the summary is
     written (closed here before the child has even imported numpy). No traceback, exit 0."""
-    p = subprocess.Popen([sys.executable, "-m", "iris", str(converted("gptoss-mxfp4"))], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "iris_archive", str(converted("gptoss-mxfp4"))], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     p.stdout.close()
     err = p.stderr.read()

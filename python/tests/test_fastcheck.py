@@ -11,8 +11,8 @@ import struct
 
 import pytest
 
-from iris import IrisError, _archive, _fastcheck, _manifest
-from iris._jsontext import measure
+from iris_archive import IrisError, _archive, _fastcheck, _manifest
+from iris_archive._jsontext import measure
 
 ODD_VALUES = [True, False, 0, 1, 1.0, 32.0, -1, 1 << 48, 1 << 70, "", "x", "é", "a\0b", None, [], {}, [1], [True], [1.0],
               {"a": 1}, {"kind": "row_major"}, [[1]], "0123456789abcdef", "0123456789ABCDEF"]

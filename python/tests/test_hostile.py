@@ -10,7 +10,7 @@ import struct
 import pytest
 import xxhash
 
-import iris
+import iris_archive as iris
 
 
 def manifest_of(b: bytes) -> dict:

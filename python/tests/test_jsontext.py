@@ -9,8 +9,8 @@ import random
 import pytest
 from test_hostile import manifest_of, with_manifest
 
-import iris
-from iris import _archive, _jsontext, _manifest
+import iris_archive as iris
+from iris_archive import _archive, _jsontext, _manifest
 
 TRICKY = ['[', ']', '{', '}', ':', '"', '\\', '\\"', '\\\\', 'x', 'é', '\u2028', ' ']
 

@@ -1,7 +1,7 @@
 """A manifest of 36,096 tensors (Qwen3-235B-A22B's expert-tensor count, issue 24 item 5) opens
 and reads back what was written. Correctness only: python/bench_open.py times it."""
 
-import iris
+import iris_archive as iris
 from synthetic_archive import write_expert_archive
 
 

@@ -24,15 +24,16 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device here; these run on the GPU machine (bench/gpu_run.sh)", allow_module_level=True)
 
-from iris import _native  # noqa: E402
+from iris_archive import _native  # noqa: E402
 
 if _native.library() is None:
     pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
 
-import iris.models  # noqa: E402
-import iris.torch as itorch  # noqa: E402
+import iris_archive as iris  # noqa: E402
+import iris_archive.models  # noqa: F401,E402 - iris.models
+import iris_archive.torch as itorch  # noqa: E402
 from conftest import FIXTURES, MAKE_SNAPSHOT, run_iris  # noqa: E402
-from iris import IrisError  # noqa: E402
+from iris_archive import IrisError  # noqa: E402
 
 PROMPT = [1, 15, 27, 8, 99, 3, 42, 7]
 STEPS = 24

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from iris import _native
+from iris_archive import _native
 
 
 def run_python(code, **env):
@@ -18,7 +18,7 @@ def run_python(code, **env):
 
 def test_missing_library_is_named_and_numpy_takes_over(converted):
     code = f"""
-        import iris
+        import iris_archive as iris
         print(iris.native_library())
         t = iris.open({str(converted("llama-nf4-dq"))!r}).tensors["model.layers.0.mlp.up_proj.weight"]
         print(t.dequantize("float32").shape)
@@ -39,13 +39,13 @@ def test_missing_library_is_named_and_numpy_takes_over(converted):
 def test_library_next_to_the_package_is_found(tmp_path):
     import shutil
 
-    import iris
+    import iris_archive as iris
 
-    pkg = tmp_path / "iris"
+    pkg = tmp_path / "iris_archive"
     shutil.copytree(os.path.dirname(iris.__file__), pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(_native.why_not(), pkg / "libiris.so.1")
     env = {k: v for k, v in os.environ.items() if k != "IRIS_LIBRARY"}
-    r = subprocess.run([sys.executable, "-c", "import iris; print(iris.native_library())"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", "import iris_archive; print(iris_archive.native_library())"], capture_output=True, text=True,
                        env=dict(env, PYTHONPATH=str(tmp_path)), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(pkg / "libiris.so.1")
@@ -53,7 +53,7 @@ def test_library_next_to_the_package_is_found(tmp_path):
 
 @pytest.mark.skipif(not os.environ.get("IRIS_EXPECT_INSTALLED"), reason="run from the source tree")
 def test_the_installed_package_is_under_test():
-    import iris
+    import iris_archive as iris
 
     assert "site-packages" in iris.__file__, iris.__file__
 
@@ -65,7 +65,7 @@ def test_without_xxhash_and_zstandard_libiris_does_their_work(converted):
         import sys
         sys.modules["xxhash"] = None      # import fails, as where it is not installed
         sys.modules["zstandard"] = None
-        import iris
+        import iris_archive as iris
         a = iris.open({str(converted("llama-nf4-dq"))!r})
         a.verify()
         print(len(a.files["config.json"]))

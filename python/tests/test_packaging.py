@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import iris
+import iris_archive as iris
 
-SOURCE = Path(__file__).resolve().parents[1] / "iris"
+SOURCE = Path(__file__).resolve().parents[1] / "iris_archive"
 
 
 def test_py_typed_ships_with_the_package():
-    assert importlib.resources.files("iris").joinpath("py.typed").is_file()
+    assert importlib.resources.files("iris_archive").joinpath("py.typed").is_file()
 
 
 @pytest.mark.skipif(not os.environ.get("IRIS_EXPECT_INSTALLED"), reason="run from the source tree")
@@ -66,7 +66,7 @@ def test_the_backend_builds_a_pure_wheel_without_libiris_and_a_platform_one_with
 
     tree = tmp_path / "python"
     src = Path(__file__).resolve().parents[1]
-    shutil.copytree(src / "iris", tree / "iris", ignore=shutil.ignore_patterns("__pycache__", "libiris.so*"))
+    shutil.copytree(src / "iris_archive", tree / "iris_archive", ignore=shutil.ignore_patterns("__pycache__", "libiris.so*"))
     shutil.copytree(src / "_build", tree / "_build", ignore=shutil.ignore_patterns("__pycache__"))
     for f in ("pyproject.toml", "README.md"):
         shutil.copy(src / f, tree / f)
@@ -77,18 +77,18 @@ def test_the_backend_builds_a_pure_wheel_without_libiris_and_a_platform_one_with
     assert pure.endswith("-py3-none-any.whl"), pure
     names, wheel = _wheel_contents(tmp_path / pure)
     assert "Root-Is-Purelib: true" in wheel
-    want = sorted(str(p.relative_to(tree)) for p in (tree / "iris").rglob("*.py"))
+    want = sorted(str(p.relative_to(tree)) for p in (tree / "iris_archive").rglob("*.py"))
     assert sorted(n for n in names if n.endswith(".py")) == want
-    assert "iris/py.typed" in names
+    assert "iris_archive/py.typed" in names
     assert not any("libiris" in n for n in names)
     # The same tree gives the same bytes (fixed timestamps, sorted files).
     first = (tmp_path / pure).read_bytes()
     (tmp_path / pure).unlink()
     assert (tmp_path / backend.build_wheel(str(tmp_path))).read_bytes() == first
     # With libiris beside the package: a platform wheel that holds it.
-    (tree / "iris" / "libiris.so.1").write_bytes(b"\x7fELF not really")
+    (tree / "iris_archive" / "libiris.so.1").write_bytes(b"\x7fELF not really")
     native = backend.build_wheel(str(tmp_path))
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     assert native.endswith(f"-py3-none-{platform}.whl"), native
     names, wheel = _wheel_contents(tmp_path / native)
-    assert "Root-Is-Purelib: false" in wheel and "iris/libiris.so.1" in names
+    assert "Root-Is-Purelib: false" in wheel and "iris_archive/libiris.so.1" in names

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import iris
+import iris_archive as iris
 from conftest import FIXTURES, read_safetensors, run_iris
 
 FIXTURE_NAMES = ["gptoss-mxfp4", "llama-bf16", "llama-nf4-dq", "llama-fp8-block"]

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-import iris
+import iris_archive as iris
 from conftest import FIXTURES, read_safetensors, run_iris
 
 FIXTURE_NAMES = ["gptoss-mxfp4", "llama-bf16", "llama-nf4-dq", "llama-fp8-block"]

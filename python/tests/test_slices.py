@@ -9,8 +9,8 @@ indices that are wrong."""
 import numpy as np
 import pytest
 
-import iris
-from iris import _native
+import iris_archive as iris
+from iris_archive import _native
 from conftest import read_safetensors, run_iris
 from synthetic_archive import random_quantized_tensors, write_archive
 
@@ -98,7 +98,7 @@ def test_slice_metadata(converted):
 # it is found, else the numpy decoder).
 _PAGES_TAKEN_AWAY = """
 import ctypes, os, sys
-import iris
+import iris_archive as iris
 
 path, name, backend, how, i0, i1 = sys.argv[1:4] + [sys.argv[4], int(sys.argv[5]), int(sys.argv[6])]
 a = iris.open(path)

@@ -17,12 +17,12 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device here; these run on the GPU machine (bench/gpu_run.sh)", allow_module_level=True)
 
-from iris import _native  # noqa: E402
+from iris_archive import _native  # noqa: E402
 
 if _native.library() is None:
     pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
 
-import iris.torch as itorch  # noqa: E402
+import iris_archive.torch as itorch  # noqa: E402
 
 FORMATS = [("llama-bf16", ("--quant", "mxfp4")), ("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "fp8-block")),
            ("llama-bf16", ("--quant", "fp8-channel")), ("llama-nf4-dq", ())]

@@ -6,7 +6,8 @@ For engines that want the archive's speed without transformers' forward (which c
 captured for gpt-oss), and for bench/decode_bench.py. Families: "llama" (Llama, Mistral,
 Qwen2: config model_type llama / mistral / qwen2), "gpt_oss", "mixtral".
 
-    import iris.models
+    import iris_archive as iris
+    import iris_archive.models
     m = iris.models.load("model.iris")                     # quantized weights stay quantized
     tokens = m.generate([1, 15, 27], steps=64)             # greedy, one CUDA graph per step
     ref = iris.models.load("model.iris", dequantize=True)  # the same model in BF16 (cuBLAS):

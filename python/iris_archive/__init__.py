@@ -1,13 +1,13 @@
 """iris: read .iris model archives from Python.
 
-    import iris
+    import iris_archive as iris
     with iris.open("model.iris") as a:
         a.keys()                                               # tensor names, archive order
         a.get_tensor("model.norm.weight")                       # numpy, its values
         a.get_slice("model.layers.0.mlp.down_proj.weight")[0:512]  # only those rows are read
         a.tensors["model.layers.0.mlp.down_proj.weight"].dequantize("bfloat16")
 
-`python -m iris model.iris` (or iris-dump) lists what an archive holds. See python/README.md;
+`python -m iris_archive model.iris` (or iris-dump) lists what an archive holds. See python/README.md;
 the archive format is formats/FORMAT.md."""
 
 from ._archive import Archive, Files, Tensor, open  # noqa: A004

@@ -1,4 +1,4 @@
-"""`python -m iris PATH` and `iris-dump PATH`: what an archive holds, read by this package
+"""`python -m iris_archive PATH` and `iris-dump PATH`: what an archive holds, read by this package
 alone (no C++ tool needed): its tensors (name, shape, format, dtype, bytes) and embedded files,
 as text or, with --json, as one JSON document; --verify checks every checksum too.
 
@@ -118,6 +118,6 @@ def main(argv=None, prog: str = "iris-dump") -> int:
     try:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else summary(doc))
         sys.stdout.flush()
-    except BrokenPipeError:  # `python -m iris big.iris | head`: the reader left, not an error of ours
+    except BrokenPipeError:  # `python -m iris_archive big.iris | head`: the reader left, not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit does not fail again
     return 0

@@ -1,8 +1,0 @@
-"""`python -m iris PATH [--json] [--verify]`: the archive's tensors and embedded files (iris._cli)."""
-
-import sys
-
-from ._cli import main
-
-if __name__ == "__main__":
-    sys.exit(main(prog="python -m iris"))
