@@ -75,6 +75,10 @@ namespace detail {
 // Its path for CPUs without AVX-512 (and for k not a multiple of 32), which tests call directly.
 uint64_t mxfp4_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
                                     ErrorSums* sums);
+// Its AVX2 path, forced (an AVX-512 CPU takes the AVX-512 one otherwise): false, writing
+// nothing, where the CPU has no AVX2. k not a multiple of 32 takes the portable path.
+bool mxfp4_encode_sums_avx2(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                            ErrorSums* sums, uint64_t* nonfinite);
 }  // namespace detail
 
 // The oracle's element rounding (e2m1_encode in element_encode.h is the fast form): the

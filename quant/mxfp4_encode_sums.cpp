@@ -6,11 +6,12 @@
 // and two FP32 buffers per piece. Here each block of 32 values is loaded once; its amax finds
 // NaN/Inf; its codes and decoded values come from the same registers; the decoded values feed
 // the error sums of error_sums_groups.h directly, in the element order add_error_sums uses,
-// so the sums are the same bits. With AVX-512 and k a multiple of 32 (every block whole, so
-// the blocks of consecutive rows are consecutive), hand-written vector code; otherwise the
+// so the sums are the same bits. With AVX-512 or AVX2 and k a multiple of 32 (every block whole,
+// so the blocks of consecutive rows are consecutive), hand-written vector code; otherwise the
 // scalar block encoder of mxfp4_block.h feeding an ErrorSumsStream.
 #include <cstring>
 
+#include "quant/error_sums_avx2.h"
 #include "quant/error_sums_avx512.h"
 #include "quant/error_sums_groups.h"
 #include "quant/mxfp4.h"
@@ -23,6 +24,7 @@ namespace {
 using detail::ErrorSumsStream;
 #ifdef IRIS_X86_INTRINSICS
 using detail::load16;
+using detail::V16;
 #endif
 
 template <bool kSearch, typename T>
@@ -131,16 +133,94 @@ IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, 
   return blocks.nonfinite;
 }
 
+// The same block on AVX2 (two 8-lane halves per 16 values, quant/avx2.h): the operations of
+// encode_block_values lane by lane, so the same codes, scales and decoded values.
+IRIS_AVX2 inline __m256i magnitude_codes8(__m256 a) {
+  const __m256i bits = _mm256_castps_si256(a);
+  const __m256i half_ulp = _mm256_add_epi32(_mm256_set1_epi32(0x1fffff), _mm256_and_si256(_mm256_srli_epi32(bits, 22), _mm256_set1_epi32(1)));
+  const __m256i normal = _mm256_min_epu32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(bits, half_ulp), 22), _mm256_set1_epi32(252)),
+                                          _mm256_set1_epi32(7));
+  // 2a rounded to the nearest integer, ties to even, whatever MXCSR says (AVX-512's embedded
+  // rounding); the rounded value converts exactly.
+  const __m256i small = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  return _mm256_blendv_epi8(small, normal, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_GE_OQ)));
+}
+
+template <bool kSearch, typename T>
+IRIS_AVX2 inline bool encode_block_values_avx2(const T* v, uint8_t* codes, uint8_t* scale, V16* r, V16* d) {
+  const __m256 x[4] = {detail::load8(v), detail::load8(v + 8), detail::load8(v + 16), detail::load8(v + 24)};
+  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
+  __m256i a[4];
+  for (int h = 0; h < 4; ++h) a[h] = _mm256_and_si256(_mm256_castps_si256(x[h]), abs_bits);
+  const uint32_t amax = detail::reduce_max_epu32(_mm256_max_epu32(_mm256_max_epu32(a[0], a[1]), _mm256_max_epu32(a[2], a[3])));
+  __m256 y[4];
+  bool nonfinite = false;
+  if (amax == 0 || amax >= 0x7f800000u) {  // codes 0 decode to +0, or to the canonical NaN of scale 0xFF
+    std::memset(codes, 0, 16);
+    nonfinite = amax != 0;
+    *scale = nonfinite ? 0xff : 0;
+    const __m256 fill = nonfinite ? _mm256_castsi256_ps(_mm256_set1_epi32(int(kCanonicalNanBits))) : _mm256_setzero_ps();
+    for (auto& h : y) h = fill;
+  } else {
+    const int e = detail::block_exponent<kSearch>(v, amax);
+    *scale = uint8_t(e + 127);
+    const __m256 inv = _mm256_set1_ps(detail::pow2f(-e));  // |v| * 2^-e: exact
+    const __m256 lut = _mm256_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f);
+    const __m256 sc = _mm256_set1_ps(e8m0_to_f32(uint8_t(e + 127)));
+    alignas(32) int32_t c[32];
+    for (int h = 0; h < 4; ++h) {
+      const __m256i m = magnitude_codes8(_mm256_mul_ps(_mm256_castsi256_ps(a[h]), inv));
+      const __m256i sign = _mm256_and_si256(_mm256_castps_si256(x[h]), _mm256_set1_epi32(int(0x80000000u)));
+      // a value rounded to 0 is +0: the sign only on nonzero codes
+      const __m256i signed_bit = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, _mm256_setzero_si256()), sign);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c + 8 * h), _mm256_or_si256(m, _mm256_srli_epi32(signed_bit, 28)));
+      // The decoded value: the magnitude's E2M1 value with the code's sign, times the scale (exact).
+      y[h] = _mm256_mul_ps(_mm256_or_ps(_mm256_permutevar8x32_ps(lut, m), _mm256_castsi256_ps(signed_bit)), sc);
+    }
+    for (int j = 0; j < 16; ++j) codes[j] = uint8_t(c[2 * j] | (c[2 * j + 1] << 4));  // the earlier element in the low nibble
+  }
+  r[0] = {x[0], x[1]};
+  r[1] = {x[2], x[3]};
+  d[0] = {y[0], y[1]};
+  d[1] = {y[2], y[3]};
+  return nonfinite;
+}
+
+template <bool kSearch, typename T>
+struct BlockValuesAvx2 {
+  const T* in;
+  uint8_t *codes, *scales;
+  uint64_t i = 0, nonfinite = 0;
+  IRIS_AVX2 void operator()(V16* r, V16* d) {
+    nonfinite += encode_block_values_avx2<kSearch>(in + i * 32, codes + i * 16, scales + i, r, d);
+    ++i;
+  }
+};
+
+template <bool kSearch, typename T>
+IRIS_AVX2 uint64_t encode_sums_avx2(const T* in, uint64_t rows, uint64_t k, uint8_t* codes, uint8_t* scales, ErrorSums* sums) {
+  BlockValuesAvx2<kSearch, T> blocks{in, codes, scales};
+  detail::sum_vectors_avx2<2>(rows * (k / 32), sums, blocks);
+  return blocks.nonfinite;
+}
+
 #endif
 
 // `vector` false: the portable path whatever the CPU (for tests).
+// `path`: the widest the CPU has (kBest), or one forced (for tests; a path the CPU lacks falls
+// back to the portable one).
+enum class Path { kBest, kAvx512, kAvx2, kPortable };
+
 template <typename T>
 uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, ErrorSums* sums,
-                     [[maybe_unused]] bool vector = true) {
+                     [[maybe_unused]] Path path = Path::kBest) {
   const bool search = rule == Mxfp4ScaleRule::kSearch;
 #ifdef IRIS_X86_INTRINSICS
-  if (vector && k % 32 == 0 && detail::cpu_has_avx512f())
+  const bool whole = k % 32 == 0;
+  if (whole && (path == Path::kBest || path == Path::kAvx512) && detail::cpu_has_avx512f())
     return search ? encode_sums_avx512<true>(in, rows, k, codes, scales, sums) : encode_sums_avx512<false>(in, rows, k, codes, scales, sums);
+  if (whole && (path == Path::kBest || path == Path::kAvx2) && detail::cpu_has_avx2())
+    return search ? encode_sums_avx2<true>(in, rows, k, codes, scales, sums) : encode_sums_avx2<false>(in, rows, k, codes, scales, sums);
 #endif
   return search ? encode_sums_portable<true>(in, rows, k, codes, scales, sums) : encode_sums_portable<false>(in, rows, k, codes, scales, sums);
 }
@@ -161,7 +241,19 @@ namespace detail {
 
 uint64_t mxfp4_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
                                     ErrorSums* sums) {
-  return encode_sums(in, rows, k, rule, codes, scales, sums, false);
+  return encode_sums(in, rows, k, rule, codes, scales, sums, Path::kPortable);
+}
+
+bool mxfp4_encode_sums_avx2(const float* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales,
+                            ErrorSums* sums, uint64_t* nonfinite) {
+#ifdef IRIS_X86_INTRINSICS
+  if (!cpu_has_avx2()) return false;
+  *nonfinite = encode_sums(in, rows, k, rule, codes, scales, sums, Path::kAvx2);
+  return true;
+#else
+  (void)in, (void)rows, (void)k, (void)rule, (void)codes, (void)scales, (void)sums, (void)nonfinite;
+  return false;
+#endif
 }
 
 }  // namespace detail

@@ -26,6 +26,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define IRIS_X86_INTRINSICS 1
 #define IRIS_AVX512 __attribute__((target("avx512f")))
+#define IRIS_AVX2 __attribute__((target("avx2")))
 #endif
 
 namespace iris::quant::detail {
@@ -60,6 +61,10 @@ IRIS_INLINE uint16_t load_pair(const uint8_t* c) {
 // A property of the CPU, read once for the process (like the clones' resolvers).
 inline bool cpu_has_avx512f() {
   static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
 #endif

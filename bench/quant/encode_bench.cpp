@@ -90,11 +90,30 @@ int main(int argc, char** argv) {
       {"mxfp4 + error sums", [&] { with_sums(false); }},
       {"fp8 block + sums", [&] { with_sums(true); }},
   };
+  // Each vector path of the one-pass MXFP4 encoder forced (FP32 input, as the test entries take),
+  // so that one machine measures the paths of the CPUs it is not: --fp32 only.
+  auto forced = [&](bool avx2) {
+    const int64_t pieces = int64_t((rows + 127) / 128);
+    std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
+    iris::parallel_for(pieces, 1, [&](int64_t p) {
+      const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
+      uint64_t nonfinite = 0;
+      if (!avx2 || !detail::mxfp4_encode_sums_avx2(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2,
+                                                   scales.data() + r0 * k / 32, &sums[p], &nonfinite))
+        detail::mxfp4_encode_sums_portable(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2,
+                                           scales.data() + r0 * k / 32, &sums[p]);
+    });
+  };
+  std::vector<Case> all_cases = cases;
+  if (fp32) {
+    all_cases.push_back({"  forced: AVX2", [&] { forced(true); }});
+    all_cases.push_back({"  forced: portable", [&] { forced(false); }});
+  }
   const int all = iris::parallel_threads();
   std::printf("%.0f MB of BF16 input (%llu x %llu), %s-input encoders, %d threads\n%-20s %14s %14s\n", double(n) * 2 / 1e6,
               (unsigned long long)rows, (unsigned long long)k, fp32 ? "FP32" : "BF16", all, "encoder", "1 thread GB/s",
               "all GB/s");
-  for (const auto& c : cases) {
+  for (const auto& c : all_cases) {
     double gbps[2];
     for (int t = 0; t < 2; ++t) {
       iris::ThreadLimit limit(t == 0 ? 1 : all);
