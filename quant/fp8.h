@@ -91,6 +91,10 @@ namespace detail {
 // call directly.
 uint64_t fp8_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
                                   uint8_t* codes, float* scales, ErrorSums* sums);
+// Its AVX2 path, forced: false, writing nothing, where the CPU has no AVX2 (the AVX-512 one is
+// taken otherwise on an AVX-512 CPU; shapes it cannot take go the portable way).
+bool fp8_encode_sums_avx2(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                          uint8_t* codes, float* scales, ErrorSums* sums, uint64_t* nonfinite);
 }  // namespace detail
 // One scaling unit's values with its multiplier already known (from fp8_multiplier): the codes
 // of in[i] * mul and, unless `decoded` is null, the values fp8_decode gives back for them with

@@ -4,12 +4,13 @@
 // scaling units' amax pass counts NaN/Inf, and the encode pass computes codes and decoded
 // values in registers and feeds them to the error sums in element order (error_sums_avx512.h),
 // so codes, scales and sums are the bits of fp8_encode_decoded followed by add_error_sums.
-// With AVX-512 and k (and block_k) multiples of 16; otherwise a portable path, element by
-// element, with the same bits.
+// With AVX-512 or AVX2 and k (and block_k) multiples of 16; otherwise a portable path, element
+// by element, with the same bits.
 #include <algorithm>
 #include <bit>
 #include <vector>
 
+#include "quant/error_sums_avx2.h"
 #include "quant/error_sums_avx512.h"
 #include "quant/error_sums_groups.h"
 #include "quant/fp8.h"
@@ -183,14 +184,121 @@ IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, 
   return units.nonfinite;
 }
 
+// The same passes on AVX2 (quant/avx2.h): amax8 and encode8 are amax16 and encode16 on 8
+// lanes, operation for operation, so the same codes, scales, decoded values and sums.
+IRIS_AVX2 inline __m256i amax8(__m256 x, __m256i acc, uint64_t& nonfinite) {
+  const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  const __m256i nonfin = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f7fffff));  // a <= 0x7fffffff: signed is unsigned here
+  nonfinite += uint64_t(std::popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(nonfin)))));
+  return _mm256_max_epu32(acc, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)), a));  // NaN as 0
+}
+
+IRIS_AVX2 inline __m256 encode8(__m256 x, __m256 mul, __m256 scale, uint8_t* codes) {
+  const __m256i bits = _mm256_castps_si256(_mm256_mul_ps(x, mul));
+  const __m256i abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i a = _mm256_min_epu32(abs, _mm256_set1_epi32(0x43e00000));
+  const __m256i r = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff), _mm256_and_si256(_mm256_srli_epi32(a, 20), _mm256_set1_epi32(1))));
+  const __m256 two23 = _mm256_set1_ps(8388608.0f);
+  const __m256 q = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(512.0f)), two23), two23);
+  const __m256i normal = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3c7fffff));  // a >= 0x3c800000
+  __m256i code = _mm256_blendv_epi8(_mm256_cvttps_epi32(q), _mm256_sub_epi32(_mm256_srli_epi32(r, 20), _mm256_set1_epi32(960)), normal);
+  code = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80)));
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
+  // Byte 0 of each lane, in lane order, into 8 bytes.
+  const __m256i low_bytes = _mm256_shuffle_epi8(code, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                       0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(codes),
+                   _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(low_bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0))));
+  __m256i v = _mm256_blendv_epi8(_mm256_castps_si256(_mm256_mul_ps(q, _mm256_set1_ps(0.001953125f))),
+                                 _mm256_and_si256(r, _mm256_set1_epi32(int(0xfff00000u))), normal);
+  v = _mm256_or_si256(v, _mm256_and_si256(bits, _mm256_set1_epi32(int(0x80000000u))));
+  const __m256i canonical = _mm256_set1_epi32(int(kCanonicalNanBits));
+  v = _mm256_blendv_epi8(v, canonical, nan);
+  const __m256 d = _mm256_mul_ps(_mm256_castsi256_ps(v), scale);
+  return _mm256_blendv_ps(d, _mm256_castsi256_ps(canonical), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+}
+
+template <typename T>
+IRIS_AVX2 uint64_t unit_scales_avx2(const T* in, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint32_t* acc, float* mul, float* scale) {
+  const uint64_t units = (k + bk - 1) / bk;
+  uint64_t nonfinite = 0;
+  std::fill(acc, acc + units * 8, 0u);
+  for (uint64_t r = r0; r < r1; ++r)
+    for (uint64_t j = 0; j < units; ++j) {
+      __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j * 8));
+      for (uint64_t c = j * bk; c < std::min(k, (j + 1) * bk); c += 8) a = amax8(detail::load8(in + r * k + c), a, nonfinite);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + j * 8), a);
+    }
+  for (uint64_t j = 0; j < units; ++j)
+    unit_scale(detail::reduce_max_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j * 8))), &mul[j], &scale[j]);
+  return nonfinite;
+}
+
+template <typename T>
+struct UnitValuesAvx2 {
+  const T* in;
+  uint64_t rows, k, bn, bk, units;
+  uint8_t* codes;
+  float* scales;
+  std::vector<uint32_t> acc;
+  std::vector<float> mul, scale;
+  uint64_t nonfinite = 0, r = 0, c = 0, j = 0, unit_end = 0;
+  float m = 0, s = 0;
+
+  UnitValuesAvx2(const T* in_, uint64_t rows_, uint64_t k_, uint64_t bn_, uint64_t bk_, uint8_t* codes_, float* scales_)
+      : in(in_), rows(rows_), k(k_), bn(bn_), bk(bk_), units((k_ + bk_ - 1) / bk_), codes(codes_), scales(scales_), acc(units * 8),
+        mul(units), scale(units) {}
+
+  IRIS_AVX2 void operator()(detail::V16* x, detail::V16* d) {
+    if (c == 0) {
+      if (r % bn == 0) {
+        nonfinite += unit_scales_avx2(in, k, r, std::min(rows, r + bn), bk, acc.data(), mul.data(), scale.data());
+        std::copy(scale.begin(), scale.end(), scales + r / bn * units);
+      }
+      j = 0;
+      unit_end = 0;
+    }
+    if (c == unit_end) {  // the row's next unit
+      m = mul[j];
+      s = scale[j];
+      unit_end = std::min(k, unit_end + bk);
+      ++j;
+    }
+    const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(s);
+    x[0] = detail::load16x2(in + r * k + c);
+    d[0] = {encode8(x[0].lo, vm, vs, codes + r * k + c), encode8(x[0].hi, vm, vs, codes + r * k + c + 8)};
+    if ((c += 16) == k) {
+      c = 0;
+      ++r;
+    }
+  }
+};
+
+template <typename T>
+IRIS_AVX2 uint64_t encode_sums_avx2(const T* in, uint64_t rows, uint64_t k, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
+                                    ErrorSums* sums) {
+  UnitValuesAvx2<T> units(in, rows, k, bn, bk, codes, scales);
+  detail::sum_vectors_avx2<1>(rows * k / 16, sums, units);
+  return units.nonfinite;
+}
+
 #endif
+
+// `path`: the widest the CPU has (kBest), or one forced (for tests; one the CPU lacks falls
+// back to the portable path).
+enum class Path { kBest, kAvx512, kAvx2, kPortable };
 
 template <typename T>
 uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,
-                     ErrorSums* sums) {
+                     ErrorSums* sums, [[maybe_unused]] Path path = Path::kBest) {
   if (!unit_shape(g, k, &bn, &bk)) return 0;
 #ifdef IRIS_X86_INTRINSICS
-  if (k % 16 == 0 && bk % 16 == 0 && detail::cpu_has_avx512f()) return encode_sums_avx512(in, rows, k, bn, bk, codes, scales, sums);
+  const bool whole = k % 16 == 0 && bk % 16 == 0;
+  if (whole && (path == Path::kBest || path == Path::kAvx512) && detail::cpu_has_avx512f())
+    return encode_sums_avx512(in, rows, k, bn, bk, codes, scales, sums);
+  if (whole && (path == Path::kBest || path == Path::kAvx2) && detail::cpu_has_avx2())
+    return encode_sums_avx2(in, rows, k, bn, bk, codes, scales, sums);
 #endif
   return encode_sums_portable(in, rows, k, bn, bk, codes, scales, sums);
 }
@@ -213,6 +321,18 @@ uint64_t fp8_encode_sums_portable(const float* in, uint64_t rows, uint64_t k, Fp
                                   uint8_t* codes, float* scales, ErrorSums* sums) {
   if (!unit_shape(g, k, &block_n, &block_k)) return 0;
   return encode_sums_portable(in, rows, k, block_n, block_k, codes, scales, sums);
+}
+
+bool fp8_encode_sums_avx2(const float* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t block_n, uint64_t block_k,
+                          uint8_t* codes, float* scales, ErrorSums* sums, uint64_t* nonfinite) {
+#ifdef IRIS_X86_INTRINSICS
+  if (!cpu_has_avx2()) return false;
+  *nonfinite = encode_sums(in, rows, k, g, block_n, block_k, codes, scales, sums, Path::kAvx2);
+  return true;
+#else
+  (void)in, (void)rows, (void)k, (void)g, (void)block_n, (void)block_k, (void)codes, (void)scales, (void)sums, (void)nonfinite;
+  return false;
+#endif
 }
 
 }  // namespace detail

@@ -1,6 +1,6 @@
 // Encode throughput of each fast CPU encoder of quant/, in GB/s of BF16 input (the bytes a
 // conversion reads), on one thread and on every core.
-//   iris_encode_bench [MB=256] [--fp32]
+//   iris_encode_bench [MB=256] [--fp32]   (--fp32 also times the one-pass encoders' AVX2 and portable paths, forced)
 // Input: MB megabytes of BF16 weights, N(0, 0.02) with 0.1% outliers at 20x (no zeros), as
 // a [MB*1e6/2/4096, 4096] matrix. By default the BF16-input encoders run on it directly;
 // --fp32 widens it to FP32 first (not timed) and runs the FP32-input encoders (throughput
@@ -104,10 +104,24 @@ int main(int argc, char** argv) {
                                            scales.data() + r0 * k / 32, &sums[p]);
     });
   };
+  auto forced_fp8 = [&](bool avx2) {
+    const int64_t pieces = int64_t((rows + 127) / 128);
+    std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
+    iris::parallel_for(pieces, 1, [&](int64_t p) {
+      const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
+      uint64_t nonfinite = 0;
+      if (!avx2 || !detail::fp8_encode_sums_avx2(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k,
+                                                 fscales.data() + p * (k / 128), &sums[p], &nonfinite))
+        detail::fp8_encode_sums_portable(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k,
+                                         fscales.data() + p * (k / 128), &sums[p]);
+    });
+  };
   std::vector<Case> all_cases = cases;
   if (fp32) {
-    all_cases.push_back({"  forced: AVX2", [&] { forced(true); }});
-    all_cases.push_back({"  forced: portable", [&] { forced(false); }});
+    all_cases.push_back({"mxfp4+sums, AVX2", [&] { forced(true); }});
+    all_cases.push_back({"mxfp4+sums, portable", [&] { forced(false); }});
+    all_cases.push_back({"fp8 blk+sums, AVX2", [&] { forced_fp8(true); }});
+    all_cases.push_back({"fp8 blk+sums, portable", [&] { forced_fp8(false); }});
   }
   const int all = iris::parallel_threads();
   std::printf("%.0f MB of BF16 input (%llu x %llu), %s-input encoders, %d threads\n%-20s %14s %14s\n", double(n) * 2 / 1e6,
