@@ -6,18 +6,10 @@
 
 #include <cstdint>
 
+#include "quant/intrinsics.h"
 #include "quant/simd.h"
 
 #ifdef IRIS_X86_INTRINSICS
-// GCC 12's AVX-512 headers (which immintrin.h includes) trip -Wuninitialized (avx512.h says why).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#ifndef __clang__
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 namespace iris::quant::detail {
 
 // 16 FP32 lanes: elements 0-7 in lo, 8-15 in hi (lane l of an AVX-512 vector is lane l % 8 of

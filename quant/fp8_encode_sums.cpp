@@ -134,28 +134,31 @@ IRIS_AVX512 uint64_t unit_scales(const T* in, uint64_t k, uint64_t r0, uint64_t 
 }
 
 // k % 16 == 0 and bk % 16 == 0: every vector lies in one unit, and the vectors of
-// consecutive rows are consecutive. They are produced in element order, one per call, for
-// sum_vectors; entering a band of bn rows, its units' scales are found first. (A struct, not a lambda: a lambda does not take the target attribute its
-// intrinsics need.)
+// consecutive rows are consecutive. UnitWalk walks them in element order, 16 values a call,
+// for sum_vectors; entering a band of bn rows, find_scales(r0, r1) gives its units' multipliers
+// and stored scales first (the AVX-512 or the AVX2 amax pass). (Structs, not lambdas: a lambda
+// does not take the target attribute its intrinsics need.)
 template <typename T>
-struct UnitValues {
+struct UnitWalk {
   const T* in;
   uint64_t rows, k, bn, bk, units;
   uint8_t* codes;
   float* scales;
-  std::vector<uint32_t> acc;
+  std::vector<uint32_t> acc;  // the amax pass's lanes, 16 per unit
   std::vector<float> mul, scale;
   uint64_t nonfinite = 0, r = 0, c = 0, j = 0, unit_end = 0;
   float m = 0, s = 0;
 
-  UnitValues(const T* in_, uint64_t rows_, uint64_t k_, uint64_t bn_, uint64_t bk_, uint8_t* codes_, float* scales_)
+  UnitWalk(const T* in_, uint64_t rows_, uint64_t k_, uint64_t bn_, uint64_t bk_, uint8_t* codes_, float* scales_)
       : in(in_), rows(rows_), k(k_), bn(bn_), bk(bk_), units((k_ + bk_ - 1) / bk_), codes(codes_), scales(scales_), acc(units * 16),
         mul(units), scale(units) {}
 
-  IRIS_AVX512 void operator()(__m512* x, __m512* d) {
+  // Before the next 16 values: the band's scales when entering it, the row's unit.
+  template <typename FindScales>
+  void enter(FindScales&& find_scales) {
     if (c == 0) {
       if (r % bn == 0) {
-        nonfinite += unit_scales(in, k, r, std::min(rows, r + bn), bk, acc.data(), mul.data(), scale.data());
+        nonfinite += find_scales(r, std::min(rows, r + bn));
         std::copy(scale.begin(), scale.end(), scales + r / bn * units);
       }
       j = 0;
@@ -167,12 +170,24 @@ struct UnitValues {
       unit_end = std::min(k, unit_end + bk);
       ++j;
     }
-    x[0] = load16(in + r * k + c);
-    d[0] = encode16(x[0], _mm512_set1_ps(m), _mm512_set1_ps(s), codes + r * k + c);
+  }
+  void advance() {
     if ((c += 16) == k) {
       c = 0;
       ++r;
     }
+  }
+};
+
+template <typename T>
+struct UnitValues : UnitWalk<T> {
+  using UnitWalk<T>::UnitWalk;
+  IRIS_AVX512 void operator()(__m512* x, __m512* d) {
+    auto& w = *this;
+    w.enter([&](uint64_t r0, uint64_t r1) { return unit_scales(w.in, w.k, r0, r1, w.bk, w.acc.data(), w.mul.data(), w.scale.data()); });
+    x[0] = load16(w.in + w.r * w.k + w.c);
+    d[0] = encode16(x[0], _mm512_set1_ps(w.m), _mm512_set1_ps(w.s), w.codes + w.r * w.k + w.c);
+    w.advance();
   }
 };
 
@@ -236,42 +251,16 @@ IRIS_AVX2 uint64_t unit_scales_avx2(const T* in, uint64_t k, uint64_t r0, uint64
 }
 
 template <typename T>
-struct UnitValuesAvx2 {
-  const T* in;
-  uint64_t rows, k, bn, bk, units;
-  uint8_t* codes;
-  float* scales;
-  std::vector<uint32_t> acc;
-  std::vector<float> mul, scale;
-  uint64_t nonfinite = 0, r = 0, c = 0, j = 0, unit_end = 0;
-  float m = 0, s = 0;
-
-  UnitValuesAvx2(const T* in_, uint64_t rows_, uint64_t k_, uint64_t bn_, uint64_t bk_, uint8_t* codes_, float* scales_)
-      : in(in_), rows(rows_), k(k_), bn(bn_), bk(bk_), units((k_ + bk_ - 1) / bk_), codes(codes_), scales(scales_), acc(units * 8),
-        mul(units), scale(units) {}
-
+struct UnitValuesAvx2 : UnitWalk<T> {
+  using UnitWalk<T>::UnitWalk;
   IRIS_AVX2 void operator()(detail::V16* x, detail::V16* d) {
-    if (c == 0) {
-      if (r % bn == 0) {
-        nonfinite += unit_scales_avx2(in, k, r, std::min(rows, r + bn), bk, acc.data(), mul.data(), scale.data());
-        std::copy(scale.begin(), scale.end(), scales + r / bn * units);
-      }
-      j = 0;
-      unit_end = 0;
-    }
-    if (c == unit_end) {  // the row's next unit
-      m = mul[j];
-      s = scale[j];
-      unit_end = std::min(k, unit_end + bk);
-      ++j;
-    }
-    const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(s);
-    x[0] = detail::load16x2(in + r * k + c);
-    d[0] = {encode8(x[0].lo, vm, vs, codes + r * k + c), encode8(x[0].hi, vm, vs, codes + r * k + c + 8)};
-    if ((c += 16) == k) {
-      c = 0;
-      ++r;
-    }
+    auto& w = *this;
+    w.enter([&](uint64_t r0, uint64_t r1) { return unit_scales_avx2(w.in, w.k, r0, r1, w.bk, w.acc.data(), w.mul.data(), w.scale.data()); });
+    const __m256 vm = _mm256_set1_ps(w.m), vs = _mm256_set1_ps(w.s);
+    const uint64_t at = w.r * w.k + w.c;
+    x[0] = detail::load16x2(w.in + at);
+    d[0] = {encode8(x[0].lo, vm, vs, w.codes + at), encode8(x[0].hi, vm, vs, w.codes + at + 8)};
+    w.advance();
   }
 };
 
