@@ -12,7 +12,10 @@ enum class NibbleOrder { kHighFirst, kLowFirst };
 
 // out[2j] and out[2j + 1] = lut[the two codes of bytes[j]], j < nbytes, in `order`. Copies the
 // table's bits (no arithmetic), so every path gives the same output. AVX-512 (a permute
-// per 16 values) where the CPU has it, chosen at run time; plain lookups otherwise.
+// per 16 values) or else AVX2 (two per 8) where the CPU has it, chosen at run time; plain
+// lookups otherwise.
 void lookup_nibbles(const uint8_t* bytes, uint64_t nbytes, const float* lut, NibbleOrder order, float* out);
+// Its AVX2 path, forced (for tests on AVX-512 CPUs): false, writing nothing, without AVX2.
+bool lookup_nibbles_avx2(const uint8_t* bytes, uint64_t nbytes, const float* lut, NibbleOrder order, float* out);
 
 }  // namespace iris::quant::detail

@@ -12,6 +12,7 @@
 namespace {
 
 using iris::quant::detail::lookup_nibbles;
+using iris::quant::detail::lookup_nibbles_avx2;
 using iris::quant::detail::NibbleOrder;
 
 TEST(NibbleLookup, EqualsAPlainLoopForBothOrdersEveryLengthAndOffset) {
@@ -31,8 +32,17 @@ TEST(NibbleLookup, EqualsAPlainLoopForBothOrdersEveryLengthAndOffset) {
           want[2 * j + 1] = lut[order == NibbleOrder::kHighFirst ? lo : hi];
         }
         lookup_nibbles(bytes.data() + start, n, lut, order, got.data());
-        if (n) ASSERT_EQ(std::memcmp(got.data(), want.data(), n * 2 * sizeof(float)), 0) << "n " << n << " start " << start;
+        if (n) {
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), n * 2 * sizeof(float)), 0) << "n " << n << " start " << start;
+        }
         ASSERT_EQ(got[2 * n], 99.f) << "wrote past the end, n " << n;
+        // The AVX2 path too, whatever the dispatch picks on this CPU (every path it can run).
+        std::vector<float> avx2(2 * n + 1, 99.f);
+        if (!lookup_nibbles_avx2(bytes.data() + start, n, lut, order, avx2.data())) continue;
+        if (n) {
+          ASSERT_EQ(std::memcmp(avx2.data(), want.data(), n * 2 * sizeof(float)), 0) << "AVX2, n " << n << " start " << start;
+        }
+        ASSERT_EQ(avx2[2 * n], 99.f) << "AVX2 wrote past the end, n " << n;
       }
     }
   }
