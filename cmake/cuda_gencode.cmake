@@ -11,8 +11,13 @@
 # it falls back to the full list.
 set(IRIS_CUDA_GENCODE_RELEASE "sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90")
 set(IRIS_CUDA_GENCODE "${IRIS_CUDA_GENCODE_RELEASE}" CACHE STRING
-    "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries, or native")
+    "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries, or native, or release")
+# "release" names the default list (scripts/run.sh asks for it by name in a build folder whose
+# cache may hold another).
 set(IRIS_CUDA_GENCODE_LIST "${IRIS_CUDA_GENCODE}")
+if(IRIS_CUDA_GENCODE STREQUAL "release")
+  set(IRIS_CUDA_GENCODE_LIST "${IRIS_CUDA_GENCODE_RELEASE}")
+endif()
 if(IRIS_CUDA_GENCODE STREQUAL "native")
   set(IRIS_CUDA_GENCODE_LIST "")
   execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader

@@ -205,7 +205,7 @@ Layout choose_layout(const TensorDesc& d, uint64_t tile_n, uint64_t tile_k) {
   // Rows whose length is not a multiple of the tile take the widest of tk, tk / 2, ... (down
   // to kMinTileK) that pads them least: every kernel reads the padding, and gpt-oss's 2880
   // columns are 3072 in 256-wide tiles (6.7% more bytes) but 2944 in 128-wide ones (2.2%).
-  for (uint64_t c = tk / 2; c >= std::max(kMinTileK, align) && c % align == 0 && tk % 2 == 0; c /= 2)
+  for (uint64_t c = tk / 2; c >= std::max(kMinTileK, align) && c % align == 0; c /= 2)
     if (round_up(k, c) < round_up(k, tk)) tk = c;
   uint64_t tn = std::min(tile_n, std::max<uint64_t>(n, 1));
   return {LayoutKind::kTiled, tn, tk};

@@ -274,9 +274,7 @@ IRIS_AVX2 uint64_t encode_sums_avx2(const T* in, uint64_t rows, uint64_t k, uint
 
 #endif
 
-// `path`: the widest the CPU has (kBest), or one forced (for tests; one the CPU lacks falls
-// back to the portable path).
-enum class Path { kBest, kAvx512, kAvx2, kPortable };
+using Path = detail::VectorPath;  // kBest, or one path forced (tests)
 
 template <typename T>
 uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk, uint8_t* codes, float* scales,

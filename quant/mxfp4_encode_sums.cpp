@@ -206,10 +206,7 @@ IRIS_AVX2 uint64_t encode_sums_avx2(const T* in, uint64_t rows, uint64_t k, uint
 
 #endif
 
-// `vector` false: the portable path whatever the CPU (for tests).
-// `path`: the widest the CPU has (kBest), or one forced (for tests; a path the CPU lacks falls
-// back to the portable one).
-enum class Path { kBest, kAvx512, kAvx2, kPortable };
+using Path = detail::VectorPath;  // kBest, or one path forced (tests)
 
 template <typename T>
 uint64_t encode_sums(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, ErrorSums* sums,

@@ -31,6 +31,10 @@
 
 namespace iris::quant::detail {
 
+// Which vector path an encoder takes: the widest the CPU has (kBest), or one forced for tests
+// and benchmarks (a path the CPU lacks falls back to the portable one).
+enum class VectorPath { kBest, kAvx512, kAvx2, kPortable };
+
 // Encoder inputs are FP32 or raw BF16 bit patterns (uint16_t); both widen exactly to FP32.
 IRIS_INLINE float load_f32(float x) { return x; }
 IRIS_INLINE float load_f32(uint16_t bf16) { return f32_from_bits(uint32_t(bf16) << 16); }

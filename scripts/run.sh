@@ -40,11 +40,11 @@ fi
 # (cmake/cuda_gencode.cmake) and the others sm_90a plus compute_75 PTX, which compile both
 # ends of kernels/arch.cuh (Hopper's instructions, Turing's fallbacks) in a fraction of the
 # time: nothing runs a kernel here. IRIS_CUDA_GENCODE overrides; `iris --version` says which.
-# The demo on a machine without a GPU runs no kernel: it builds without them (8.8 against about
-# 4 minutes on 2 cores, docs/BENCHMARKS.md) unless IRIS_CUDA says otherwise.
+# The demo on a machine without a GPU runs no kernel: it builds without them (1 min 57 s against
+# 8 min 47 s for the whole demo on 2 cores, docs/BENCHMARKS.md) unless IRIS_CUDA says otherwise.
 cuda=${IRIS_CUDA:-AUTO}
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gencode=native
-elif [ "$mode" = python ]; then gencode="sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90"
+elif [ "$mode" = python ]; then gencode=release
 else
   gencode="sm_90a;compute_75"
   if [ "$mode" = demo ] && [ -z "${IRIS_CUDA:-}" ]; then

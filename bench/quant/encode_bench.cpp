@@ -61,18 +61,34 @@ int main(int argc, char** argv) {
     else mxfp4_encode_bf16(x16, rows, k, rule, codes.data(), scales.data());
   };
   // The one-pass encoders with the quality report's error sums (what the converter runs), on
-  // pieces of 128 rows spread over the threads, each piece serial, as a converter's workers do.
-  auto with_sums = [&](bool fp8_block) {
+  // pieces of 128 rows spread over the threads, each piece serial, as a converter's workers do:
+  // the dispatched path (kBest, BF16 or FP32 input as chosen), or one path forced (FP32 input,
+  // as the forcing entries take it; --fp32 only).
+  enum class Path { kBest, kAvx2, kPortable };
+  auto with_sums = [&](bool fp8_block, Path path) {
     const int64_t pieces = int64_t((rows + 127) / 128);
     std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
     iris::parallel_for(pieces, 1, [&](int64_t p) {
       const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
+      const float* f = x32 + r0 * k;
+      const uint16_t* h = x16 + r0 * k;
+      ErrorSums* s = &sums[size_t(p)];
+      uint64_t nonfinite = 0;
       if (fp8_block) {
-        if (fp32) fp8_encode_sums(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k, fscales.data() + p * (k / 128), &sums[p]);
-        else fp8_encode_sums_bf16(x16 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k, fscales.data() + p * (k / 128), &sums[p]);
+        uint8_t* c = codes.data() + r0 * k;
+        float* sc = fscales.data() + p * (k / 128);
+        if (path == Path::kAvx2) detail::fp8_encode_sums_avx2(f, nr, k, Fp8Granularity::kBlock, 128, 128, c, sc, s, &nonfinite);
+        else if (path == Path::kPortable) detail::fp8_encode_sums_portable(f, nr, k, Fp8Granularity::kBlock, 128, 128, c, sc, s);
+        else if (fp32) fp8_encode_sums(f, nr, k, Fp8Granularity::kBlock, 128, 128, c, sc, s);
+        else fp8_encode_sums_bf16(h, nr, k, Fp8Granularity::kBlock, 128, 128, c, sc, s);
       } else {
-        if (fp32) mxfp4_encode_sums(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
-        else mxfp4_encode_sums_bf16(x16 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2, scales.data() + r0 * k / 32, &sums[p]);
+        uint8_t* c = codes.data() + r0 * k / 2;
+        uint8_t* sc = scales.data() + r0 * k / 32;
+        const auto rule = Mxfp4ScaleRule::kOcpFloor;
+        if (path == Path::kAvx2) detail::mxfp4_encode_sums_avx2(f, nr, k, rule, c, sc, s, &nonfinite);
+        else if (path == Path::kPortable) detail::mxfp4_encode_sums_portable(f, nr, k, rule, c, sc, s);
+        else if (fp32) mxfp4_encode_sums(f, nr, k, rule, c, sc, s);
+        else mxfp4_encode_sums_bf16(h, nr, k, rule, c, sc, s);
       }
     });
   };
@@ -87,41 +103,24 @@ int main(int argc, char** argv) {
       {"fp8 tensor", [&] { fp8(Fp8Granularity::kTensor); }},
       {"fp8 channel", [&] { fp8(Fp8Granularity::kChannel); }},
       {"fp8 block 128x128", [&] { fp8(Fp8Granularity::kBlock); }},
-      {"mxfp4 + error sums", [&] { with_sums(false); }},
-      {"fp8 block + sums", [&] { with_sums(true); }},
+      {"mxfp4 + error sums", [&] { with_sums(false, Path::kBest); }},
+      {"fp8 block + sums", [&] { with_sums(true, Path::kBest); }},
   };
-  // Each vector path of the one-pass MXFP4 encoder forced (FP32 input, as the test entries take),
-  // so that one machine measures the paths of the CPUs it is not: --fp32 only.
-  auto forced = [&](bool avx2) {
-    const int64_t pieces = int64_t((rows + 127) / 128);
-    std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
-    iris::parallel_for(pieces, 1, [&](int64_t p) {
-      const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
-      uint64_t nonfinite = 0;
-      if (!avx2 || !detail::mxfp4_encode_sums_avx2(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2,
-                                                   scales.data() + r0 * k / 32, &sums[p], &nonfinite))
-        detail::mxfp4_encode_sums_portable(x32 + r0 * k, nr, k, Mxfp4ScaleRule::kOcpFloor, codes.data() + r0 * k / 2,
-                                           scales.data() + r0 * k / 32, &sums[p]);
-    });
-  };
-  auto forced_fp8 = [&](bool avx2) {
-    const int64_t pieces = int64_t((rows + 127) / 128);
-    std::vector<ErrorSums> sums(static_cast<size_t>(pieces));
-    iris::parallel_for(pieces, 1, [&](int64_t p) {
-      const uint64_t r0 = uint64_t(p) * 128, nr = std::min<uint64_t>(128, rows - r0);
-      uint64_t nonfinite = 0;
-      if (!avx2 || !detail::fp8_encode_sums_avx2(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k,
-                                                 fscales.data() + p * (k / 128), &sums[p], &nonfinite))
-        detail::fp8_encode_sums_portable(x32 + r0 * k, nr, k, Fp8Granularity::kBlock, 128, 128, codes.data() + r0 * k,
-                                         fscales.data() + p * (k / 128), &sums[p]);
-    });
-  };
+  // Each vector path of the one-pass encoders forced, so that one machine measures the paths
+  // of the CPUs it is not (the AVX2 rows only where this CPU has AVX2).
   std::vector<Case> all_cases = cases;
   if (fp32) {
-    all_cases.push_back({"mxfp4+sums, AVX2", [&] { forced(true); }});
-    all_cases.push_back({"mxfp4+sums, portable", [&] { forced(false); }});
-    all_cases.push_back({"fp8 blk+sums, AVX2", [&] { forced_fp8(true); }});
-    all_cases.push_back({"fp8 blk+sums, portable", [&] { forced_fp8(false); }});
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+    const bool avx2 = false;
+#endif
+    if (avx2) {
+      all_cases.push_back({"mxfp4+sums, AVX2", [&] { with_sums(false, Path::kAvx2); }});
+      all_cases.push_back({"fp8 blk+sums, AVX2", [&] { with_sums(true, Path::kAvx2); }});
+    }
+    all_cases.push_back({"mxfp4+sums, portable", [&] { with_sums(false, Path::kPortable); }});
+    all_cases.push_back({"fp8 blk+sums, portable", [&] { with_sums(true, Path::kPortable); }});
   }
   const int all = iris::parallel_threads();
   std::printf("%.0f MB of BF16 input (%llu x %llu), %s-input encoders, %d threads\n%-20s %14s %14s\n", double(n) * 2 / 1e6,

@@ -210,9 +210,10 @@ int main(int argc, char** argv) {
       iris::normalize_command_line(argc, argv, commands, {"--threads"}, {"--json", "-q", "--quiet", "-v", "--verbose"});
   // One line, iris's prefix, the closest command, option or choice suggested, the command's
   // own --help named; JSON on stdout with --json.
+  const bool wants_json = std::find(line.args.begin(), line.args.end(), "--json") != line.args.end();
   auto usage_failure = [&](const std::string& message) {
     const iris::Status s = iris::usage_error(message);
-    if (std::find(line.args.begin(), line.args.end(), "--json") != line.args.end()) {
+    if (wants_json) {  // the error object alone, as a parse error always printed it
       iris::print_json_error(line.command, s);
       return int(iris::kExitUsage);
     }
@@ -223,10 +224,11 @@ int main(int argc, char** argv) {
   // A missing --options-file is a missing input (exit 5), as everywhere else.
   for (size_t i = 1; i < line.args.size(); ++i) {
     const std::string& a = line.args[i];
-    std::string path = a.rfind("--options-file=", 0) == 0 ? a.substr(15) : a == "--options-file" && i + 1 < line.args.size() ? line.args[i + 1] : "";
+    const std::string flag = "--options-file", with_value = flag + "=";
+    const std::string path = a.rfind(with_value, 0) == 0 ? a.substr(with_value.size()) : a == flag && i + 1 < line.args.size() ? line.args[i + 1] : "";
     std::error_code ec;
     if (!path.empty() && !std::filesystem::is_regular_file(path, ec))
-      return fail(iris::io_error("--options-file " + path + ": no such file"), std::find(line.args.begin(), line.args.end(), "--json") != line.args.end() ? line.command.c_str() : nullptr);
+      return fail(iris::io_error(flag + " " + path + ": no such file"), wants_json ? line.command.c_str() : nullptr);
   }
   try {
     std::vector<const char*> args;
