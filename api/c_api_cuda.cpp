@@ -8,6 +8,7 @@
 
 #include "api/c_api_internal.h"
 #include "iris/iris_cuda.h"
+#include "kernels/decode_ops.h"
 #include "kernels/device_archive.h"
 #include "kernels/expert_set.h"
 #include "kernels/kernels.h"
@@ -273,6 +274,33 @@ iris_status iris_cuda_gemv_experts(const iris_cuda_experts* e, const int32_t* ex
       return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + e->name + "': GEMV output must be IRIS_DTYPE_F32 or BF16", msg, msg_size);
     Status s = e->set.gemv(expert_ids, x_rows, pairs, x, x_count, y, *from_c(y_dtype), stream);
     return report(s.with_context(s.is_ok() ? "" : "tensor '" + e->name + "': "), msg, msg_size);
+  });
+}
+
+iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t* w, const uint16_t* bias, uint64_t experts, uint64_t k,
+                                uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids, uint32_t* workspace,
+                                iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (rows > UINT32_MAX || experts > UINT32_MAX || k > UINT32_MAX || top_k > UINT32_MAX)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_moe_route: a size over 2^32", msg, msg_size);
+    MoeRouteArgs a;
+    a.x = x, a.w = w, a.bias = bias, a.rows = uint32_t(rows), a.experts = uint32_t(experts), a.k = uint32_t(k);
+    a.top_k = uint32_t(top_k), a.logits = logits, a.weights = weights, a.ids = ids, a.workspace = workspace;
+    return report(cuda_moe_route(a, stream).with_context("iris_cuda_moe_route: "), msg, msg_size);
+  });
+}
+
+iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
+                                       const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, uint64_t max_len,
+                                       uint64_t window, float scale, uint16_t* out, iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (heads > UINT32_MAX || kv_heads > UINT32_MAX || head_dim > UINT32_MAX || max_len > UINT32_MAX || window > UINT32_MAX)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode: a size over 2^32", msg, msg_size);
+    AttentionDecodeArgs a;
+    a.q = q, a.k_cache = k_cache, a.v_cache = v_cache, a.pos = pos, a.sinks = sinks, a.heads = uint32_t(heads);
+    a.kv_heads = uint32_t(kv_heads), a.head_dim = uint32_t(head_dim), a.max_len = uint32_t(max_len), a.window = uint32_t(window);
+    a.scale = scale, a.out = out;
+    return report(cuda_attention_decode(a, stream).with_context("iris_cuda_attention_decode: "), msg, msg_size);
   });
 }
 

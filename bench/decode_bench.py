@@ -259,9 +259,22 @@ def add_ratios(r: dict, limits: dict) -> dict:
     return r
 
 
+def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> None:
+    """--ab-decode-kernels: the same compiled model with transformers' attention and router
+    steps in place of iris's decode kernels (attention_decode, moe_route): what they gain."""
+    if not (args.ab_decode_kernels and args.compile):
+        return
+    plain = iris.models.load(archive, max_len=max_len, compile=True, fused=False)
+    t = time_decoder(plain, args.steps)
+    r["without_decode_kernels_graph_ms"], r["without_decode_kernels_timeline"] = t["graph_ms"], timeline(plain)
+    del plain
+    release()
+
+
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
+        time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
         r["tokens"] = tokens[:16]
         return add_ratios(r, limits)
@@ -291,6 +304,7 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         r["uncompiled_graph_ms"], r["uncompiled_timeline"] = t["graph_ms"], timeline(plain)
         del plain
         release()
+    time_without_decode_kernels(args, archive, max_len, r)
     q_tokens, q_logits = run_quantized(args, archive, max_len, r, ref_tokens)
     r["greedy"] = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
     return add_ratios(r, limits)
@@ -314,6 +328,8 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="no BF16 peer and no greedy check (a model whose BF16 twin does not fit)")
     ap.add_argument("--no-self-check", dest="self_check", action="store_false",
                     help="skip the greedy check's noise floor (the BF16 peer against itself in the other arithmetic)")
+    ap.add_argument("--ab-decode-kernels", action="store_true",
+                    help="also time the compiled model without iris's attention and router kernels (fused=False)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()
@@ -353,13 +369,16 @@ def main():
                 log(f"{name} {fmt}: {r['error']}")
                 continue
             if args.no_peer:
-                log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}); {r['bytes_per_token'] / 1e9:.2f} GB/token, "
+                log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f})"
+                    + (f", without decode kernels {r['without_decode_kernels_graph_ms']:.3f}" if "without_decode_kernels_graph_ms" in r else "")
+                    + f"; {r['bytes_per_token'] / 1e9:.2f} GB/token, "
                     f"{100 * r['share_of_copy_roofline']:.1f}% of copy roofline; {r['timeline']['kernels_per_step']:.0f} kernels/step")
                 for g, v in r["timeline"]["groups"].items():
                     log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
                 continue
             log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}"
                 + (f", unfused graph {r['uncompiled_graph_ms']:.3f}" if "uncompiled_graph_ms" in r else "")
+                + (f", without decode kernels {r['without_decode_kernels_graph_ms']:.3f}" if "without_decode_kernels_graph_ms" in r else "")
                 + f"), BF16 peer {r['bf16_peer_graph_ms']:.3f} -> {r['speedup_vs_bf16_peer']:.2f}x; "
                 f"{r['bytes_per_token'] / 1e9:.2f} GB/token, {100 * r['share_of_copy_roofline']:.1f}% of copy roofline "
                 f"(peer {100 * r['bf16_peer_share_of_copy_roofline']:.1f}%); {r['timeline']['kernels_per_step']:.0f} kernels/step")

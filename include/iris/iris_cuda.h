@@ -144,6 +144,36 @@ IRIS_API iris_status iris_cuda_gemv_experts(const iris_cuda_experts* experts, co
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);
 
+/* The decode step's small kernels beside the GEMVs, on raw device pointers of the current
+ * device; each is one launch, never synchronizes, and equals its CPU reference
+ * (kernels/decode_reference.cpp) bit for bit. docs/API.md gives their arithmetic. */
+
+/* The MoE router of `rows` tokens: logits[r, e] = x[r, :] . w[e, :] + bias[e] (FP32 sums,
+ * rounded to BF16), ids[r, :] the top_k largest logits of row r, largest first (ties to the
+ * lower index, NaN above every number, as torch.topk ranks them), weights[r, :] the softmax
+ * over those top_k logits (BF16). x BF16 [rows, k], w BF16 [experts, k], bias BF16 [experts]
+ * or NULL, logits BF16 [rows, experts], weights BF16 [rows, top_k], ids int32 [rows, top_k];
+ * experts <= 1024, top_k <= min(experts, 32). `workspace`: `rows` uint32 counters, zero
+ * before the first call (cudaMemset) and left zero by every call; concurrent calls need their
+ * own. gpt-oss's router is this; Mixtral's (softmax over all logits, top-k, renormalized) is
+ * the same weights up to rounding. */
+IRIS_API iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t* w, const uint16_t* bias, uint64_t experts,
+                                         uint64_t k, uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids,
+                                         uint32_t* workspace, iris_cuda_stream stream, char* msg, size_t msg_size);
+
+/* Attention of one query over a static KV cache: for each query head h (kv head
+ * h / (heads / kv_heads)), softmax(scale * q[h] . k[p]) over positions p with
+ * pos - window < p <= pos (window 0: every p <= pos), joined in its denominator by sinks[h]
+ * when sinks is not NULL (gpt-oss), times v[p]; FP32 throughout, the output rounded to BF16.
+ * q BF16 [heads, head_dim], k_cache and v_cache BF16 [kv_heads, max_len, head_dim], pos one
+ * int64 in device memory (so one CUDA graph serves every position; a position outside
+ * [0, max_len) gives NaN outputs), sinks BF16 [heads] or NULL, out BF16 [heads, head_dim];
+ * head_dim <= 256. */
+IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
+                                                const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim,
+                                                uint64_t max_len, uint64_t window, float scale, uint16_t* out,
+                                                iris_cuda_stream stream, char* msg, size_t msg_size);
+
 #ifdef __cplusplus
 }
 #endif

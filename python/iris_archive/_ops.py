@@ -11,7 +11,9 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_f32(x, handle, n)              the same sums, not rounded: [R, N] FP32
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
-    torch.ops.iris.dequantize(handle, shape, dtype, device)"""
+    torch.ops.iris.dequantize(handle, shape, dtype, device)
+    torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
+    torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)"""
 
 import ctypes
 import threading
@@ -127,3 +129,75 @@ def dequantize(handle: int, shape: list[int], dtype: torch.dtype, device: torch.
 @dequantize.register_fake
 def _(handle, shape, dtype, device):
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _bf16_dense(t: torch.Tensor, what: str) -> torch.Tensor:
+    if t.dtype != torch.bfloat16 or not t.is_contiguous() or not t.is_cuda:
+        from ._errors import IrisError
+
+        raise IrisError(f"iris: {what} must be a contiguous BF16 CUDA tensor (got {t.dtype}, {tuple(t.shape)})")
+    return t
+
+
+@torch.library.custom_op("iris::moe_route", mutates_args=())
+def moe_route(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], top_k: int,
+              workspace: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An MoE router in one launch (iris_cuda_moe_route): for x [R, K] and the router's w
+    [E, K] (+ bias [E]), the BF16 logits [R, E], the top_k experts of each row (int32, largest
+    first) and the softmax over their logits (BF16 [R, top_k]). `workspace`: int32 [R] zeros,
+    kept by the caller; every call leaves it zero (so it is not a mutated input)."""
+    t = _t()
+    xb, msg = _bf16_rows(x), _msg()
+    rows, experts = xb.shape[0], w.shape[0]
+    _bf16_dense(w, "the router weight")
+    if bias is not None:
+        _bf16_dense(bias, "the router bias")
+    logits = torch.empty(rows, experts, dtype=torch.bfloat16, device=x.device)
+    weights = torch.empty(rows, top_k, dtype=torch.bfloat16, device=x.device)
+    ids = torch.empty(rows, top_k, dtype=torch.int32, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    t._check(t._lib().iris_cuda_moe_route(xb.data_ptr(), rows, w.data_ptr(), bias.data_ptr() if bias is not None else None, experts,
+                                          xb.shape[1], top_k, logits.data_ptr(), weights.data_ptr(), ids.data_ptr(),
+                                          workspace.data_ptr(), stream, msg, len(msg)), msg)
+    return weights, ids, logits
+
+
+@moe_route.register_fake
+def _(x, w, bias, top_k, workspace):
+    rows, experts = x.shape[0], w.shape[0]
+    return (x.new_empty((rows, top_k), dtype=torch.bfloat16), x.new_empty((rows, top_k), dtype=torch.int32),
+            x.new_empty((rows, experts), dtype=torch.bfloat16))
+
+
+@torch.library.custom_op("iris::attention_decode", mutates_args=())
+def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, sinks: Optional[torch.Tensor],
+                     window: int, scale: float) -> torch.Tensor:
+    """Attention of one query q [heads, head_dim] over a static cache k_cache, v_cache
+    [kv_heads, max_len, head_dim] (BF16) at position pos (an int64 device tensor of one
+    element, read by the kernel: one CUDA graph serves every position), positions
+    pos - window < p <= pos (window 0: all p <= pos), with per-head sinks [heads] or None
+    (iris_cuda_attention_decode). Returns [1, heads * head_dim] BF16."""
+    t = _t()
+    heads, head_dim = q.shape
+    kv_heads, max_len = k_cache.shape[0], k_cache.shape[1]
+    qb = _bf16_dense(q.contiguous(), "q")
+    _bf16_dense(k_cache, "the key cache")
+    _bf16_dense(v_cache, "the value cache")
+    if pos.dtype != torch.int64 or pos.numel() != 1:
+        from ._errors import IrisError
+
+        raise IrisError("iris: pos must be one int64 on the device")
+    if sinks is not None:
+        _bf16_dense(sinks, "the sinks")
+    out = torch.empty(1, heads * head_dim, dtype=torch.bfloat16, device=q.device)
+    msg = _msg()
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    t._check(t._lib().iris_cuda_attention_decode(qb.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), pos.data_ptr(),
+                                                 sinks.data_ptr() if sinks is not None else None, heads, kv_heads, head_dim, max_len,
+                                                 window, scale, out.data_ptr(), stream, msg, len(msg)), msg)
+    return out
+
+
+@attention_decode.register_fake
+def _(q, k_cache, v_cache, pos, sinks, window, scale):
+    return q.new_empty((1, q.shape[0] * q.shape[1]), dtype=torch.bfloat16)

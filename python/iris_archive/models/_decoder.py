@@ -29,10 +29,15 @@ class Decoder:
 
     family = ""
 
-    def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False):
+    def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
+        # fused (by default with compile=True): attention and the MoE routers run as iris's own
+        # kernels (torch.ops.iris.attention_decode / moe_route: one launch each, FP32 inside)
+        # instead of transformers' steps, which the other mode keeps with their arithmetic.
+        self.fused = self.compiled if fused is None else bool(fused)
         self.device = torch.device(device)
+        self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
         self.pos = torch.zeros(1, dtype=torch.long, device=self.device)
         self.generated = torch.zeros(self.max_len, dtype=torch.long, device=self.device)
@@ -89,6 +94,21 @@ class Decoder:
         q, k, v = layer.qkv(h)
         return self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+
+    def _attention_fused(self, q: torch.Tensor, i: int, pos: torch.Tensor, window, sinks=None) -> torch.Tensor:
+        """Layer i's attention of the rotated q [heads, head_dim] over the cache in one launch:
+        positions pos - window < p <= pos (window None or 0: all p <= pos); [1, heads * head_dim]."""
+        return torch.ops.iris.attention_decode(q, self.cache.k[i], self.cache.v[i], pos, sinks, int(window or 0), self.head_dim ** -0.5)
+
+    def _routes_fused(self, router) -> bool:
+        """Whether a router runs as torch.ops.iris.moe_route: in the fast mode, for a dense BF16 weight."""
+        return self.fused and not router.quantized and router.w.dtype == torch.bfloat16
+
+    def _route_fused(self, router, h: torch.Tensor, top_k: int):
+        """(weights [1, top_k] BF16, expert ids [top_k] int32): the router's GEMV, top-k and the
+        softmax over the picked logits in one launch."""
+        weights, ids, _ = torch.ops.iris.moe_route(h, router.w, router.b, top_k, self.route_workspace)
+        return weights, ids.view(-1)
 
     def _step(self) -> None:
         logits = self.forward(self.token, self.pos)
@@ -181,24 +201,27 @@ class Decoder:
         return self.generated[n - 1:n - 1 + steps].tolist()
 
 
-def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False) -> Decoder:
+def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
+         fused: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
-    compile=True: the work between the GEMVs (norms, rotary, attention, activations, residuals)
-    goes through torch.compile, a few fused kernels a layer instead of dozens; the arithmetic
-    then rounds less often than transformers' does, so its tokens may part from transformers'
-    where the top two logits nearly tie."""
+    compile=True: the work between the GEMVs (norms, rotary, activations, residuals) goes
+    through torch.compile, a few fused kernels a layer instead of dozens, and attention and the
+    MoE routers run as one iris kernel each (fused, which defaults to compile; fused=False
+    keeps transformers' steps for them); the arithmetic then rounds less often than
+    transformers' does, so its tokens may part from transformers' where the top two logits
+    nearly tie."""
     import os
 
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize)
-    return decoder_for(weights, max_len, device, compile)
+    return decoder_for(weights, max_len, device, compile, fused)
 
 
-def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False) -> Decoder:
+def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -208,6 +231,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
     if kind not in families:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
-    decoder = families[kind](weights, max_len, device, compile)
+    decoder = families[kind](weights, max_len, device, compile, fused)
     weights.check_all_taken()
     return decoder

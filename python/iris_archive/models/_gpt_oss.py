@@ -27,6 +27,9 @@ class _Layer:
         self.gate_up = d.reads(ExpertStack(w.take(f"{m}.gate_up_proj"), w.nbytes(f"{m}.gate_up_proj")), d.top_k)
         self.down = d.reads(ExpertStack(w.take(f"{m}.down_proj"), w.nbytes(f"{m}.down_proj")), d.top_k)
         self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
+        self.fused_route = d._routes_fused(self.router)
+        if d.fused:
+            self.sinks = self.sinks.to(torch.bfloat16).contiguous()  # the mirror casts them to the scores' BF16 too
         types = c.get("layer_types")
         self.sliding = (types[i] == "sliding_attention") if types is not None else (i % 2 == 0)
 
@@ -35,8 +38,8 @@ class _Layer:
 class GptOssDecoder(Decoder):
     family = "gpt_oss"
 
-    def __init__(self, weights, max_len: int, device, compile: bool = False):
-        super().__init__(weights, max_len, device, compile)
+    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
@@ -84,14 +87,23 @@ class GptOssDecoder(Decoder):
         self.f_combine_add_norm = self.fn(combine_add_norm)
 
     def forward(self, token, pos):
-        full = self.positions <= pos
-        sliding = full & (self.positions > pos - self.window)
+        full = sliding = None
+        if not self.fused:
+            full = self.positions <= pos
+            sliding = full & (self.positions > pos - self.window)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
         for i, layer in enumerate(self.layers):
             q = self._qkv(layer, h, i, pos)
-            attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
+            if self.fused:
+                attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0, layer.sinks)
+            else:
+                attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
-            weights, picked, ids = self.f_route(layer.router(h))
+            if layer.fused_route:
+                weights, ids = self._route_fused(layer.router, h, self.top_k)
+                picked = ids
+            else:
+                weights, picked, ids = self.f_route(layer.router(h))
             gate_up = layer.gate_up(h, ids, self.rows)
             act = self.f_gate(gate_up, layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm

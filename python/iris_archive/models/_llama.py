@@ -57,7 +57,10 @@ class _MixtralMoe:
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
 
     def __call__(self, d, h):
-        top, ids = d.f_route(self.router(h), self.top_k)
+        if d._routes_fused(self.router):
+            top, ids = d._route_fused(self.router, h, self.top_k)
+        else:
+            top, ids = d.f_route(self.router(h), self.top_k)
         x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
         return d.f_weighted_sum(self.w2(x, ids, None), top)
 
@@ -110,8 +113,8 @@ class _Layer:
 class LlamaDecoder(Decoder):
     family = "llama"
 
-    def __init__(self, weights, max_len: int, device, compile: bool = False):
-        super().__init__(weights, max_len, device, compile)
+    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
@@ -150,11 +153,14 @@ class LlamaDecoder(Decoder):
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
 
     def forward(self, token, pos):
-        full, sliding = self.f_masks(self.positions, pos)
+        full, sliding = self.f_masks(self.positions, pos) if not self.fused else (None, None)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
             q = self._qkv(layer, h, i, pos)
-            attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
+            if self.fused:
+                attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0)
+            else:
+                attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
             x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)

@@ -1,0 +1,257 @@
+// The decode step's small kernels (decode_ops.h): the MoE router and one-query attention.
+// Each reproduces its CPU reference (decode_reference.cpp) bit for bit: the same operations in
+// the same order, fmaf where the reference has it and no contraction elsewhere (--fmad=false).
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "common/float_bits.h"
+#include "kernels/cuda_check.h"
+#include "kernels/decode_math.h"
+#include "kernels/decode_ops.h"
+
+namespace iris {
+namespace {
+
+__device__ __forceinline__ float butterfly32(float s) {
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) s = s + __shfl_xor_sync(0xffffffffu, s, m);
+  return s;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+// ---- the MoE router
+
+// The partial sum of thread t (see decode_ops.h): its chunks' loads issued four at a time
+// before their sums, so one memory latency serves the whole row at gpt-oss's k.
+__device__ float router_partial(const uint16_t* x, const uint16_t* w, uint32_t k, bool vector, int t) {
+  const uint32_t chunks = k / 8;
+  float acc = 0.0f;
+  constexpr uint32_t kStride = kMoeRouteThreads;
+  if (vector) {
+    const uint4* x8 = reinterpret_cast<const uint4*>(x);
+    const uint4* w8 = reinterpret_cast<const uint4*>(w);
+    for (uint32_t c0 = t; c0 < chunks; c0 += 4 * kStride) {
+      uint4 xa[4], wa[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (c0 + i * kStride < chunks) xa[i] = __ldg(x8 + c0 + i * kStride), wa[i] = __ldg(w8 + c0 + i * kStride);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (c0 + i * kStride >= chunks) break;
+        const uint32_t xs[4] = {xa[i].x, xa[i].y, xa[i].z, xa[i].w};
+        const uint32_t ws[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc = fmaf(bf16_lo(xs[j]), bf16_lo(ws[j]), acc);
+          acc = fmaf(bf16_hi(xs[j]), bf16_hi(ws[j]), acc);
+        }
+      }
+    }
+  } else {
+    for (uint32_t c = t; c < chunks; c += kStride)
+      for (int j = 0; j < 8; ++j) acc = fmaf(bf16_to_f32(x[c * 8 + j]), bf16_to_f32(w[c * 8 + j]), acc);
+  }
+  if (uint32_t(t) < k % 8) acc = fmaf(bf16_to_f32(x[chunks * 8 + t]), bf16_to_f32(w[chunks * 8 + t]), acc);
+  return acc;
+}
+
+// grid (experts, rows): a block per logit; the row's last block to finish (a counter in the
+// workspace, reset by that block) picks the top-k and their softmax.
+__global__ void __launch_bounds__(kMoeRouteThreads) moe_route_kernel(MoeRouteArgs a, bool vector) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t row = blockIdx.y, e = blockIdx.x;
+  uint16_t* logits = a.logits + uint64_t(row) * a.experts;
+  __shared__ float warp_sums[kMoeRouteThreads / 32];
+  const float part = butterfly32(router_partial(a.x + uint64_t(row) * a.k, a.w + uint64_t(e) * a.k, a.k, vector, threadIdx.x));
+  if (lane == 0) warp_sums[warp] = part;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float v = warp_sums[0];
+#pragma unroll
+    for (int i = 1; i < kMoeRouteThreads / 32; ++i) v = v + warp_sums[i];
+    if (a.bias) v = v + bf16_to_f32(a.bias[e]);
+    logits[e] = bf16_output(v);
+  }
+  __shared__ bool last;
+  __threadfence();  // this block's logits are visible to the device before it counts itself
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(a.workspace + row, 1u) == gridDim.x - 1;
+    if (last) a.workspace[row] = 0;  // every block of the row has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!last || warp != 0) return;
+  __threadfence();
+  __shared__ int32_t keys[kMoeRouteMaxExperts];
+  __shared__ uint16_t values[kMoeRouteMaxExperts];
+  __shared__ uint32_t picked[kMoeRouteMaxTopK];
+  __shared__ float exps[kMoeRouteMaxTopK];
+  __shared__ float sum;
+  for (uint32_t i = lane; i < a.experts; i += 32) {
+    values[i] = __ldcg(logits + i);  // from L2: other blocks wrote them
+    keys[i] = topk_key(values[i]);
+  }
+  __syncwarp();
+  for (uint32_t t = 0; t < a.top_k; ++t) {
+    int32_t best_key = INT32_MIN;
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = lane; i < a.experts; i += 32)
+      if (keys[i] != INT32_MIN && (best == UINT32_MAX || keys[i] > best_key)) best = i, best_key = keys[i];
+#pragma unroll
+    for (int m = 16; m >= 1; m /= 2) {
+      const int32_t other_key = __shfl_xor_sync(0xffffffffu, best_key, m);
+      const uint32_t other = __shfl_xor_sync(0xffffffffu, best, m);
+      const bool take = other != UINT32_MAX && (best == UINT32_MAX || other_key > best_key || (other_key == best_key && other < best));
+      if (take) best = other, best_key = other_key;
+    }
+    if (lane == 0) picked[t] = best, keys[best] = INT32_MIN;
+    __syncwarp();
+  }
+  // The softmax: each pick's exponential on its own lane, the sum in order on lane 0.
+  if (uint32_t(lane) < a.top_k) exps[lane] = exp_same_bits(bf16_to_f32(values[picked[lane]]) - bf16_to_f32(values[picked[0]]));
+  __syncwarp();
+  if (lane == 0) {
+    float total = 0.0f;
+    for (uint32_t t = 0; t < a.top_k; ++t) total = total + exps[t];
+    sum = total;
+  }
+  __syncwarp();
+  if (uint32_t(lane) < a.top_k) {
+    a.weights[uint64_t(row) * a.top_k + lane] = bf16_output(exps[lane] / sum);
+    a.ids[uint64_t(row) * a.top_k + lane] = int32_t(picked[lane]);
+  }
+}
+
+// ---- one-query attention
+
+// T = ceil(head_dim / 32) elements of q, k, v and the output per lane (d = lane + 32 t).
+template <int T>
+__global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(AttentionDecodeArgs a) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t h = blockIdx.x, D = a.head_dim;
+  const int64_t pos = *a.pos;
+  uint16_t* out = a.out + uint64_t(h) * D;
+  if (pos < 0 || pos >= int64_t(a.max_len)) {
+    for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) out[d] = 0x7fc0u;  // NaN
+    return;
+  }
+  const int64_t lo = a.window ? max(int64_t(0), pos - int64_t(a.window) + 1) : int64_t(0);
+  const uint64_t kv_base = uint64_t(h / (a.heads / a.kv_heads)) * a.max_len * D;
+  float q[T], acc[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const uint32_t d = lane + 32 * t;
+    q[t] = d < D ? bf16_to_f32(a.q[uint64_t(h) * D + d]) : 0.0f;
+    acc[t] = 0.0f;
+  }
+  float m = __int_as_float(0xff800000), l = 0.0f;
+  const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
+  for (int64_t base = lo + int64_t(warp) * kAttentionUnroll; base <= pos; base += round) {
+    const int n = int(min(int64_t(kAttentionUnroll), pos - base + 1));
+    // The round's K and V rows loaded before any of their sums; past pos: a valid row, unused.
+    float kf[kAttentionUnroll][T], vf[kAttentionUnroll][T];
+#pragma unroll
+    for (int u = 0; u < kAttentionUnroll; ++u) {
+      const int64_t j = u < n ? base + u : pos;
+      const uint16_t* kr = a.k_cache + kv_base + uint64_t(j) * D;
+      const uint16_t* vr = a.v_cache + kv_base + uint64_t(j) * D;
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const uint32_t d = lane + 32 * t;
+        kf[u][t] = d < D ? bf16_to_f32(kr[d]) : 0.0f;
+        vf[u][t] = d < D ? bf16_to_f32(vr[d]) : 0.0f;
+      }
+    }
+    // The round's scores side by side (independent butterflies), then one update.
+    float s[kAttentionUnroll];
+#pragma unroll
+    for (int u = 0; u < kAttentionUnroll; ++u) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int t = 0; t < T; ++t) dot = fmaf(q[t], kf[u][t], dot);
+      s[u] = butterfly32(dot) * a.scale;
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kAttentionUnroll; ++u)
+      if (u < n) m_new = s[u] > m_new ? s[u] : m_new;
+    const float c = exp_same_bits(m - m_new);
+    float p[kAttentionUnroll];
+#pragma unroll
+    for (int u = 0; u < kAttentionUnroll; ++u) p[u] = u < n ? exp_same_bits(s[u] - m_new) : 0.0f;
+    l = fmaf(l, c, p[0]);
+#pragma unroll
+    for (int u = 1; u < kAttentionUnroll; ++u)
+      if (u < n) l = l + p[u];
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float o = acc[t] * c;
+#pragma unroll
+      for (int u = 0; u < kAttentionUnroll; ++u)
+        if (u < n) o = fmaf(p[u], vf[u][t], o);
+      acc[t] = o;
+    }
+    m = m_new;
+  }
+  __shared__ float part_m[kAttentionWarps], part_l[kAttentionWarps];
+  __shared__ float part_acc[kAttentionWarps][T * 32];
+  if (lane == 0) part_m[warp] = m, part_l[warp] = l;
+#pragma unroll
+  for (int t = 0; t < T; ++t) part_acc[warp][lane + 32 * t] = acc[t];
+  __syncthreads();
+  float M = part_m[0];
+  for (int w = 1; w < kAttentionWarps; ++w) M = part_m[w] > M ? part_m[w] : M;
+  const float sink = a.sinks ? bf16_to_f32(a.sinks[h]) : __int_as_float(0xff800000);
+  if (a.sinks) M = sink > M ? sink : M;
+  float c[kAttentionWarps], L = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kAttentionWarps; ++w) {
+    c[w] = exp_same_bits(part_m[w] - M);
+    L = fmaf(part_l[w], c[w], L);
+  }
+  if (a.sinks) L = L + exp_same_bits(sink - M);
+  for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kAttentionWarps; ++w) o = fmaf(part_acc[w][d], c[w], o);
+    out[d] = bf16_output(o / L);
+  }
+}
+
+}  // namespace
+
+Status cuda_moe_route(const MoeRouteArgs& a, void* stream) {
+  if (Status s = check_moe_route(a); !s.is_ok()) return s;
+  if (!a.workspace) return invalid_argument("moe route: the workspace must not be NULL");
+  if (a.rows == 0) return Status::ok();
+  if (a.rows > 65535) return invalid_argument("moe route: " + std::to_string(a.rows) + " rows (at most 65535 a launch)");
+  const bool vector = a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  const dim3 grid(a.experts, a.rows);
+  moe_route_kernel<<<grid, kMoeRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, vector);
+  IRIS_CUDA_LAUNCHED("moe_route_kernel");
+  return Status::ok();
+}
+
+Status cuda_attention_decode(const AttentionDecodeArgs& a, void* stream) {
+  if (Status s = check_attention_decode(a); !s.is_ok()) return s;
+  auto* st = static_cast<cudaStream_t>(stream);
+  const int blocks = int(a.heads), threads = kAttentionWarps * 32;
+  switch ((a.head_dim + 31) / 32) {
+    case 1: attention_decode_kernel<1><<<blocks, threads, 0, st>>>(a); break;
+    case 2: attention_decode_kernel<2><<<blocks, threads, 0, st>>>(a); break;
+    case 3: attention_decode_kernel<3><<<blocks, threads, 0, st>>>(a); break;
+    case 4: attention_decode_kernel<4><<<blocks, threads, 0, st>>>(a); break;
+    case 5: attention_decode_kernel<5><<<blocks, threads, 0, st>>>(a); break;
+    case 6: attention_decode_kernel<6><<<blocks, threads, 0, st>>>(a); break;
+    case 7: attention_decode_kernel<7><<<blocks, threads, 0, st>>>(a); break;
+    default: attention_decode_kernel<8><<<blocks, threads, 0, st>>>(a); break;
+  }
+  IRIS_CUDA_LAUNCHED("attention_decode_kernel");
+  return Status::ok();
+}
+
+}  // namespace iris

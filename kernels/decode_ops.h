@@ -1,0 +1,78 @@
+// The decode step's small kernels beside the GEMVs: the MoE router (logits, top-k and the
+// softmax over the picked logits in one launch) and attention for one query over a static KV
+// cache, with per-head sinks and a sliding window. Each has a CPU reference here that gives
+// the same bits (decode_reference.cpp): the kernels are tested against it, and it against an
+// independent double-precision oracle (tests/kernels/decode_ops_test.cpp).
+//
+// Plain C++: callers need no CUDA headers. Streams are void* (cudaStream_t underneath).
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace iris {
+
+// A NaN output of either kernel is the canonical quiet NaN, BF16 0x7fc0.
+//
+// Limits of what the kernels take (checked by check_*; the references take the same).
+constexpr uint32_t kMoeRouteMaxExperts = 1024;
+constexpr uint32_t kMoeRouteMaxTopK = 32;
+constexpr uint32_t kAttentionMaxHeadDim = 256;
+
+struct MoeRouteArgs {
+  const uint16_t* x = nullptr;     // bf16 [rows, k]
+  const uint16_t* w = nullptr;     // bf16 [experts, k], the router's weight
+  const uint16_t* bias = nullptr;  // bf16 [experts], or nullptr
+  uint32_t rows = 0, experts = 0, k = 0, top_k = 0;
+  uint16_t* logits = nullptr;      // out: bf16 [rows, experts]
+  uint16_t* weights = nullptr;     // out: bf16 [rows, top_k], the softmax over the picked logits
+  int32_t* ids = nullptr;          // out: [rows, top_k], the picked experts, largest logit first
+  uint32_t* workspace = nullptr;   // kernel only: `rows` counters, zero on entry and on return
+};
+
+// The arithmetic, which the kernel and the reference share:
+//  - logit e of row r: FP32 sums of x[r, i] * w[e, i] in kMoeRouteThreads interleaved partial
+//    sums (partial t takes the 8-element chunks t, t + 256, ... in order, fmaf each, then
+//    element 8 * (k / 8) + t of a tail), each 32 combined by the butterfly s[l] + s[l ^ m]
+//    for m = 16, 8, 4, 2, 1, the eight results added in order; plus the bias; rounded to BF16
+//    (round to nearest even).
+//  - the top_k largest BF16 logits, largest first; ties to the lower index; NaN above every
+//    number; -0 equal to +0 (torch.topk's order, made deterministic).
+//  - weights: softmax over the picked BF16 logits in FP32 (exp_same_bits of each minus the
+//    first, summed in order, each divided by the sum), rounded to BF16.
+constexpr int kMoeRouteThreads = 256;
+Status check_moe_route(const MoeRouteArgs& a);
+Status cuda_moe_route(const MoeRouteArgs& a, void* stream);
+void moe_route_reference(const MoeRouteArgs& a);  // host pointers; workspace unused
+
+struct AttentionDecodeArgs {
+  const uint16_t* q = nullptr;        // bf16 [heads, head_dim], one query (rotated)
+  const uint16_t* k_cache = nullptr;  // bf16 [kv_heads, max_len, head_dim]
+  const uint16_t* v_cache = nullptr;  // bf16 [kv_heads, max_len, head_dim]
+  const int64_t* pos = nullptr;       // the query's position, one value (device memory for the kernel)
+  const uint16_t* sinks = nullptr;    // bf16 [heads]: a logit per head that joins the softmax's
+                                      // denominator only (gpt-oss); nullptr for none
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_len = 0;
+  uint32_t window = 0;                // attend to positions p with pos - window < p <= pos; 0: all p <= pos
+  float scale = 1.0f;                 // the scores' factor (head_dim^-0.5 usually)
+  uint16_t* out = nullptr;            // out: bf16 [heads, head_dim]
+};
+
+// Query head h reads kv head h / (heads / kv_heads). The arithmetic (kernel and reference):
+// positions lo..pos in rounds of kAttentionWarps * kAttentionUnroll; in a round, partial w
+// takes the positions base + 4 w + u, u = 0..3 (those <= pos): their scores
+// s_u = (q . k_u) * scale, each dot product in 32 lane sums (lane l: elements l, l + 32, ...,
+// fmaf in order) and the butterfly; then one online-softmax update: m' = max(m, s_0, s_1, ..)
+// in order, c = exp(m - m'), p_u = exp(s_u - m'), l = fmaf(l, c, p_0) + p_1 + ..,
+// acc = acc * c then fmaf(p_u, v_u, acc) in order of u. The eight partials then merge in
+// order with the sink: M = max(m_0..m_7, sink), L = sum l_w exp(m_w - M) + exp(sink - M),
+// out = (sum acc_w exp(m_w - M)) / L, rounded to BF16. A position outside [0, max_len)
+// gives NaN outputs (the kernel cannot report it without a sync).
+constexpr int kAttentionWarps = 8;
+constexpr int kAttentionUnroll = 4;
+Status check_attention_decode(const AttentionDecodeArgs& a);
+Status cuda_attention_decode(const AttentionDecodeArgs& a, void* stream);
+void attention_decode_reference(const AttentionDecodeArgs& a);  // host pointers
+
+}  // namespace iris

@@ -1,0 +1,176 @@
+// CPU references of the decode kernels (decode_ops.h): the same operations in the same order,
+// so that each kernel's output equals its reference's bit for bit. Also the argument checks
+// both share. Built with or without CUDA; compiled with -ffp-contract=off.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/float_bits.h"
+#include "kernels/decode_math.h"
+#include "kernels/decode_ops.h"
+
+namespace iris {
+namespace {
+
+// The butterfly s[l] + s[l ^ m] for m = 16..1 over 32 lane sums: every lane ends with the same
+// value (IEEE addition commutes), which is returned.
+float butterfly32(std::array<float, 32> s) {
+  for (int m = 16; m >= 1; m /= 2) {
+    std::array<float, 32> t{};
+    for (int l = 0; l < 32; ++l) t[l] = s[l] + s[l ^ m];
+    s = t;
+  }
+  return s[0];
+}
+
+float router_logit(const uint16_t* x, const uint16_t* w, uint32_t k) {
+  std::array<float, kMoeRouteThreads> s{};
+  const uint32_t chunks = k / 8;
+  for (int t = 0; t < kMoeRouteThreads; ++t) {
+    float acc = 0.0f;
+    for (uint32_t c = t; c < chunks; c += kMoeRouteThreads)
+      for (int j = 0; j < 8; ++j) acc = fmaf(bf16_to_f32(x[c * 8 + j]), bf16_to_f32(w[c * 8 + j]), acc);
+    if (uint32_t(t) < k % 8) acc = fmaf(bf16_to_f32(x[chunks * 8 + t]), bf16_to_f32(w[chunks * 8 + t]), acc);
+    s[t] = acc;
+  }
+  float total = 0.0f;
+  for (int warp = 0; warp < kMoeRouteThreads / 32; ++warp) {
+    std::array<float, 32> lanes;
+    std::copy(s.begin() + warp * 32, s.begin() + warp * 32 + 32, lanes.begin());
+    const float v = butterfly32(lanes);
+    total = warp == 0 ? v : total + v;
+  }
+  return total;
+}
+
+}  // namespace
+
+Status check_moe_route(const MoeRouteArgs& a) {
+  if (!a.x || !a.w || !a.logits || !a.weights || !a.ids) return invalid_argument("moe route: x, w, logits, weights and ids must not be NULL");
+  if (a.experts == 0 || a.experts > kMoeRouteMaxExperts)
+    return invalid_argument("moe route: " + std::to_string(a.experts) + " experts (1.." + std::to_string(kMoeRouteMaxExperts) + " supported)");
+  if (a.top_k == 0 || a.top_k > a.experts || a.top_k > kMoeRouteMaxTopK)
+    return invalid_argument("moe route: top_k " + std::to_string(a.top_k) + " with " + std::to_string(a.experts) + " experts (1..min(experts, " +
+                            std::to_string(kMoeRouteMaxTopK) + ") supported)");
+  if (a.k == 0) return invalid_argument("moe route: k is 0");
+  return Status::ok();
+}
+
+void moe_route_reference(const MoeRouteArgs& a) {
+  for (uint32_t r = 0; r < a.rows; ++r) {
+    const uint16_t* x = a.x + uint64_t(r) * a.k;
+    uint16_t* logits = a.logits + uint64_t(r) * a.experts;
+    std::vector<int32_t> keys(a.experts);
+    for (uint32_t e = 0; e < a.experts; ++e) {
+      float v = router_logit(x, a.w + uint64_t(e) * a.k, a.k);
+      if (a.bias) v = v + bf16_to_f32(a.bias[e]);
+      logits[e] = bf16_output(v);
+      keys[e] = topk_key(logits[e]);
+    }
+    std::vector<uint32_t> picked;
+    for (uint32_t t = 0; t < a.top_k; ++t) {
+      uint32_t best = 0;
+      int32_t best_key = INT32_MIN;
+      bool found = false;
+      for (uint32_t e = 0; e < a.experts; ++e)
+        if (keys[e] != INT32_MIN && (!found || keys[e] > best_key)) best = e, best_key = keys[e], found = true;
+      keys[best] = INT32_MIN;
+      picked.push_back(best);
+    }
+    const float top = bf16_to_f32(logits[picked[0]]);
+    std::vector<float> e(a.top_k);
+    float sum = 0.0f;
+    for (uint32_t t = 0; t < a.top_k; ++t) {
+      e[t] = exp_same_bits(bf16_to_f32(logits[picked[t]]) - top);
+      sum = sum + e[t];
+    }
+    for (uint32_t t = 0; t < a.top_k; ++t) {
+      a.weights[uint64_t(r) * a.top_k + t] = bf16_output(e[t] / sum);
+      a.ids[uint64_t(r) * a.top_k + t] = int32_t(picked[t]);
+    }
+  }
+}
+
+Status check_attention_decode(const AttentionDecodeArgs& a) {
+  if (!a.q || !a.k_cache || !a.v_cache || !a.pos || !a.out) return invalid_argument("attention: q, k_cache, v_cache, pos and out must not be NULL");
+  if (a.heads == 0 || a.kv_heads == 0 || a.heads % a.kv_heads != 0)
+    return invalid_argument("attention: " + std::to_string(a.heads) + " query heads over " + std::to_string(a.kv_heads) +
+                            " key/value heads (must be a positive multiple)");
+  if (a.head_dim == 0 || a.head_dim > kAttentionMaxHeadDim)
+    return invalid_argument("attention: head_dim " + std::to_string(a.head_dim) + " (1.." + std::to_string(kAttentionMaxHeadDim) + " supported)");
+  if (a.max_len == 0) return invalid_argument("attention: max_len is 0");
+  return Status::ok();
+}
+
+void attention_decode_reference(const AttentionDecodeArgs& a) {
+  const uint32_t D = a.head_dim, groups = a.heads / a.kv_heads;
+  const int64_t pos = *a.pos;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (uint32_t h = 0; h < a.heads; ++h) {
+    uint16_t* out = a.out + uint64_t(h) * D;
+    if (pos < 0 || pos >= int64_t(a.max_len)) {
+      for (uint32_t d = 0; d < D; ++d) out[d] = bf16_output(nan);
+      continue;
+    }
+    const int64_t lo = a.window ? std::max<int64_t>(0, pos - int64_t(a.window) + 1) : 0;
+    const uint64_t kv_base = uint64_t(h / groups) * a.max_len * D;
+    const uint16_t* q = a.q + uint64_t(h) * D;
+    std::array<float, kAttentionWarps> m, l;
+    std::vector<std::vector<float>> acc(kAttentionWarps, std::vector<float>(D, 0.0f));
+    m.fill(neg_inf);
+    l.fill(0.0f);
+    const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
+    for (int w = 0; w < kAttentionWarps; ++w) {
+      for (int64_t base = lo + int64_t(w) * kAttentionUnroll; base <= pos; base += round) {
+        const int n = int(std::min<int64_t>(kAttentionUnroll, pos - base + 1));
+        std::array<float, kAttentionUnroll> score{};
+        float m_new = m[w];
+        for (int u = 0; u < n; ++u) {
+          const uint16_t* kr = a.k_cache + kv_base + uint64_t(base + u) * D;
+          std::array<float, 32> s{};
+          for (uint32_t lane = 0; lane < 32; ++lane) {
+            float dot = 0.0f;
+            for (uint32_t d = lane; d < D; d += 32) dot = fmaf(bf16_to_f32(q[d]), bf16_to_f32(kr[d]), dot);
+            s[lane] = dot;
+          }
+          score[u] = butterfly32(s) * a.scale;
+          m_new = score[u] > m_new ? score[u] : m_new;
+        }
+        const float c = exp_same_bits(m[w] - m_new);
+        std::array<float, kAttentionUnroll> p{};
+        for (int u = 0; u < n; ++u) p[u] = exp_same_bits(score[u] - m_new);
+        l[w] = fmaf(l[w], c, p[0]);
+        for (int u = 1; u < n; ++u) l[w] = l[w] + p[u];
+        for (uint32_t d = 0; d < D; ++d) {
+          float o = acc[w][d] * c;
+          for (int u = 0; u < n; ++u) o = fmaf(p[u], bf16_to_f32(a.v_cache[kv_base + uint64_t(base + u) * D + d]), o);
+          acc[w][d] = o;
+        }
+        m[w] = m_new;
+      }
+    }
+    float M = m[0];
+    for (int w = 1; w < kAttentionWarps; ++w) M = m[w] > M ? m[w] : M;
+    const float sink = a.sinks ? bf16_to_f32(a.sinks[h]) : neg_inf;
+    if (a.sinks) M = sink > M ? sink : M;
+    std::array<float, kAttentionWarps> c;
+    float L = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) {
+      c[w] = exp_same_bits(m[w] - M);
+      L = fmaf(l[w], c[w], L);
+    }
+    if (a.sinks) L = L + exp_same_bits(sink - M);
+    for (uint32_t d = 0; d < D; ++d) {
+      float o = 0.0f;
+      for (int w = 0; w < kAttentionWarps; ++w) o = fmaf(acc[w][d], c[w], o);
+      out[d] = bf16_output(o / L);
+    }
+  }
+}
+
+}  // namespace iris

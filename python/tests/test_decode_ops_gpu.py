@@ -1,0 +1,110 @@
+"""The decode kernels as PyTorch ops (torch.ops.iris.moe_route, attention_decode) on the GPU
+(skipped, saying why, without torch, CUDA or libiris with CUDA). The C++ tests hold the kernels
+to their CPU references bit for bit; these hold the ops to oracles written in torch in FP64:
+
+- moe_route: the logits within FP32-sum and BF16 rounding of x W^T + b, the ids torch.topk's
+  picks over those logits (ties to the lower index), the weights the FP64 softmax of the
+  picked logits; gpt-oss's and Mixtral's shapes, several rows, a NaN logit;
+- attention_decode: transformers' eager attention with sinks in FP64 (sliding window, full,
+  GQA, positions at both ends of the cache), and NaN outputs for a position past the cache;
+- both through torch.library.opcheck and torch.compile(fullgraph=True) in a CUDA graph."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device here; these run on the GPU machine (bench/gpu_run.sh)", allow_module_level=True)
+
+from iris_archive import _native  # noqa: E402
+
+if _native.library() is None:
+    pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
+
+import iris_archive.torch  # noqa: F401,E402 - registers torch.ops.iris
+
+
+def _randn(*shape, seed, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16).cuda()
+
+
+@pytest.mark.parametrize("rows,experts,k,top_k,bias", [(1, 32, 2880, 4, True), (1, 128, 2880, 4, True), (1, 8, 4096, 2, False),
+                                                       (3, 64, 1000, 6, True)])
+def test_moe_route_against_fp64(rows, experts, k, top_k, bias):
+    x, w = _randn(rows, k, seed=1), _randn(experts, k, seed=2, scale=0.05)
+    b = _randn(experts, seed=3, scale=0.5) if bias else None
+    ws = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    weights, ids, logits = torch.ops.iris.moe_route(x, w, b, top_k, ws)
+    exact = x.double() @ w.double().T + (b.double() if bias else 0)
+    bound = exact.abs() * 2.0 ** -8 + (x.double().abs() @ w.double().abs().T) * (k + 1) * 2.0 ** -24
+    assert ((logits.double() - exact).abs() <= bound).all()
+    # torch.topk over the op's own BF16 logits, ties broken towards the lower index by a
+    # stable descending sort
+    order = torch.sort(logits.float(), dim=-1, descending=True, stable=True).indices[:, :top_k]
+    assert torch.equal(ids.long(), order)
+    picked = logits.double().gather(1, ids.long())
+    want = torch.softmax(picked, dim=-1)
+    assert ((weights.double() - want).abs() <= want * 2.0 ** -8 + 1e-30).all()
+    assert torch.equal(ws, torch.zeros_like(ws)), "the workspace must be left zero"
+
+
+def test_moe_route_ranks_nan_first():
+    x, w = _randn(1, 256, seed=4), _randn(16, 256, seed=5)
+    w[5, 0] = float("nan")
+    ws = torch.zeros(1, dtype=torch.int32, device="cuda")
+    weights, ids, logits = torch.ops.iris.moe_route(x, w, None, 3, ws)
+    assert ids[0, 0].item() == 5 and torch.isnan(logits[0, 5]) and torch.isnan(weights).all()
+
+
+def _attention_fp64(q, k, v, pos, sinks, window, scale):
+    heads, dim = q.shape
+    kv_heads = k.shape[0]
+    lo = max(0, pos - window + 1) if window else 0
+    keys = k[:, lo:pos + 1].double().repeat_interleave(heads // kv_heads, dim=0)
+    vals = v[:, lo:pos + 1].double().repeat_interleave(heads // kv_heads, dim=0)
+    scores = torch.einsum("hd,hld->hl", q.double(), keys) * scale
+    if sinks is not None:
+        scores = torch.cat([scores, sinks.double().view(heads, 1)], dim=-1)
+    probs = torch.softmax(scores, dim=-1)[:, :pos + 1 - lo]
+    return torch.einsum("hl,hld->hd", probs, vals).reshape(1, heads * dim), vals.abs().max()
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim,max_len,window,sinks", [(64, 8, 64, 88, 128, True), (64, 8, 64, 300, 128, True),
+                                                                     (32, 8, 128, 96, 0, False), (12, 4, 80, 50, 0, True)])
+def test_attention_decode_against_fp64(heads, kv_heads, dim, max_len, window, sinks):
+    q, k, v = _randn(heads, dim, seed=6), _randn(kv_heads, max_len, dim, seed=7), _randn(kv_heads, max_len, dim, seed=8)
+    s = _randn(heads, seed=9) if sinks else None
+    scale = dim ** -0.5
+    for p in (0, max_len // 2, max_len - 1):
+        pos = torch.tensor([p], dtype=torch.int64, device="cuda")
+        got = torch.ops.iris.attention_decode(q, k, v, pos, s, window, scale)
+        want, vmax = _attention_fp64(q, k, v, p, s, window, scale)
+        bound = want.abs() * 2.0 ** -8 + vmax * 2.0 ** -12
+        assert ((got.double() - want).abs() <= bound).all(), f"position {p}"
+
+
+def test_attention_decode_position_past_the_cache_is_nan():
+    q, k = _randn(8, 64, seed=1), _randn(2, 16, 64, seed=2)
+    out = torch.ops.iris.attention_decode(q, k, k, torch.tensor([16], device="cuda"), None, 0, 0.125)
+    assert torch.isnan(out).all()
+
+
+def test_ops_pass_opcheck_and_compile_into_a_graph():
+    x, w, b = _randn(1, 512, seed=1), _randn(32, 512, seed=2), _randn(32, seed=3)
+    ws = torch.zeros(1, dtype=torch.int32, device="cuda")
+    q, k, v = _randn(16, 64, seed=4), _randn(4, 40, 64, seed=5), _randn(4, 40, 64, seed=6)
+    s = _randn(16, seed=7)
+    pos = torch.tensor([17], dtype=torch.int64, device="cuda")
+    torch.library.opcheck(torch.ops.iris.moe_route.default, (x, w, b, 4, ws))
+    torch.library.opcheck(torch.ops.iris.attention_decode.default, (q, k, v, pos, s, 8, 0.125))
+
+    def step(x, q, pos):
+        weights, ids, _ = torch.ops.iris.moe_route(x, w, b, 4, ws)
+        return weights, ids, torch.ops.iris.attention_decode(q, k, v, pos, s, 8, 0.125)
+
+    eager = step(x, q, pos)
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):
+        got = compiled(x, q, pos)
+    for a, b_ in zip(eager, got):
+        assert torch.equal(a, b_)

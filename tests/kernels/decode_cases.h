@@ -1,0 +1,121 @@
+// Inputs for the decode kernels' tests (kernels/decode_ops.h): real model shapes, awkward ones
+// and hostile values, each case from its own seed. Used by the reference-vs-oracle tests (CPU)
+// and the kernel-vs-reference tests (GPU).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/float_bits.h"
+
+namespace iris::test {
+
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = f32_to_bf16(dist(rng));
+  return v;
+}
+
+struct RouteCase {
+  std::string name;
+  uint32_t rows, experts, k, top_k;
+  bool bias;
+  enum Hostile { kNone, kNanRow, kInfRow, kTies, kZeroInput } hostile = kNone;
+  uint32_t x_offset = 0;  // elements before x: misaligns it (the kernel's scalar path)
+};
+
+inline std::vector<RouteCase> route_cases() {
+  return {
+      {"gpt_oss_20b", 1, 32, 2880, 4, true},
+      {"gpt_oss_120b", 1, 128, 2880, 4, true},
+      {"mixtral", 1, 8, 4096, 2, false},
+      {"three_rows", 3, 64, 2048, 6, true},
+      {"most_experts_widest_k", 2, 1024, 512, 32, true},
+      {"one_expert", 1, 1, 64, 1, false},
+      {"k_not_multiple_of_8", 2, 40, 1003, 5, true},
+      {"k_below_8", 1, 16, 5, 3, true},
+      {"misaligned_x", 1, 32, 2880, 4, true, RouteCase::kNone, 1},
+      {"nan_expert", 1, 32, 256, 4, true, RouteCase::kNanRow},
+      {"inf_expert", 1, 32, 256, 4, false, RouteCase::kInfRow},
+      {"tied_logits", 1, 32, 256, 8, true, RouteCase::kTies},
+      {"zero_input", 1, 32, 256, 4, false, RouteCase::kZeroInput},
+  };
+}
+
+struct RouteData {
+  std::vector<uint16_t> x_storage, w, bias;  // x_storage: x_offset elements, then x
+  uint32_t x_offset = 0;
+  const uint16_t* x() const { return x_storage.data() + x_offset; }
+};
+
+inline RouteData make_route_data(const RouteCase& c, uint32_t seed) {
+  RouteData d;
+  d.x_offset = c.x_offset;
+  d.x_storage = random_bf16(size_t(c.rows) * c.k + c.x_offset, seed, 1.0f);
+  d.w = random_bf16(size_t(c.experts) * c.k, seed + 1, 0.05f);
+  if (c.bias) d.bias = random_bf16(c.experts, seed + 2, 0.5f);
+  const uint16_t nan = 0x7fc0, inf = 0x7f80;
+  switch (c.hostile) {
+    case RouteCase::kNanRow: d.w[size_t(c.experts / 2) * c.k + 3] = nan; break;
+    case RouteCase::kInfRow: d.w[size_t(c.experts / 3) * c.k] = inf; break;
+    case RouteCase::kTies:
+      for (auto& v : d.w) v = 0;  // every logit is its bias: ties among equal biases
+      for (uint32_t e = 0; e < c.experts; ++e) d.bias[e] = f32_to_bf16(float(e % 3));
+      break;
+    case RouteCase::kZeroInput:
+      for (auto& v : d.x_storage) v = 0x8000;  // -0: every logit +-0
+      break;
+    case RouteCase::kNone: break;
+  }
+  return d;
+}
+
+struct AttentionCase {
+  std::string name;
+  uint32_t heads, kv_heads, head_dim, max_len, window;
+  bool sinks;
+  std::vector<int64_t> positions;
+  enum Hostile { kNone, kHugeSink, kNanSink, kLargeScores } hostile = kNone;
+};
+
+inline std::vector<AttentionCase> attention_cases() {
+  return {
+      {"gpt_oss_sliding", 64, 8, 64, 88, 128, true, {0, 1, 40, 87}},
+      {"gpt_oss_window_shorter_than_context", 64, 8, 64, 300, 128, true, {127, 128, 200, 299}},
+      {"llama_full", 32, 8, 128, 96, 0, false, {0, 5, 95}},
+      {"head_dim_80", 12, 4, 80, 50, 0, true, {0, 17, 49}},
+      {"head_dim_256_mha", 4, 4, 256, 40, 16, false, {3, 39}},
+      {"head_dim_1", 2, 1, 1, 10, 0, false, {9}},
+      {"long_context", 8, 2, 64, 5000, 0, true, {4999}},
+      {"position_out_of_range", 8, 2, 64, 16, 0, true, {-1, 16}},
+      {"huge_sink", 8, 2, 64, 32, 0, true, {20}, AttentionCase::kHugeSink},
+      {"nan_sink", 8, 2, 64, 32, 0, true, {20}, AttentionCase::kNanSink},
+      {"large_scores", 8, 2, 64, 32, 0, false, {31}, AttentionCase::kLargeScores},
+  };
+}
+
+struct AttentionData {
+  std::vector<uint16_t> q, k, v, sinks;
+};
+
+inline AttentionData make_attention_data(const AttentionCase& c, uint32_t seed) {
+  AttentionData d;
+  const float qk_scale = c.hostile == AttentionCase::kLargeScores ? 30.0f : 1.0f;
+  d.q = random_bf16(size_t(c.heads) * c.head_dim, seed, qk_scale);
+  d.k = random_bf16(size_t(c.kv_heads) * c.max_len * c.head_dim, seed + 1, qk_scale);
+  d.v = random_bf16(size_t(c.kv_heads) * c.max_len * c.head_dim, seed + 2, 1.0f);
+  if (c.sinks) {
+    d.sinks = random_bf16(c.heads, seed + 3, 1.0f);
+    if (c.hostile == AttentionCase::kHugeSink) d.sinks[1] = f32_to_bf16(1e4f);
+    if (c.hostile == AttentionCase::kNanSink) d.sinks[2] = 0x7fc0;
+  }
+  return d;
+}
+
+}  // namespace iris::test

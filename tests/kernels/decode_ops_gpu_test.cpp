@@ -1,0 +1,146 @@
+// The decode kernels (kernels/decode_ops.cu) against their CPU references, bit for bit, on
+// every case of decode_cases.h; the router also replayed from a CUDA graph (its counters must
+// be left zero for the next replay). Skips, saying so, where no GPU is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/decode_ops.h"
+#include "kernels/device_info.h"
+#include "tests/kernels/decode_cases.h"
+
+namespace iris {
+namespace {
+
+// Device copies that free themselves.
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes, const void* host = nullptr) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess);
+    if (host) EXPECT_EQ(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    else EXPECT_EQ(cudaMemset(p, 0, std::max<size_t>(bytes, 16)), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  template <class T> T* as() const { return static_cast<T*>(p); }
+  template <class T> std::vector<T> read(size_t n) const {
+    std::vector<T> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+};
+
+class DecodeOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = query_device(0);
+    if (!d.is_ok()) GTEST_SKIP() << "no CUDA GPU device here (" << d.status().message() << "); these run on the GPU machine";
+  }
+};
+
+TEST_F(DecodeOps, MoeRouteEqualsTheReferenceBitForBit) {
+  uint32_t seed = 100;
+  for (const auto& c : test::route_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_route_data(c, seed += 10);
+    const size_t nl = size_t(c.rows) * c.experts, nk = size_t(c.rows) * c.top_k;
+    std::vector<uint16_t> logits(nl), weights(nk);
+    std::vector<int32_t> ids(nk);
+    MoeRouteArgs host;
+    host.x = d.x(), host.w = d.w.data(), host.bias = c.bias ? d.bias.data() : nullptr;
+    host.rows = c.rows, host.experts = c.experts, host.k = c.k, host.top_k = c.top_k;
+    host.logits = logits.data(), host.weights = weights.data(), host.ids = ids.data();
+    moe_route_reference(host);
+
+    DeviceBuffer x(d.x_storage.size() * 2, d.x_storage.data()), w(d.w.size() * 2, d.w.data());
+    DeviceBuffer b(d.bias.size() * 2, d.bias.data()), gl(nl * 2), gw(nk * 2), gi(nk * 4), ws(c.rows * 4);
+    MoeRouteArgs dev = host;
+    dev.x = x.as<uint16_t>() + c.x_offset, dev.w = w.as<uint16_t>(), dev.bias = c.bias ? b.as<uint16_t>() : nullptr;
+    dev.logits = gl.as<uint16_t>(), dev.weights = gw.as<uint16_t>(), dev.ids = gi.as<int32_t>(), dev.workspace = ws.as<uint32_t>();
+    for (int run = 0; run < 2; ++run) {  // twice: the counters must be back at zero
+      ASSERT_TRUE(cuda_moe_route(dev, nullptr).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(gl.read<uint16_t>(nl), logits) << "run " << run;
+      EXPECT_EQ(gw.read<uint16_t>(nk), weights) << "run " << run;
+      EXPECT_EQ(gi.read<int32_t>(nk), ids) << "run " << run;
+      EXPECT_EQ(ws.read<uint32_t>(c.rows), std::vector<uint32_t>(c.rows, 0u)) << "run " << run;
+    }
+  }
+}
+
+TEST_F(DecodeOps, MoeRouteReplaysFromACudaGraph) {
+  const test::RouteCase c{"gpt_oss_120b", 1, 128, 2880, 4, true};
+  const auto d = test::make_route_data(c, 7);
+  std::vector<uint16_t> logits(128), weights(4);
+  std::vector<int32_t> ids(4);
+  DeviceBuffer x(d.x_storage.size() * 2, d.x_storage.data()), w(d.w.size() * 2, d.w.data()), b(d.bias.size() * 2, d.bias.data());
+  DeviceBuffer gl(256), gw(8), gi(16), ws(4);
+  MoeRouteArgs dev;
+  dev.x = x.as<uint16_t>(), dev.w = w.as<uint16_t>(), dev.bias = b.as<uint16_t>(), dev.rows = 1, dev.experts = 128, dev.k = 2880;
+  dev.top_k = 4, dev.logits = gl.as<uint16_t>(), dev.weights = gw.as<uint16_t>(), dev.ids = gi.as<int32_t>(), dev.workspace = ws.as<uint32_t>();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_TRUE(cuda_moe_route(dev, stream).is_ok());
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    // A new input each replay, written in place: the graph reads it afresh.
+    const auto x_new = test::random_bf16(c.k, 20 + replay, 1.0f);
+    ASSERT_EQ(cudaMemcpy(x.p, x_new.data(), x_new.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    MoeRouteArgs host = dev;
+    host.x = x_new.data(), host.w = d.w.data(), host.bias = d.bias.data(), host.workspace = nullptr;
+    host.logits = logits.data(), host.weights = weights.data(), host.ids = ids.data();
+    moe_route_reference(host);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(gi.read<int32_t>(4), ids) << "replay " << replay;
+    EXPECT_EQ(gw.read<uint16_t>(4), weights) << "replay " << replay;
+    EXPECT_EQ(ws.read<uint32_t>(1), std::vector<uint32_t>{0u}) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(DecodeOps, MoeRouteRefusesAMissingWorkspace) {
+  uint16_t* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+  MoeRouteArgs a;
+  a.x = a.w = p, a.logits = a.weights = p, a.ids = reinterpret_cast<int32_t*>(p), a.rows = 1, a.experts = 8, a.k = 8, a.top_k = 2;
+  EXPECT_FALSE(cuda_moe_route(a, nullptr).is_ok());
+  cudaFree(p);
+}
+
+TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
+  uint32_t seed = 500;
+  for (const auto& c : test::attention_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_attention_data(c, seed += 10);
+    const size_t n_out = size_t(c.heads) * c.head_dim;
+    DeviceBuffer q(d.q.size() * 2, d.q.data()), k(d.k.size() * 2, d.k.data()), v(d.v.size() * 2, d.v.data());
+    DeviceBuffer s(d.sinks.size() * 2, d.sinks.data()), out(n_out * 2), pos_dev(8);
+    for (int64_t pos : c.positions) {
+      std::vector<uint16_t> want(n_out);
+      AttentionDecodeArgs host;
+      host.q = d.q.data(), host.k_cache = d.k.data(), host.v_cache = d.v.data(), host.pos = &pos;
+      host.sinks = c.sinks ? d.sinks.data() : nullptr, host.heads = c.heads, host.kv_heads = c.kv_heads;
+      host.head_dim = c.head_dim, host.max_len = c.max_len, host.window = c.window;
+      host.scale = 1.0f / std::sqrt(float(c.head_dim)), host.out = want.data();
+      attention_decode_reference(host);
+      ASSERT_EQ(cudaMemcpy(pos_dev.p, &pos, 8, cudaMemcpyHostToDevice), cudaSuccess);
+      AttentionDecodeArgs dev = host;
+      dev.q = q.as<uint16_t>(), dev.k_cache = k.as<uint16_t>(), dev.v_cache = v.as<uint16_t>(), dev.pos = pos_dev.as<int64_t>();
+      dev.sinks = c.sinks ? s.as<uint16_t>() : nullptr, dev.out = out.as<uint16_t>();
+      ASSERT_TRUE(cuda_attention_decode(dev, nullptr).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace iris

@@ -1,0 +1,247 @@
+// The decode kernels' CPU references (kernels/decode_reference.cpp) against an independent
+// oracle: double-precision sums and softmaxes, std::exp, and a stable sort for the top-k. The
+// GPU kernels are then held to these references bit for bit (decode_ops_gpu_test.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/float_bits.h"
+#include "kernels/decode_math.h"
+#include "kernels/decode_ops.h"
+#include "tests/kernels/decode_cases.h"
+
+namespace iris {
+namespace {
+
+float ulp_of(float v) {
+  const float a = std::fabs(v);
+  return std::nextafter(a, INFINITY) - a;
+}
+
+TEST(ExpSameBits, WithinTwoUlpOfTheLibraryExpOverItsRange) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-87.3f, 88.7f);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = i < 100000 ? -87.3f + float(i) * (176.0f / 100000.0f) : dist(rng);
+    const float got = exp_same_bits(x);
+    const double want = std::exp(double(x));
+    if (want < 1.1754944e-38) continue;  // flushed: below FLT_MIN (checked below)
+    ASSERT_LE(std::fabs(double(got) - want), 2.0 * ulp_of(float(want))) << "x = " << x;
+  }
+}
+
+TEST(ExpSameBits, SpecialValues) {
+  EXPECT_EQ(exp_same_bits(0.0f), 1.0f);
+  EXPECT_EQ(exp_same_bits(-0.0f), 1.0f);
+  EXPECT_EQ(exp_same_bits(-INFINITY), 0.0f);
+  EXPECT_EQ(exp_same_bits(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_same_bits(NAN)));
+  EXPECT_EQ(exp_same_bits(-88.0f), 0.0f);   // below FLT_MIN: flushed
+  EXPECT_EQ(exp_same_bits(89.0f), INFINITY);
+  EXPECT_TRUE(std::isfinite(exp_same_bits(88.72f)));
+  EXPECT_EQ(exp_same_bits(1e-40f), 1.0f);   // subnormal input
+}
+
+TEST(TopkKey, OrdersLikeTheValuesWithNanAboveAll) {
+  const float values[] = {-INFINITY, -3.0f, -1e-30f, 0.0f, 1e-30f, 2.0f, INFINITY};
+  for (size_t i = 0; i + 1 < std::size(values); ++i)
+    EXPECT_LT(topk_key(f32_to_bf16(values[i])), topk_key(f32_to_bf16(values[i + 1]))) << values[i];
+  EXPECT_EQ(topk_key(0x8000), topk_key(0x0000));  // -0 == +0
+  EXPECT_GT(topk_key(0x7fc0), topk_key(0x7f80));  // NaN above +inf
+  EXPECT_GT(topk_key(0xffc0), topk_key(0x7f80));  // negative NaN too
+}
+
+// ---- the router
+
+void check_route_against_oracle(const test::RouteCase& c, uint32_t seed) {
+  const auto d = test::make_route_data(c, seed);
+  std::vector<uint16_t> logits(size_t(c.rows) * c.experts), weights(size_t(c.rows) * c.top_k);
+  std::vector<int32_t> ids(weights.size());
+  MoeRouteArgs a;
+  a.x = d.x(), a.w = d.w.data(), a.bias = c.bias ? d.bias.data() : nullptr;
+  a.rows = c.rows, a.experts = c.experts, a.k = c.k, a.top_k = c.top_k;
+  a.logits = logits.data(), a.weights = weights.data(), a.ids = ids.data();
+  ASSERT_TRUE(check_moe_route(a).is_ok());
+  moe_route_reference(a);
+  for (uint32_t r = 0; r < c.rows; ++r) {
+    const uint16_t* x = d.x() + size_t(r) * c.k;
+    for (uint32_t e = 0; e < c.experts; ++e) {
+      double sum = 0, abs_sum = 0;
+      for (uint32_t i = 0; i < c.k; ++i) {
+        const double p = double(bf16_to_f32(x[i])) * bf16_to_f32(d.w[size_t(e) * c.k + i]);
+        sum += p, abs_sum += std::fabs(p);
+      }
+      if (c.bias) sum += bf16_to_f32(d.bias[e]), abs_sum += std::fabs(bf16_to_f32(d.bias[e]));
+      const float got = bf16_to_f32(logits[size_t(r) * c.experts + e]);
+      if (std::isnan(sum) || std::isinf(sum)) {
+        ASSERT_TRUE(std::isnan(got) ? std::isnan(sum) : got == float(sum)) << c.name << " expert " << e;
+        continue;
+      }
+      const double bound = std::ldexp(std::fabs(sum), -8) + double(c.k + 1) * std::ldexp(abs_sum, -24) + 1e-38;
+      ASSERT_LE(std::fabs(double(got) - sum), bound) << c.name << " row " << r << " expert " << e;
+    }
+    // The top-k by a stable sort of the reference's BF16 logits: NaN first, then larger, ties
+    // to the lower index.
+    std::vector<uint32_t> order(c.experts);
+    std::iota(order.begin(), order.end(), 0u);
+    auto value = [&](uint32_t e) { return bf16_to_f32(logits[size_t(r) * c.experts + e]); };
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t p, uint32_t q) {
+      if (std::isnan(value(p)) || std::isnan(value(q))) return std::isnan(value(p)) && !std::isnan(value(q));
+      return value(p) > value(q);
+    });
+    double denom = 0;
+    std::vector<double> ex(c.top_k);
+    for (uint32_t t = 0; t < c.top_k; ++t) {
+      ASSERT_EQ(uint32_t(ids[size_t(r) * c.top_k + t]), order[t]) << c.name << " row " << r << " pick " << t;
+      ex[t] = std::exp(double(value(order[t])) - double(value(order[0])));
+      denom += ex[t];
+    }
+    for (uint32_t t = 0; t < c.top_k; ++t) {
+      const double want = ex[t] / denom;
+      const float got = bf16_to_f32(weights[size_t(r) * c.top_k + t]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << c.name << " pick " << t;
+        continue;
+      }
+      ASSERT_LE(std::fabs(double(got) - want), std::ldexp(want, -8) + 1e-37) << c.name << " row " << r << " pick " << t;
+    }
+  }
+}
+
+TEST(MoeRouteReference, MatchesTheOracleOnEveryCase) {
+  uint32_t seed = 100;
+  for (const auto& c : test::route_cases()) {
+    SCOPED_TRACE(c.name);
+    check_route_against_oracle(c, seed += 10);
+  }
+}
+
+TEST(MoeRouteReference, TiesGoToTheLowerIndex) {
+  // Every logit equal: the picks are 0..top_k-1 and the weights uniform.
+  test::RouteCase c{"all_equal", 1, 16, 32, 4, false, test::RouteCase::kZeroInput};
+  const auto d = test::make_route_data(c, 1);
+  std::vector<uint16_t> logits(16), weights(4);
+  std::vector<int32_t> ids(4);
+  MoeRouteArgs a;
+  a.x = d.x(), a.w = d.w.data(), a.rows = 1, a.experts = 16, a.k = 32, a.top_k = 4;
+  a.logits = logits.data(), a.weights = weights.data(), a.ids = ids.data();
+  moe_route_reference(a);
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(ids[t], t);
+    EXPECT_EQ(bf16_to_f32(weights[t]), 0.25f);
+  }
+}
+
+TEST(MoeRouteReference, RejectsBadArguments) {
+  uint16_t buf[64] = {};
+  int32_t ids[4] = {};
+  MoeRouteArgs a;
+  a.x = buf, a.w = buf, a.logits = buf, a.weights = buf, a.ids = ids, a.rows = 1, a.experts = 8, a.k = 8, a.top_k = 2;
+  EXPECT_TRUE(check_moe_route(a).is_ok());
+  auto bad = [&](auto change) {
+    MoeRouteArgs b = a;
+    change(b);
+    return !check_moe_route(b).is_ok();
+  };
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.x = nullptr; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.experts = 0; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.experts = kMoeRouteMaxExperts + 1; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.top_k = 0; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.top_k = 9; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.experts = 64, b.top_k = kMoeRouteMaxTopK + 1; }));
+  EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.k = 0; }));
+}
+
+// ---- attention
+
+void check_attention_against_oracle(const test::AttentionCase& c, uint32_t seed) {
+  const auto d = test::make_attention_data(c, seed);
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+  for (int64_t pos : c.positions) {
+    std::vector<uint16_t> out(size_t(c.heads) * c.head_dim);
+    AttentionDecodeArgs a;
+    a.q = d.q.data(), a.k_cache = d.k.data(), a.v_cache = d.v.data(), a.pos = &pos;
+    a.sinks = c.sinks ? d.sinks.data() : nullptr;
+    a.heads = c.heads, a.kv_heads = c.kv_heads, a.head_dim = c.head_dim, a.max_len = c.max_len, a.window = c.window;
+    a.scale = scale, a.out = out.data();
+    ASSERT_TRUE(check_attention_decode(a).is_ok());
+    attention_decode_reference(a);
+    const uint32_t D = c.head_dim, groups = c.heads / c.kv_heads;
+    for (uint32_t h = 0; h < c.heads; ++h) {
+      if (pos < 0 || pos >= int64_t(c.max_len)) {
+        for (uint32_t i = 0; i < D; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(out[size_t(h) * D + i]))) << "pos " << pos;
+        continue;
+      }
+      const int64_t lo = c.window ? std::max<int64_t>(0, pos - c.window + 1) : 0;
+      const size_t base = size_t(h / groups) * c.max_len * D;
+      std::vector<double> s;
+      double M = -INFINITY, score_error = 0;  // the FP32 dot products' error bound, the largest
+      for (int64_t j = lo; j <= pos; ++j) {
+        double dot = 0, abs_dot = 0;
+        for (uint32_t i = 0; i < D; ++i) {
+          const double p = double(bf16_to_f32(d.q[size_t(h) * D + i])) * bf16_to_f32(d.k[base + size_t(j) * D + i]);
+          dot += p, abs_dot += std::fabs(p);
+        }
+        s.push_back(dot * scale);
+        M = std::max(M, s.back());
+        score_error = std::max(score_error, double(D + 2) * std::ldexp(abs_dot * scale, -24));
+      }
+      const double sink = c.sinks ? bf16_to_f32(d.sinks[h]) : -INFINITY;
+      if (c.sinks) M = std::isnan(sink) ? sink : std::max(M, sink);
+      double L = c.sinks ? std::exp(sink - M) : 0.0, vmax = 0;
+      std::vector<double> o(D, 0.0);
+      for (size_t t = 0; t < s.size(); ++t) {
+        const double p = std::exp(s[t] - M);
+        L += p;
+        for (uint32_t i = 0; i < D; ++i) {
+          const double v = bf16_to_f32(d.v[base + size_t(lo + int64_t(t)) * D + i]);
+          o[i] += p * v, vmax = std::max(vmax, std::fabs(v));
+        }
+      }
+      for (uint32_t i = 0; i < D; ++i) {
+        const double want = o[i] / L;
+        const float got = bf16_to_f32(out[size_t(h) * D + i]);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got)) << c.name << " pos " << pos << " head " << h;
+          continue;
+        }
+        // BF16 rounding, FP32 sums, and each weight off by up to e^(2 score_error) - 1
+        const double bound = std::ldexp(std::fabs(want), -8) + std::ldexp(vmax, -14) + 2.5 * score_error * vmax;
+        ASSERT_LE(std::fabs(double(got) - want), bound)
+            << c.name << " pos " << pos << " head " << h << " dim " << i;
+      }
+    }
+  }
+}
+
+TEST(AttentionDecodeReference, MatchesTheOracleOnEveryCase) {
+  uint32_t seed = 500;
+  for (const auto& c : test::attention_cases()) {
+    SCOPED_TRACE(c.name);
+    check_attention_against_oracle(c, seed += 10);
+  }
+}
+
+TEST(AttentionDecodeReference, RejectsBadArguments) {
+  uint16_t buf[64] = {};
+  int64_t pos = 0;
+  AttentionDecodeArgs a;
+  a.q = buf, a.k_cache = buf, a.v_cache = buf, a.pos = &pos, a.out = buf, a.heads = 4, a.kv_heads = 2, a.head_dim = 8, a.max_len = 2;
+  EXPECT_TRUE(check_attention_decode(a).is_ok());
+  auto bad = [&](auto change) {
+    AttentionDecodeArgs b = a;
+    change(b);
+    return !check_attention_decode(b).is_ok();
+  };
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.pos = nullptr; }));
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.kv_heads = 3; }));
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.kv_heads = 0; }));
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.head_dim = 0; }));
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.head_dim = kAttentionMaxHeadDim + 1; }));
+  EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.max_len = 0; }));
+}
+
+}  // namespace
+}  // namespace iris
