@@ -290,6 +290,17 @@ iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t
   });
 }
 
+iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch, uint16_t* y,
+                                iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (n > UINT32_MAX || k > UINT32_MAX || batch < 0)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16: n or k over 2^32, or a negative batch", msg, msg_size);
+    DenseGemvArgs a;
+    a.w = w, a.bias = bias, a.x = x, a.n = uint32_t(n), a.k = uint32_t(k), a.batch = uint32_t(batch), a.y = y;
+    return report(cuda_dense_gemv(a, stream).with_context("iris_cuda_gemv_bf16: "), msg, msg_size);
+  });
+}
+
 iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
                                        const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, uint64_t max_len,
                                        uint64_t window, float scale, uint16_t* out, iris_cuda_stream stream, char* msg, size_t msg_size) {

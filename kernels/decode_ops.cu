@@ -222,7 +222,87 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   }
 }
 
+// ---- the dense BF16 GEMV
+
+constexpr int kDenseWarps = 8;  // a warp per output row
+
+// B rows of x at once; each lane's chunks loaded four at a time before their sums.
+template <int B>
+__global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t r = blockIdx.x * kDenseWarps + (threadIdx.x >> 5);
+  if (r >= a.n) return;
+  const uint16_t* w = a.w + uint64_t(r) * a.k;
+  const uint32_t chunks = a.k / 8;
+  float acc[B];
+#pragma unroll
+  for (int b = 0; b < B; ++b) acc[b] = 0.0f;
+  if (vector) {
+    const uint4* w8 = reinterpret_cast<const uint4*>(w);
+    for (uint32_t c0 = lane; c0 < chunks; c0 += 4 * 32) {
+      uint4 wa[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (c0 + i * 32 < chunks) wa[i] = __ldcs(w8 + c0 + i * 32);  // streamed: read once
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (c0 + i * 32 >= chunks) break;
+        const uint32_t ws[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a.x + uint64_t(b) * a.k) + c0 + i * 32);
+          const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            acc[b] = fmaf(bf16_lo(xs[j]), bf16_lo(ws[j]), acc[b]);
+            acc[b] = fmaf(bf16_hi(xs[j]), bf16_hi(ws[j]), acc[b]);
+          }
+        }
+      }
+    }
+  } else {
+    for (uint32_t c = lane; c < chunks; c += 32)
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int b = 0; b < B; ++b) acc[b] = fmaf(bf16_to_f32(a.x[uint64_t(b) * a.k + c * 8 + j]), bf16_to_f32(w[c * 8 + j]), acc[b]);
+  }
+  if (uint32_t(lane) < a.k % 8)
+#pragma unroll
+    for (int b = 0; b < B; ++b) acc[b] = fmaf(bf16_to_f32(a.x[uint64_t(b) * a.k + chunks * 8 + lane]), bf16_to_f32(w[chunks * 8 + lane]), acc[b]);
+  const float bias = a.bias ? bf16_to_f32(a.bias[r]) : 0.0f;
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    float v = butterfly32(acc[b]);
+    if (a.bias) v = v + bias;
+    if (lane == 0) a.y[uint64_t(b) * a.n + r] = bf16_output(v);
+  }
+}
+
+template <int B>
+void launch_dense(const DenseGemvArgs& a, bool vector, cudaStream_t stream) {
+  dense_gemv_kernel<B><<<(a.n + kDenseWarps - 1) / kDenseWarps, kDenseWarps * 32, 0, stream>>>(a, vector);
+}
+
 }  // namespace
+
+Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream) {
+  if (Status s = check_dense_gemv(a); !s.is_ok()) return s;
+  if (a.n == 0) return Status::ok();
+  const bool vector = a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  auto* st = static_cast<cudaStream_t>(stream);
+  // Every batch 1..16 its own instance: the sums stay in registers.
+  switch (a.batch) {
+#define IRIS_DENSE_CASE(B) \
+  case B: launch_dense<B>(a, vector, st); break;
+    IRIS_DENSE_CASE(1) IRIS_DENSE_CASE(2) IRIS_DENSE_CASE(3) IRIS_DENSE_CASE(4) IRIS_DENSE_CASE(5) IRIS_DENSE_CASE(6)
+    IRIS_DENSE_CASE(7) IRIS_DENSE_CASE(8) IRIS_DENSE_CASE(9) IRIS_DENSE_CASE(10) IRIS_DENSE_CASE(11) IRIS_DENSE_CASE(12)
+    IRIS_DENSE_CASE(13) IRIS_DENSE_CASE(14) IRIS_DENSE_CASE(15) IRIS_DENSE_CASE(16)
+#undef IRIS_DENSE_CASE
+    default: return invalid_argument("dense gemv: batch out of range");
+  }
+  IRIS_CUDA_LAUNCHED("dense_gemv_kernel");
+  return Status::ok();
+}
 
 Status cuda_moe_route(const MoeRouteArgs& a, void* stream) {
   if (Status s = check_moe_route(a); !s.is_ok()) return s;

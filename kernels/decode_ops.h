@@ -75,4 +75,23 @@ Status check_attention_decode(const AttentionDecodeArgs& a);
 Status cuda_attention_decode(const AttentionDecodeArgs& a, void* stream);
 void attention_decode_reference(const AttentionDecodeArgs& a);  // host pointers
 
+// A dense BF16 GEMV with its bias in one launch, for the BF16 projections a model ships beside
+// its quantized ones (gpt-oss's attention): cuBLAS takes a bias as a split-K GEMV plus a
+// reduction kernel, or a separate add.
+struct DenseGemvArgs {
+  const uint16_t* w = nullptr;     // bf16 [n, k] row-major
+  const uint16_t* bias = nullptr;  // bf16 [n], or nullptr
+  const uint16_t* x = nullptr;     // bf16 [batch, k]
+  uint32_t n = 0, k = 0, batch = 0;  // batch 1..kDenseGemvMaxBatch
+  uint16_t* y = nullptr;           // out: bf16 [batch, n]
+};
+constexpr uint32_t kDenseGemvMaxBatch = 16;
+
+// y[b, r] = x[b, :] . w[r, :] + bias[r], rounded to BF16: FP32 sums in 32 interleaved partial
+// sums (partial l takes the 8-element chunks l, l + 32, ... in order, fmaf each, then element
+// 8 * (k / 8) + l of a tail), combined by the butterfly s[l] + s[l ^ m], m = 16..1; plus the bias.
+Status check_dense_gemv(const DenseGemvArgs& a);
+Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream);
+void dense_gemv_reference(const DenseGemvArgs& a);  // host pointers
+
 }  // namespace iris

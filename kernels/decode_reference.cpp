@@ -47,7 +47,38 @@ float router_logit(const uint16_t* x, const uint16_t* w, uint32_t k) {
   return total;
 }
 
+// The 32-lane dot product of dense_gemv (decode_ops.h).
+float dot32(const uint16_t* x, const uint16_t* w, uint32_t k) {
+  std::array<float, 32> s{};
+  const uint32_t chunks = k / 8;
+  for (int l = 0; l < 32; ++l) {
+    float acc = 0.0f;
+    for (uint32_t c = l; c < chunks; c += 32)
+      for (int j = 0; j < 8; ++j) acc = fmaf(bf16_to_f32(x[c * 8 + j]), bf16_to_f32(w[c * 8 + j]), acc);
+    if (uint32_t(l) < k % 8) acc = fmaf(bf16_to_f32(x[chunks * 8 + l]), bf16_to_f32(w[chunks * 8 + l]), acc);
+    s[l] = acc;
+  }
+  return butterfly32(s);
+}
+
 }  // namespace
+
+Status check_dense_gemv(const DenseGemvArgs& a) {
+  if (!a.w || !a.x || !a.y) return invalid_argument("dense gemv: w, x and y must not be NULL");
+  if (a.batch == 0 || a.batch > kDenseGemvMaxBatch)
+    return invalid_argument("dense gemv: batch " + std::to_string(a.batch) + " (1.." + std::to_string(kDenseGemvMaxBatch) + " supported)");
+  if (a.k == 0) return invalid_argument("dense gemv: k is 0");
+  return Status::ok();
+}
+
+void dense_gemv_reference(const DenseGemvArgs& a) {
+  for (uint32_t b = 0; b < a.batch; ++b)
+    for (uint32_t r = 0; r < a.n; ++r) {
+      float v = dot32(a.x + uint64_t(b) * a.k, a.w + uint64_t(r) * a.k, a.k);
+      if (a.bias) v = v + bf16_to_f32(a.bias[r]);
+      a.y[uint64_t(b) * a.n + r] = bf16_output(v);
+    }
+}
 
 Status check_moe_route(const MoeRouteArgs& a) {
   if (!a.x || !a.w || !a.logits || !a.weights || !a.ids) return invalid_argument("moe route: x, w, logits, weights and ids must not be NULL");

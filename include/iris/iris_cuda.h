@@ -161,6 +161,14 @@ IRIS_API iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const
                                          uint64_t k, uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids,
                                          uint32_t* workspace, iris_cuda_stream stream, char* msg, size_t msg_size);
 
+/* A dense BF16 GEMV with its bias in one launch, on raw device pointers: y[b, r] =
+ * x[b, :] . w[r, :] + bias[r] (FP32 sums, rounded to BF16) for w BF16 [n, k] row-major, bias
+ * BF16 [n] or NULL, x BF16 [batch, k], y BF16 [batch, n], batch 1..16. For the BF16
+ * projections a model ships beside its quantized ones (gpt-oss's attention): cuBLAS takes a
+ * bias as a split-K GEMV plus a reduction kernel, or a separate add. */
+IRIS_API iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch,
+                                         uint16_t* y, iris_cuda_stream stream, char* msg, size_t msg_size);
+
 /* Attention of one query over a static KV cache: for each query head h (kv head
  * h / (heads / kv_heads)), softmax(scale * q[h] . k[p]) over positions p with
  * pos - window < p <= pos (window 0: every p <= pos), joined in its denominator by sinks[h]

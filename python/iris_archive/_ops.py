@@ -12,6 +12,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
     torch.ops.iris.dequantize(handle, shape, dtype, device)
+    torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
     torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)"""
 
@@ -137,6 +138,23 @@ def _bf16_dense(t: torch.Tensor, what: str) -> torch.Tensor:
 
         raise IrisError(f"iris: {what} must be a contiguous BF16 CUDA tensor (got {t.dtype}, {tuple(t.shape)})")
     return t
+
+
+@torch.library.custom_op("iris::gemv_bf16", mutates_args=())
+def gemv_bf16(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """x [R, K] times a dense BF16 weight w [N, K], plus bias [N]: iris_cuda_gemv_bf16, the bias
+    in the same launch (cuBLAS adds it with a reduction kernel or a separate add)."""
+    _bf16_dense(w, "the weight")
+    if bias is not None:
+        _bf16_dense(bias, "the bias")
+    fn, n, k = _t()._lib().iris_cuda_gemv_bf16, w.shape[0], w.shape[1]
+    b = bias.data_ptr() if bias is not None else None
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(w.data_ptr(), n, k, b, xp, rows, yp, stream, msg, len(msg)))
+
+
+@gemv_bf16.register_fake
+def _(x, w, bias):
+    return x.new_empty((x.shape[0], w.shape[0]), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("iris::moe_route", mutates_args=())

@@ -2,6 +2,7 @@
 (skipped, saying why, without torch, CUDA or libiris with CUDA). The C++ tests hold the kernels
 to their CPU references bit for bit; these hold the ops to oracles written in torch in FP64:
 
+- gemv_bf16: within FP32-sum and BF16 rounding of x W^T + b, at 1, 3 and 17 rows;
 - moe_route: the logits within FP32-sum and BF16 rounding of x W^T + b, the ids torch.topk's
   picks over those logits (ties to the lower index), the weights the FP64 softmax of the
   picked logits; gpt-oss's and Mixtral's shapes, several rows, a NaN logit;
@@ -89,6 +90,16 @@ def test_attention_decode_position_past_the_cache_is_nan():
     assert torch.isnan(out).all()
 
 
+@pytest.mark.parametrize("rows,n,k,bias", [(1, 5120, 2880, True), (1, 2880, 4096, True), (3, 300, 1000, False), (17, 64, 512, True)])
+def test_gemv_bf16_against_fp64(rows, n, k, bias):
+    x, w = _randn(rows, k, seed=11), _randn(n, k, seed=12, scale=0.05)
+    b = _randn(n, seed=13, scale=0.5) if bias else None
+    got = torch.ops.iris.gemv_bf16(x, w, b)
+    exact = x.double() @ w.double().T + (b.double() if bias else 0)
+    bound = exact.abs() * 2.0 ** -8 + (x.double().abs() @ w.double().abs().T) * (k + 1) * 2.0 ** -24
+    assert got.shape == (rows, n) and ((got.double() - exact).abs() <= bound).all()
+
+
 def test_ops_pass_opcheck_and_compile_into_a_graph():
     x, w, b = _randn(1, 512, seed=1), _randn(32, 512, seed=2), _randn(32, seed=3)
     ws = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -97,6 +108,7 @@ def test_ops_pass_opcheck_and_compile_into_a_graph():
     pos = torch.tensor([17], dtype=torch.int64, device="cuda")
     torch.library.opcheck(torch.ops.iris.moe_route.default, (x, w, b, 4, ws))
     torch.library.opcheck(torch.ops.iris.attention_decode.default, (q, k, v, pos, s, 8, 0.125))
+    torch.library.opcheck(torch.ops.iris.gemv_bf16.default, (x, w, b))
 
     def step(x, q, pos):
         weights, ids, _ = torch.ops.iris.moe_route(x, w, b, 4, ws)

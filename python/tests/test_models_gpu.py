@@ -8,7 +8,9 @@ CUDA or libiris with CUDA):
   and full layers, sinks, YaRN); the models have random weights and a small vocabulary, so
   their tokens vary (checked: a constant sequence would prove little) and their top logits
   are far enough apart for rounding not to decide them;
-- compile=True (the work between GEMVs through torch.compile) picks the same tokens;
+- compile=True (the work between GEMVs through torch.compile) picks the same tokens with
+  transformers' attention and router steps (fused=False); with iris's decode kernels (the
+  default), teacher-forced on transformers' sequence its logits stay close;
 - the CUDA-graph step gives the eager step's logits bit for bit;
 - load(dequantize=True) is the model `iris export --dtype bf16` writes: the same logits, bit for
   bit, as the decoder loaded from that export;
@@ -83,8 +85,21 @@ def _check_against_transformers(label, config_dir, archive, prompt=PROMPT, steps
     n = compared_steps(graphed, "iris.models")
     assert n >= at_least, f"{label}: only {n} steps before a tie parted the sequences: too few for a meaningful comparison"
     assert len(set(want[:n])) >= min(4, at_least // 2), f"{label}: the reference repeats itself ({want}): a weak check"
-    compiled = iris.models.load(archive, max_len=64, compile=True).generate(prompt, steps, graph=True)
-    assert compared_steps(compiled, "compile=True") >= at_least
+    # compile=True with transformers' attention and router steps (fused=False): Inductor's
+    # fusions round less often, and the tokens still agree
+    compiled = iris.models.load(archive, max_len=64, compile=True, fused=False).generate(prompt, steps, graph=True)
+    assert compared_steps(compiled, "compile=True, fused=False") >= at_least
+    # compile=True as it runs by default, with iris's attention, router and dense-GEMV kernels:
+    # their sums come in another order than cuBLAS's, so a router whose logits nearly tie in
+    # BF16 may pick another expert; teacher-forced on transformers' sequence, the logits stay
+    # close and mostly pick transformers' token (a wrong window, scale, sink or expert id would
+    # move every step's logits)
+    fused = iris.models.load(archive, max_len=64, compile=True).score(prompt, want)
+    diff = (fused - scores).abs()
+    agree = (fused.argmax(-1) == scores.argmax(-1)).float().mean().item()
+    print(f"{label}: fused kernels, teacher-forced: median |logit diff| {diff.median().item():.4f}, max {diff.max().item():.3f}, "
+          f"top-1 agreement {agree:.2f}")
+    assert diff.median().item() <= 0.05 and agree >= 0.5, f"{label}: the fused kernels' logits part from transformers'"
 
 
 def _tiny_snapshot(tmp_path, family, **overrides):

@@ -76,6 +76,21 @@ inline RouteData make_route_data(const RouteCase& c, uint32_t seed) {
   return d;
 }
 
+struct DenseCase {
+  std::string name;
+  uint32_t n, k, batch;
+  bool bias;
+  uint32_t x_offset = 0;  // misaligns x: the scalar path
+};
+
+inline std::vector<DenseCase> dense_cases() {
+  return {
+      {"gpt_oss_qkv", 5120, 2880, 1, true},     {"gpt_oss_o", 2880, 4096, 1, true},   {"no_bias_batch_3", 300, 1024, 3, false},
+      {"batch_16", 64, 512, 16, true},          {"k_not_multiple_of_8", 33, 1003, 2, true},
+      {"k_below_8", 7, 5, 1, false},            {"misaligned_x", 40, 256, 1, true, 1}, {"one_row", 1, 8, 1, true},
+  };
+}
+
 struct AttentionCase {
   std::string name;
   uint32_t heads, kv_heads, head_dim, max_len, window;

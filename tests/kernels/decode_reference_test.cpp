@@ -154,6 +154,57 @@ TEST(MoeRouteReference, RejectsBadArguments) {
   EXPECT_TRUE(bad([](MoeRouteArgs& b) { b.k = 0; }));
 }
 
+// ---- the dense GEMV
+
+TEST(DenseGemvReference, MatchesTheOracleOnEveryCase) {
+  uint32_t seed = 900;
+  for (const auto& c : test::dense_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto xs = test::random_bf16(size_t(c.batch) * c.k + c.x_offset, seed += 10, 1.0f);
+    const auto w = test::random_bf16(size_t(c.n) * c.k, seed + 1, 0.05f);
+    auto bias = test::random_bf16(c.n, seed + 2, 0.5f);
+    if (c.n > 2) bias[2] = 0x7f80;  // +inf: that row is +inf (or NaN)
+    std::vector<uint16_t> y(size_t(c.batch) * c.n);
+    DenseGemvArgs a;
+    a.w = w.data(), a.bias = c.bias ? bias.data() : nullptr, a.x = xs.data() + c.x_offset, a.n = c.n, a.k = c.k, a.batch = c.batch;
+    a.y = y.data();
+    ASSERT_TRUE(check_dense_gemv(a).is_ok());
+    dense_gemv_reference(a);
+    for (uint32_t b = 0; b < c.batch; ++b)
+      for (uint32_t r = 0; r < c.n; ++r) {
+        double sum = 0, abs_sum = 0;
+        for (uint32_t i = 0; i < c.k; ++i) {
+          const double p = double(bf16_to_f32(a.x[size_t(b) * c.k + i])) * bf16_to_f32(w[size_t(r) * c.k + i]);
+          sum += p, abs_sum += std::fabs(p);
+        }
+        if (c.bias) sum += bf16_to_f32(bias[r]);
+        const float got = bf16_to_f32(y[size_t(b) * c.n + r]);
+        if (std::isinf(sum)) {
+          ASSERT_EQ(got, float(sum)) << "row " << r;
+          continue;
+        }
+        ASSERT_LE(std::fabs(double(got) - sum), std::ldexp(std::fabs(sum), -8) + double(c.k + 1) * std::ldexp(abs_sum, -24) + 1e-38)
+            << "batch " << b << " row " << r;
+      }
+  }
+}
+
+TEST(DenseGemvReference, RejectsBadArguments) {
+  uint16_t buf[16] = {};
+  DenseGemvArgs a;
+  a.w = a.x = buf, a.y = buf, a.n = 1, a.k = 8, a.batch = 1;
+  EXPECT_TRUE(check_dense_gemv(a).is_ok());
+  DenseGemvArgs b = a;
+  b.batch = 0;
+  EXPECT_FALSE(check_dense_gemv(b).is_ok());
+  b.batch = kDenseGemvMaxBatch + 1;
+  EXPECT_FALSE(check_dense_gemv(b).is_ok());
+  b = a, b.k = 0;
+  EXPECT_FALSE(check_dense_gemv(b).is_ok());
+  b = a, b.y = nullptr;
+  EXPECT_FALSE(check_dense_gemv(b).is_ok());
+}
+
 // ---- attention
 
 void check_attention_against_oracle(const test::AttentionCase& c, uint32_t seed) {

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps
+from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, use_iris_dense_gemv
 
 
 class _Layer:
@@ -29,6 +29,8 @@ class _Layer:
         self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
         self.fused_route = d._routes_fused(self.router)
         if d.fused:
+            use_iris_dense_gemv(self.qkv)
+            use_iris_dense_gemv(self.o)
             self.sinks = self.sinks.to(torch.bfloat16).contiguous()  # the mirror casts them to the scores' BF16 too
         types = c.get("layer_types")
         self.sliding = (types[i] == "sliding_attention") if types is not None else (i % 2 == 0)

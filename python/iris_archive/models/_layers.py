@@ -25,6 +25,7 @@ class Linear:
         self.n, self.k = int(self.w.shape[0]), int(self.w.shape[1])
         self.quantized = isinstance(self.w, QuantTensor)
         self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
+        self.iris_dense = False  # use_iris_dense_gemv() sets it
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
@@ -33,6 +34,8 @@ class Linear:
         if self.quantized:
             y = torch.ops.iris.gemv(x, self.w._handle, self.n)
             return y + self.b if self.b is not None else y
+        if self.iris_dense:
+            return torch.ops.iris.gemv_bf16(x, self.w, self.b)
         return F.linear(x, self.w, self.b)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,6 +84,7 @@ class GroupedLinear:
                 weights.release(prefix + ".weight")  # the concatenated copy replaces them
                 p.w = None
             self.mode = "concatenated"
+        self.iris_dense = False  # use_iris_dense_gemv() sets it
         if self.mode != "separate" and any(p.b is not None for p in parts):
             zero = lambda p: p.b if p.b is not None else torch.zeros(p.n, dtype=torch.bfloat16, device=device)  # noqa: E731
             self.b = torch.cat([zero(p) for p in parts]).view(1, -1)
@@ -95,11 +99,23 @@ class GroupedLinear:
             return [p(x) for p in self.parts]
         if self.mode == "grouped":
             y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.height).view(1, -1)
+        elif self.iris_dense:
+            return list(torch.split(torch.ops.iris.gemv_bf16(x, self.w, self.b.view(-1)), self.sizes, dim=1))
         else:
             y = F.linear(x, self.w)
         if self.b is not None:
             y = y + self.b
         return list(torch.split(y, self.sizes, dim=1))
+
+
+def use_iris_dense_gemv(part) -> None:
+    """Runs a dense BF16 projection that has a bias (a Linear, or a GroupedLinear concatenated
+    into one matrix) on torch.ops.iris.gemv_bf16, the bias in the same launch: cuBLAS takes a
+    bias as a split-K GEMV plus a reduction, or as a separate add. Projections without a bias
+    stay on cuBLAS, which reads large ones faster than a copy does."""
+    dense = getattr(part, "w", None) is not None and not part.quantized and part.w.dtype == torch.bfloat16 and part.w.dim() == 2
+    if dense and part.b is not None and (not isinstance(part, GroupedLinear) or part.mode == "concatenated"):
+        part.iris_dense = True
 
 
 class ExpertStack:

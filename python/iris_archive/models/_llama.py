@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps
+from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, use_iris_dense_gemv
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -97,6 +97,9 @@ class _Layer:
         self.ln1, self.ln2 = w.take(f"{p}.input_layernorm.weight"), w.take(f"{p}.post_attention_layernorm.weight")
         self.qkv = d.reads(GroupedLinear(w, [f"{p}.self_attn.{n}_proj" for n in "qkv"], d.device, d.compiled))
         self.o = d.reads(Linear(w, f"{p}.self_attn.o_proj"))
+        if d.fused:  # those with a bias (Qwen2's q/k/v): the bias in the GEMV's launch
+            use_iris_dense_gemv(self.qkv)
+            use_iris_dense_gemv(self.o)
         if config.get("model_type") == "mixtral":
             self.mlp = _MixtralMoe(d, w, f"{p}.block_sparse_moe", config)
         else:
