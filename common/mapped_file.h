@@ -49,6 +49,10 @@ class MappedFile {
 
   // Hints the kernel to read [offset, offset+n) ahead, sequentially.
   void will_need(uint64_t offset, uint64_t n) const;
+  // How far ahead of a sequential reader to ask for (will_need): with the page cache cold,
+  // a reader of 1 MiB preads otherwise waits on the disk for each, at the device's default
+  // readahead (issue 26: a lossless convert 1.7x slower than with this, docs/BENCHMARKS.md).
+  static constexpr uint64_t kReadAhead = 16ull << 20;
   // Drops [offset, offset+n) from this process's resident set (the page cache keeps it).
   void release(uint64_t offset, uint64_t n) const;
 

@@ -14,11 +14,10 @@ namespace {
 // into the writer's buffers. (Reading the next window on a second thread, std::async per
 // window, was slower: 1.17x the wall time and 1.6x the CPU of this loop, five pairs.)
 constexpr uint64_t kWindow = 1ull << 20;
-// How far ahead of the window being read the kernel is asked to read (MADV_WILLNEED starts an
-// asynchronous readahead): the next windows' preads then find their pages in the cache, and
-// the disk works while this thread hashes and writes, instead of one synchronous 1 MiB read
-// at a time at the device's default readahead.
-constexpr uint64_t kAhead = 16ull << 20;
+// The kernel is asked to read kAhead past the window being read (an asynchronous readahead):
+// the next windows' preads find their pages in the cache, and the disk works while this
+// thread hashes and writes. Each step asks for one window more, at that distance.
+constexpr uint64_t kAhead = MappedFile::kReadAhead;
 }
 
 ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_t size) {

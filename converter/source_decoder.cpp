@@ -69,7 +69,11 @@ class RawDecoder final : public SourceDecoder {
   Status read_rows(uint64_t r0, uint64_t r1, DecodeScratch& scratch) const {
     std::vector<uint8_t>& buf = scratch.codes;
     if (buf.size() < (r1 - r0) * k_ * es_) buf.resize((r1 - r0) * k_ * es_);
-    return t_.file->mapping().read_at(t_.tensor->offset + r0 * k_ * es_, buf.data(), (r1 - r0) * k_ * es_);
+    const MappedFile& file = t_.file->mapping();
+    const uint64_t at = t_.tensor->offset + r0 * k_ * es_, n = (r1 - r0) * k_ * es_;
+    // The rows the chunks kReadAhead on will read, asked for now (the first chunk: all of them)
+    file.will_need(r0 == 0 ? at : at + MappedFile::kReadAhead, r0 == 0 ? MappedFile::kReadAhead + n : n);
+    return file.read_at(at, buf.data(), n);
   }
   SnapshotTensor t_;
   uint64_t es_ = 2;
@@ -162,6 +166,9 @@ class QuantizedDecoder final : public SourceDecoder {
       return invalid_input("tensor '" + d_.name + "': its " + std::string(role_name(role)) + " component holds " +
                            std::to_string(t.tensor->size) + " bytes, fewer than its shape needs");
     out->resize(n);
+    // the bytes the ranges kReadAhead on will read, asked for now (the first range: all of them)
+    const uint64_t at = t.tensor->offset + offset;
+    t.file->mapping().will_need(offset == 0 ? at : at + MappedFile::kReadAhead, offset == 0 ? MappedFile::kReadAhead + n : n);
     return t.file->mapping().read_at(t.tensor->offset + offset, out->data(), n);
   }
   Status read_whole(Role role, std::vector<uint8_t>* out) const {
