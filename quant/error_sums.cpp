@@ -14,13 +14,16 @@ namespace {
 
 // One block of at most kSumBlock elements (error_sums_groups.h), its groups summed in float
 // lanes the vectoriser turns into AVX-512 or AVX2 (quant/simd.h clones).
-IRIS_HOT_LOOP void block_sums(const float* ref, const float* got, uint64_t n, ErrorSums* out) {
+IRIS_INLINE void block_sums_body(const float* ref, const float* got, uint64_t n, ErrorSums* out) {
   detail::SumLanes lanes;
   uint64_t i = 0;
   for (; i + detail::kSumGroup <= n; i += detail::kSumGroup) detail::group_sums(ref + i, got + i, lanes);
   detail::exact_sums(ref + i, got + i, n - i, lanes.sr, lanes.se, lanes.mx);  // the tail
   detail::close_block(lanes, out);
 }
+IRIS_HOT_LOOP_CLONES((), (), void, block_sums,
+                     (const float* ref, const float* got, uint64_t n, ErrorSums* out),
+                     (ref, got, n, out))
 
 }  // namespace
 

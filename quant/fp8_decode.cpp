@@ -22,9 +22,12 @@ IRIS_INLINE float e4m3_value(uint8_t b) {
 }
 
 template <typename Out>
-IRIS_HOT_LOOP void decode_run(const uint8_t* q, uint64_t count, float scale, Out* out) {
+IRIS_INLINE void decode_run_body(const uint8_t* q, uint64_t count, float scale, Out* out) {
   for (uint64_t i = 0; i < count; ++i) detail::store_value(&out[i], canonical_nan_if_nan(e4m3_value(q[i]) * scale));
 }
+IRIS_HOT_LOOP_CLONES((template <typename Out>), (<Out>), void, decode_run,
+                     (const uint8_t* q, uint64_t count, float scale, Out* out),
+                     (q, count, scale, out))
 
 // Rows [row0, row1) of the batch * n rows; codes and out start at row0.
 template <typename Out>

@@ -60,23 +60,29 @@ IRIS_INLINE void encode_any(const T* x, uint64_t count, float mul, float scale, 
 
 // Max |x| bits over rows [r0, r1) x all k columns (kTensor, kChannel).
 template <typename T>
-IRIS_HOT_LOOP uint32_t rows_amax_bits(const T* m, uint64_t k, uint64_t r0, uint64_t r1) {
+IRIS_INLINE uint32_t rows_amax_bits_body(const T* m, uint64_t k, uint64_t r0, uint64_t r1) {
   uint32_t amax = 0;
   for (uint64_t r = r0; r < r1; ++r) amax = std::max(amax, amax_bits(m + r * k, k));
   return amax;
 }
+IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), uint32_t, rows_amax_bits,
+                     (const T* m, uint64_t k, uint64_t r0, uint64_t r1),
+                     (m, k, r0, r1))
 
 template <typename T>
-IRIS_HOT_LOOP void rows_encode(const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, float scale, uint8_t* codes, float* decoded) {
+IRIS_INLINE void rows_encode_body(const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, float scale, uint8_t* codes, float* decoded) {
   for (uint64_t r = r0; r < r1; ++r) encode_any(m + r * k, k, mul, scale, codes + r * k, decoded ? decoded + r * k : nullptr);
 }
+IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), void, rows_encode,
+                     (const T* m, uint64_t k, uint64_t r0, uint64_t r1, float mul, float scale, uint8_t* codes, float* decoded),
+                     (m, k, r0, r1, mul, scale, codes, decoded))
 
 // kBlock: tiles [j0, j1) (at most kMaxRun) of the band of rows [r0, r1). The amax pass reads
 // whole row segments across the run of tiles (contiguous, so the prefetchers stream them; a
 // tile-by-tile walk defeats them), and the encode pass finds the data still in cache.
 constexpr uint64_t kMaxRun = 64;
 template <typename T>
-IRIS_HOT_LOOP void encode_band(const T* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint64_t j0, uint64_t j1, float* scales,
+IRIS_INLINE void encode_band_body(const T* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint64_t j0, uint64_t j1, float* scales,
                                uint8_t* codes, float* decoded) {
   uint32_t amax[kMaxRun] = {};
   float mul[kMaxRun];
@@ -95,6 +101,9 @@ IRIS_HOT_LOOP void encode_band(const T* m, uint64_t k, uint64_t r0, uint64_t r1,
       encode_any(m + r * k + c0, c1 - c0, mul[j - j0], scales[j], codes + r * k + c0, decoded ? decoded + r * k + c0 : nullptr);
     }
 }
+IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), void, encode_band,
+                     (const T* m, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint64_t j0, uint64_t j1, float* scales, uint8_t* codes, float* decoded),
+                     (m, k, r0, r1, bk, j0, j1, scales, codes, decoded))
 
 // One [n, k] matrix.
 template <typename T>
@@ -154,9 +163,12 @@ void fp8_encode_decoded(const float* in, uint64_t batch, uint64_t n, uint64_t k,
   encode(in, batch, n, k, g, bn, bk, codes, scales, decoded);
 }
 
-IRIS_HOT_LOOP void fp8_encode_unit(const float* in, uint64_t count, float mul, uint8_t* codes, float* decoded) {
+IRIS_INLINE void fp8_encode_unit_body(const float* in, uint64_t count, float mul, uint8_t* codes, float* decoded) {
   encode_any(in, count, mul, 1.0f / mul, codes, decoded);  // the scale fp8_encode stores
 }
+IRIS_HOT_LOOP_CLONES((), (), void, fp8_encode_unit,
+                     (const float* in, uint64_t count, float mul, uint8_t* codes, float* decoded),
+                     (in, count, mul, codes, decoded))
 
 void fp8_encode_bf16(const uint16_t* in, uint64_t batch, uint64_t n, uint64_t k, Fp8Granularity g, uint64_t bn, uint64_t bk,
                      uint8_t* codes, float* scales) {

@@ -13,7 +13,7 @@ namespace iris::quant {
 namespace {
 
 template <typename Out>
-IRIS_HOT_LOOP void decode_block(const uint8_t* q, uint8_t scale_byte, uint64_t count, Out* out) {
+IRIS_INLINE void decode_block_body(const uint8_t* q, uint8_t scale_byte, uint64_t count, Out* out) {
   const float scale = e8m0_to_f32(scale_byte);
   Out lut[16];
   for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(e2m1_to_f32(uint8_t(c)) * scale));
@@ -26,6 +26,9 @@ IRIS_HOT_LOOP void decode_block(const uint8_t* q, uint8_t scale_byte, uint64_t c
   }
   for (uint64_t i = 0; i < count; ++i) out[i] = lut[i % 2 == 0 ? q[i / 2] & 15 : q[i / 2] >> 4];  // last, partial block
 }
+IRIS_HOT_LOOP_CLONES((template <typename Out>), (<Out>), void, decode_block,
+                     (const uint8_t* q, uint8_t scale_byte, uint64_t count, Out* out),
+                     (q, scale_byte, count, out))
 
 #ifdef IRIS_X86_INTRINSICS
 // `blocks` whole blocks of 32 values with AVX-512: each block's 16 products (the E2M1 values

@@ -20,7 +20,7 @@ using detail::encode_block;
 // their decoded values in the row-major `decoded`. (The rule is a template parameter so the
 // floor rule's loop carries no trace of the search.)
 template <bool kSearch, bool kDecoded, typename T>
-IRIS_HOT_LOOP void encode_blocks(const T* in, uint64_t k, uint64_t blocks, uint64_t b0, uint64_t b1, uint8_t* codes,
+IRIS_INLINE void encode_blocks_body(const T* in, uint64_t k, uint64_t blocks, uint64_t b0, uint64_t b1, uint8_t* codes,
                                  uint8_t* scales, float* decoded) {
   for (uint64_t i = b0; i < b1; ++i) {
     const uint64_t r = i / blocks, b = i % blocks, count = b + 1 < blocks ? 32 : k - b * 32;
@@ -36,6 +36,9 @@ IRIS_HOT_LOOP void encode_blocks(const T* in, uint64_t k, uint64_t blocks, uint6
     }
   }
 }
+IRIS_HOT_LOOP_CLONES((template <bool kSearch, bool kDecoded, typename T>), (<kSearch, kDecoded, T>), void, encode_blocks,
+                     (const T* in, uint64_t k, uint64_t blocks, uint64_t b0, uint64_t b1, uint8_t* codes, uint8_t* scales, float* decoded),
+                     (in, k, blocks, b0, b1, codes, scales, decoded))
 
 template <bool kDecoded, typename T>
 void encode(const T* in, uint64_t rows, uint64_t k, Mxfp4ScaleRule rule, uint8_t* codes, uint8_t* scales, float* decoded) {

@@ -14,7 +14,7 @@ namespace {
 
 // Elements [i0, i1) of one block, into out[i - i0].
 template <typename Out>
-IRIS_HOT_LOOP void decode_span(const uint8_t* codes, uint64_t i0, uint64_t i1, const float* table, float absmax, Out* out) {
+IRIS_INLINE void decode_span_body(const uint8_t* codes, uint64_t i0, uint64_t i1, const float* table, float absmax, Out* out) {
   Out lut[16];
   for (int c = 0; c < 16; ++c) detail::store_value(&lut[c], canonical_nan_if_nan(table[c] * absmax));
   uint64_t i = i0;
@@ -33,6 +33,9 @@ IRIS_HOT_LOOP void decode_span(const uint8_t* codes, uint64_t i0, uint64_t i1, c
   }
   if (i < i1) *out = lut[codes[i / 2] >> 4];
 }
+IRIS_HOT_LOOP_CLONES((template <typename Out>), (<Out>), void, decode_span,
+                     (const uint8_t* codes, uint64_t i0, uint64_t i1, const float* table, float absmax, Out* out),
+                     (codes, i0, i1, table, absmax, out))
 
 // codes[0] holds element `base` (even), so a caller may pass a window of the codes.
 template <typename Out>

@@ -86,7 +86,7 @@ IRIS_INLINE uint64_t load_block(const T* x, uint64_t i0, uint64_t n, uint64_t b,
 // Blocks [b0, b1): the absmax (into computed[b], or read from given[b]) and, when `codes` is
 // set, the codes (at codes[(b*64 - i0)/2]).
 template <typename T>
-IRIS_HOT_LOOP void first_level(const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed,
+IRIS_INLINE void first_level_body(const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed,
                                uint8_t* codes) {
   alignas(64) float v[64];
 #ifdef IRIS_X86_INTRINSICS
@@ -107,6 +107,9 @@ IRIS_HOT_LOOP void first_level(const T* x, uint64_t i0, uint64_t n, uint64_t b0,
     block_codes(v, count, absmax, out);
   }
 }
+IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), void, first_level,
+                     (const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed, uint8_t* codes),
+                     (x, i0, n, b0, b1, given, computed, codes))
 
 // Runs first_level over the blocks of [i0, i0 + count) in parallel chunks.
 template <typename T>
@@ -122,7 +125,7 @@ void first_level_parallel(const T* x, uint64_t i0, uint64_t count, uint64_t n, c
 // Second level: the dynamic-map codes of absmax[a0, a1), a1 - a0 <= 256. Map and codes are
 // local arrays of different types, so the compiler sees that the gathers from the map do
 // not alias the stores and vectorises.
-IRIS_HOT_LOOP void nested_codes(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
+IRIS_INLINE void nested_codes_body(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
   float map[256];
   uint32_t q[kNested];
   for (int i = 0; i < 256; ++i) map[i] = dynamic_map_value(uint8_t(i));
@@ -130,6 +133,9 @@ IRIS_HOT_LOOP void nested_codes(const float* absmax, uint64_t a0, uint64_t a1, f
   for (uint32_t a = 0; a < count; ++a) q[a] = dynamic_map_encode_fast((absmax[a0 + a] - offset) * inv, map);
   for (uint32_t a = 0; a < count; ++a) codes[a0 + a] = uint8_t(q[a]);
 }
+IRIS_HOT_LOOP_CLONES((), (), void, nested_codes,
+                     (const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes),
+                     (absmax, a0, a1, offset, inv, codes))
 
 template <typename T>
 void encode_dq(const T* in, uint64_t n, Nf4DoubleQuant* out) {

@@ -17,7 +17,7 @@ IRIS_INLINE bool nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
 // for only when there is one (tracking it in the same loop, in 64-bit lanes, made the check
 // cost more than the encoding it guards).
 template <typename T>
-IRIS_HOT_LOOP uint64_t count_range(const T* x, uint64_t i0, uint64_t i1, uint64_t* first) {
+IRIS_INLINE uint64_t count_range_body(const T* x, uint64_t i0, uint64_t i1, uint64_t* first) {
   uint32_t count = 0;
   for (uint64_t i = i0; i < i1; ++i) count += nonfinite(x[i]);
   uint64_t f = i0;
@@ -26,6 +26,9 @@ IRIS_HOT_LOOP uint64_t count_range(const T* x, uint64_t i0, uint64_t i1, uint64_
   *first = count ? f : i1;
   return count;
 }
+IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), uint64_t, count_range,
+                     (const T* x, uint64_t i0, uint64_t i1, uint64_t* first),
+                     (x, i0, i1, first))
 
 template <typename T>
 uint64_t count(const T* x, uint64_t n, uint64_t* first_index) {

@@ -1,9 +1,11 @@
 // Helpers for the fast (vectorised) CPU loops of quant/. Internal to quant/*.cpp.
 //
-// Hot loops are compiled three times (AVX-512, AVX2, baseline x86-64) and the loader picks
-// the best clone for the CPU. The bits do not depend on the clone: the loops use only
-// correctly rounded IEEE operations, and quant/ is built with -ffp-contract=off, so no clone
-// fuses a multiply and an add.
+// Hot loops are compiled three times (AVX-512, AVX2, baseline x86-64: IRIS_HOT_LOOP_CLONES)
+// and each call takes the clone of cpu_path(): the CPU's widest, or a narrower one the
+// environment asks for (IRIS_CPU_PATH=avx2 or portable), so that one machine tests and times
+// every path it can run. The bits do not depend on the clone: the loops use only correctly
+// rounded IEEE operations, and quant/ is built with -ffp-contract=off, so no clone fuses a
+// multiply and an add.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +13,32 @@
 
 #include "common/float_bits.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define IRIS_HOT_LOOP __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define IRIS_HOT_LOOP
-#endif
-
 // Inlined into whichever clone calls it.
 #define IRIS_INLINE inline __attribute__((always_inline))
+
+// A hot loop NAME_body (an IRIS_INLINE function) compiled three times, as NAME_avx512,
+// NAME_avx2 and NAME_portable, and NAME calling the one of cpu_path(). TEMPLATE is the
+// parenthesised template head (or ()), TARGS its arguments as the clones are called (or ()),
+// PARAMS the parenthesised parameters and ARGS the names passed on.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define IRIS_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2")))
+#define IRIS_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define IRIS_TARGET_AVX512
+#define IRIS_TARGET_AVX2
+#endif
+#define IRIS_UNPAREN(...) __VA_ARGS__
+#define IRIS_HOT_LOOP_CLONES(TEMPLATE, TARGS, RET, NAME, PARAMS, ARGS)                                            \
+  IRIS_UNPAREN TEMPLATE IRIS_TARGET_AVX512 RET NAME##_avx512 PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; } \
+  IRIS_UNPAREN TEMPLATE IRIS_TARGET_AVX2 RET NAME##_avx2 PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; }     \
+  IRIS_UNPAREN TEMPLATE RET NAME##_portable PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; }                  \
+  IRIS_UNPAREN TEMPLATE RET NAME PARAMS {                                                                           \
+    switch (::iris::quant::detail::cpu_path()) {                                                                    \
+      case ::iris::quant::detail::CpuPath::kAvx512: return NAME##_avx512 IRIS_UNPAREN TARGS ARGS;                   \
+      case ::iris::quant::detail::CpuPath::kAvx2: return NAME##_avx2 IRIS_UNPAREN TARGS ARGS;                       \
+      default: return NAME##_portable IRIS_UNPAREN TARGS ARGS;                                                     \
+    }                                                                                                               \
+  }
 
 // Loops written with AVX-512 intrinsics (where the vectoriser cannot find the instruction:
 // a permute as a 16-entry table lookup) are functions of their own with a target attribute,
@@ -61,16 +81,19 @@ IRIS_INLINE uint16_t load_pair(const uint8_t* c) {
   return w;
 }
 
+// The vector path of every hot loop and intrinsic path: the CPU's widest (kAvx512 needs
+// AVX-512 F, BW, CD, DQ and VL: x86-64-v4), or a narrower one named by the environment
+// variable IRIS_CPU_PATH (avx512, avx2, portable; a path the CPU lacks, or an unknown name,
+// leaves the CPU's). Read once for the process, like the CPU's features it stands for.
+enum class CpuPath { kPortable, kAvx2, kAvx512 };
+CpuPath cpu_path();
+// The path the CPU itself offers, whatever the environment asks.
+CpuPath cpu_best_path();
+const char* cpu_path_name(CpuPath p);
+
 #ifdef IRIS_X86_INTRINSICS
-// A property of the CPU, read once for the process (like the clones' resolvers).
-inline bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
+inline bool cpu_has_avx512f() { return cpu_path() == CpuPath::kAvx512; }
+inline bool cpu_has_avx2() { return cpu_path() >= CpuPath::kAvx2; }
 #endif
 
 }  // namespace iris::quant::detail
