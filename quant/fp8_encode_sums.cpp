@@ -14,6 +14,7 @@
 #include "quant/error_sums_avx512.h"
 #include "quant/error_sums_groups.h"
 #include "quant/fp8.h"
+#include "quant/fp8_avx2.h"
 #include "quant/simd.h"
 
 namespace iris::quant {
@@ -199,40 +200,10 @@ IRIS_AVX512 uint64_t encode_sums_avx512(const T* in, uint64_t rows, uint64_t k, 
   return units.nonfinite;
 }
 
-// The same passes on AVX2 (quant/avx2.h): amax8 and encode8 are amax16 and encode16 on 8
+// The same passes on AVX2: amax8 and encode8 (quant/fp8_avx2.h) are amax16 and encode16 on 8
 // lanes, operation for operation, so the same codes, scales, decoded values and sums.
-IRIS_AVX2 inline __m256i amax8(__m256 x, __m256i acc, uint64_t& nonfinite) {
-  const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
-  const __m256i nonfin = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f7fffff));  // a <= 0x7fffffff: signed is unsigned here
-  nonfinite += uint64_t(std::popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(nonfin)))));
-  return _mm256_max_epu32(acc, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)), a));  // NaN as 0
-}
-
-IRIS_AVX2 inline __m256 encode8(__m256 x, __m256 mul, __m256 scale, uint8_t* codes) {
-  const __m256i bits = _mm256_castps_si256(_mm256_mul_ps(x, mul));
-  const __m256i abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
-  const __m256i a = _mm256_min_epu32(abs, _mm256_set1_epi32(0x43e00000));
-  const __m256i r = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff), _mm256_and_si256(_mm256_srli_epi32(a, 20), _mm256_set1_epi32(1))));
-  const __m256 two23 = _mm256_set1_ps(8388608.0f);
-  const __m256 q = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(512.0f)), two23), two23);
-  const __m256i normal = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3c7fffff));  // a >= 0x3c800000
-  __m256i code = _mm256_blendv_epi8(_mm256_cvttps_epi32(q), _mm256_sub_epi32(_mm256_srli_epi32(r, 20), _mm256_set1_epi32(960)), normal);
-  code = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80)));
-  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
-  // Byte 0 of each lane, in lane order, into 8 bytes.
-  const __m256i low_bytes = _mm256_shuffle_epi8(code, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                                       0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(codes),
-                   _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(low_bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0))));
-  __m256i v = _mm256_blendv_epi8(_mm256_castps_si256(_mm256_mul_ps(q, _mm256_set1_ps(0.001953125f))),
-                                 _mm256_and_si256(r, _mm256_set1_epi32(int(0xfff00000u))), normal);
-  v = _mm256_or_si256(v, _mm256_and_si256(bits, _mm256_set1_epi32(int(0x80000000u))));
-  const __m256i canonical = _mm256_set1_epi32(int(kCanonicalNanBits));
-  v = _mm256_blendv_epi8(v, canonical, nan);
-  const __m256 d = _mm256_mul_ps(_mm256_castsi256_ps(v), scale);
-  return _mm256_blendv_ps(d, _mm256_castsi256_ps(canonical), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
-}
+using detail::amax8;
+using detail::encode8;
 
 template <typename T>
 IRIS_AVX2 uint64_t unit_scales_avx2(const T* in, uint64_t k, uint64_t r0, uint64_t r1, uint64_t bk, uint32_t* acc, float* mul, float* scale) {

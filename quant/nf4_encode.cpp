@@ -4,9 +4,11 @@
 // inputs): nested blocks in parallel, codes by dynamic_map_encode_fast (gathers).
 #include <algorithm>
 #include <cfloat>
+#include <cstring>
 
 #include "common/parallel_for.h"
 #include "quant/nf4.h"
+#include "quant/avx2.h"
 #include "quant/avx512.h"
 #include "quant/simd.h"
 #include "quant/tables.h"
@@ -70,6 +72,37 @@ IRIS_AVX512 void block_codes_avx512(const float* v, float absmax, uint8_t* out) 
 }
 #endif
 
+#ifdef IRIS_X86_INTRINSICS
+// block_codes_avx512 on AVX2, 8 values a vector: the same 4-step binary search, the threshold
+// looked up from two 8-entry tables (a permute of each, the half picked by the index's bit 3),
+// the same strict '>' on the same products, so the same codes. The compiler's AVX2 clone of
+// block_codes (15 compares a value) ran at 44% of the AVX-512 path's speed.
+IRIS_AVX2 void block_codes_avx2(const float* v, float absmax, uint8_t* out) {
+  alignas(32) float t[16];
+  for (int i = 0; i < 15; ++i) t[i] = nf4_threshold(i);
+  t[15] = 0.f;  // never looked up: the search's indices stay below 15
+  const __m256 lo = _mm256_load_ps(t), hi = _mm256_load_ps(t + 8), inv = _mm256_set1_ps(1.0f / absmax);
+  const __m256i low8 = _mm256_set1_epi64x(0xff), seven = _mm256_set1_epi32(7);
+  for (int q = 0; q < 8; ++q) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(v + 8 * q), inv);
+    __m256i c = _mm256_setzero_si256();
+    for (int step : {8, 4, 2, 1}) {
+      const __m256i probe = _mm256_add_epi32(c, _mm256_set1_epi32(step - 1));
+      const __m256 upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(probe, seven));
+      const __m256 threshold = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, probe), _mm256_permutevar8x32_ps(hi, probe), upper);
+      const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(x, threshold, _CMP_GT_OQ));
+      c = _mm256_add_epi32(c, _mm256_and_si256(above, _mm256_set1_epi32(step)));
+    }
+    // Lanes 2j, 2j+1 as one 64-bit lane: byte 0 of it = code(2j) << 4 | code(2j+1) (high first).
+    const __m256i packed = _mm256_or_si256(_mm256_slli_epi64(_mm256_and_si256(c, low8), 4), _mm256_srli_epi64(c, 32));
+    const __m256i bytes = _mm256_shuffle_epi8(packed, _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                       0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const uint32_t two_halves = uint32_t(_mm256_extract_epi16(bytes, 0)) | uint32_t(_mm256_extract_epi16(bytes, 8)) << 16;
+    std::memcpy(out + 4 * q, &two_halves, 4);
+  }
+}
+#endif
+
 // Loads block b (of the n-element tensor whose elements [i0, ...) are at x) into v.
 template <typename T>
 IRIS_INLINE uint64_t load_block(const T* x, uint64_t i0, uint64_t n, uint64_t b, float* v) {
@@ -90,7 +123,7 @@ IRIS_INLINE void first_level_body(const T* x, uint64_t i0, uint64_t n, uint64_t 
                                uint8_t* codes) {
   alignas(64) float v[64];
 #ifdef IRIS_X86_INTRINSICS
-  const bool avx512 = codes && detail::cpu_has_avx512f();
+  const bool avx512 = codes && detail::cpu_has_avx512f(), avx2 = codes && !avx512 && detail::cpu_has_avx2();
 #endif
   for (uint64_t b = b0; b < b1; ++b) {
     const uint64_t count = load_block(x, i0, n, b, v);
@@ -101,6 +134,10 @@ IRIS_INLINE void first_level_body(const T* x, uint64_t i0, uint64_t n, uint64_t 
 #ifdef IRIS_X86_INTRINSICS
     if (avx512 && count == kBlock) {
       block_codes_avx512(v, absmax, out);
+      continue;
+    }
+    if (avx2 && count == kBlock) {
+      block_codes_avx2(v, absmax, out);
       continue;
     }
 #endif
