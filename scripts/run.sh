@@ -5,7 +5,9 @@
 #                              it again with clang + AddressSanitizer + UBSan (build-check) and run
 #                              it there with the libFuzzer targets (a minute each)
 #   bash scripts/run.sh python install what is missing, build, and pip-install the Python package
-#                              (with libiris beside it) into the virtual environment build/venv
+#                              (with libiris beside it) into the virtual environment build/venv;
+#                              libiris is built with IRIS_STATIC=ON in build-python (BUILD_DIR
+#                              overrides), so the wheel needs nothing of the system but glibc
 # Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS,
 #              CHECK_DIR (default build-check), FUZZ_SECONDS (default 60).
 set -euo pipefail
@@ -14,7 +16,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 case "$mode" in demo|test|build|python) ;; *) echo "usage: bash scripts/run.sh demo|test|build|python" >&2; exit 2;; esac
 
-BUILD_DIR=${BUILD_DIR:-build}
+default_build=build; [ "$mode" = python ] && default_build=build-python
+BUILD_DIR=${BUILD_DIR:-$default_build}
 JOBS=${JOBS:-$(nproc)}
 
 # 1. Debian packages the build needs; only the missing ones are installed.
@@ -52,10 +55,15 @@ else
     echo "no GPU here: the demo builds iris without its CUDA kernels (IRIS_CUDA=ON bash scripts/run.sh demo builds them)" >&2
   fi
 fi
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRIS_CUDA="$cuda" \
+# The Python package's libiris travels in a wheel: linked statically against its C++ runtime,
+# zstd and xxHash, it needs only glibc where it lands.
+static=OFF; [ "$mode" = python ] && static=ON
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRIS_CUDA="$cuda" -DIRIS_STATIC="$static" \
   -DIRIS_CUDA_GENCODE="${IRIS_CUDA_GENCODE:-$gencode}" >/dev/null
-# The demo builds what it runs (the iris tool; no test suite); the other modes everything.
+# The demo builds what it runs (the iris tool; no test suite), python the tool and libiris;
+# the other modes everything.
 targets=(); [ "$mode" = demo ] && targets=(--target iris)
+[ "$mode" = python ] && targets=(--target iris --target libiris)
 start=$(date +%s)
 cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
 echo "built in $(( $(date +%s) - start )) s: $BUILD_DIR/converter/iris ($("$BUILD_DIR/converter/iris" --version))" >&2
@@ -72,6 +80,9 @@ case "$mode" in
     cp -L "$BUILD_DIR/api/libiris.so.1" "$src/iris_archive/"
     /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps --no-index "$src"
     "$venv/bin/python" -c 'import iris_archive as iris; print("iris_archive", iris.__version__, "with", iris.native_library())'
+    # What the bundled libiris needs of the system: glibc alone (libc, libm, the loader).
+    needs=$(ldd "$src/iris_archive/libiris.so.1" | awk '$1 !~ /^(linux-vdso|libc\.|libm\.|\/lib64\/ld-linux|ld-linux)/ {print $1}')
+    if [ -n "$needs" ]; then echo "the bundled libiris needs more than glibc: $needs" >&2; exit 1; fi
     echo "use it with: $venv/bin/python"
     ;;
   demo)
