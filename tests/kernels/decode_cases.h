@@ -91,6 +91,22 @@ inline std::vector<DenseCase> dense_cases() {
   };
 }
 
+struct DenseData {
+  std::vector<uint16_t> x_storage, w, bias;  // x_storage: x_offset elements, then x [batch, k]
+  uint32_t x_offset = 0;
+  const uint16_t* x() const { return x_storage.data() + x_offset; }
+};
+
+inline DenseData make_dense_data(const DenseCase& c, uint32_t seed) {
+  DenseData d;
+  d.x_offset = c.x_offset;
+  d.x_storage = random_bf16(size_t(c.batch) * c.k + c.x_offset, seed, 1.0f);
+  d.w = random_bf16(size_t(c.n) * c.k, seed + 1, 0.05f);
+  d.bias = random_bf16(c.n, seed + 2, 0.5f);
+  if (c.n > 2) d.bias[2] = 0x7f80;  // +inf: that row is +inf (or NaN)
+  return d;
+}
+
 struct AttentionCase {
   std::string name;
   uint32_t heads, kv_heads, head_dim, max_len, window;

@@ -119,13 +119,13 @@ TEST_F(DecodeOps, DenseGemvEqualsTheReferenceBitForBit) {
   uint32_t seed = 900;
   for (const auto& c : test::dense_cases()) {
     SCOPED_TRACE(c.name);
-    const auto xs = test::random_bf16(size_t(c.batch) * c.k + c.x_offset, seed += 10, 1.0f);
-    const auto w = test::random_bf16(size_t(c.n) * c.k, seed + 1, 0.05f);
-    auto bias = test::random_bf16(c.n, seed + 2, 0.5f);
-    if (c.n > 2) bias[2] = 0x7f80;
+    const auto d = test::make_dense_data(c, seed += 10);
+    const auto& xs = d.x_storage;
+    const auto& w = d.w;
+    const auto& bias = d.bias;
     std::vector<uint16_t> want(size_t(c.batch) * c.n);
     DenseGemvArgs host;
-    host.w = w.data(), host.bias = c.bias ? bias.data() : nullptr, host.x = xs.data() + c.x_offset;
+    host.w = w.data(), host.bias = c.bias ? bias.data() : nullptr, host.x = d.x();
     host.n = c.n, host.k = c.k, host.batch = c.batch, host.y = want.data();
     dense_gemv_reference(host);
     DeviceBuffer gx(xs.size() * 2, xs.data()), gw(w.size() * 2, w.data()), gb(bias.size() * 2, bias.data()), gy(want.size() * 2);

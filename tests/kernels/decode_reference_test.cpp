@@ -160,13 +160,12 @@ TEST(DenseGemvReference, MatchesTheOracleOnEveryCase) {
   uint32_t seed = 900;
   for (const auto& c : test::dense_cases()) {
     SCOPED_TRACE(c.name);
-    const auto xs = test::random_bf16(size_t(c.batch) * c.k + c.x_offset, seed += 10, 1.0f);
-    const auto w = test::random_bf16(size_t(c.n) * c.k, seed + 1, 0.05f);
-    auto bias = test::random_bf16(c.n, seed + 2, 0.5f);
-    if (c.n > 2) bias[2] = 0x7f80;  // +inf: that row is +inf (or NaN)
+    const auto d = test::make_dense_data(c, seed += 10);
+    const auto& w = d.w;
+    const auto& bias = d.bias;
     std::vector<uint16_t> y(size_t(c.batch) * c.n);
     DenseGemvArgs a;
-    a.w = w.data(), a.bias = c.bias ? bias.data() : nullptr, a.x = xs.data() + c.x_offset, a.n = c.n, a.k = c.k, a.batch = c.batch;
+    a.w = w.data(), a.bias = c.bias ? bias.data() : nullptr, a.x = d.x(), a.n = c.n, a.k = c.k, a.batch = c.batch;
     a.y = y.data();
     ASSERT_TRUE(check_dense_gemv(a).is_ok());
     dense_gemv_reference(a);
