@@ -11,8 +11,11 @@ cases=()
 for fmt in mxfp4 nf4 fp8; do
   for shape in 4096x4096 1024x4096 14336x4096 4096x14336 32x5760x2880 32x2880x2880; do cases+=(--synthetic "$fmt:$shape"); done
 done
-for v in ${VARIANTS:-default gemv-unroll=1 gemv-unroll=2 gemv-warps=4 gemv-warps=8}; do
+# A list entry may name several variants joined by commas (gemv-prefetch=on,gemv-probe=skip-decode).
+# BATCH= picks the batch (default 1).
+for v in ${VARIANTS:-default gemv-unroll=1 gemv-unroll=2 gemv-prefetch=on gemv-warps=4 gemv-warps=8}; do
   echo "== variant $v =="
-  if [ "$v" = default ]; then "$B/iris" bench "${cases[@]}" --batch 1 --replays 100
-  else "$B/iris" bench "${cases[@]}" --batch 1 --replays 100 --variant "$v"; fi
+  flags=()
+  if [ "$v" != default ]; then IFS=, read -ra vs <<< "$v"; for one in "${vs[@]}"; do flags+=(--variant "$one"); done; fi
+  "$B/iris" bench "${cases[@]}" --batch "${BATCH:-1}" --replays 100 "${flags[@]}"
 done

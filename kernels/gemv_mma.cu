@@ -273,10 +273,61 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
 }
 
+// One chunk's codes and scale inputs of stripe rows g and g + 8 (lane-level).
+template <typename P>
+struct ChunkLoads {
+  typename P::Word wg, wh;
+  typename P::Raw rg, rh;
+};
+
+// The step: a chunk's loaded codes decoded and multiplied into acc by the mma chain.
+// mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
+template <typename P, int NT>
+__device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P>& l, const uint32_t (&bx)[NT][P::kPairs],
+                                          const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
+  constexpr int kPairs = P::kPairs;
+  typename P::Aux ag = P::finish(v, nested, l.rg), ah = P::finish(v, nested, l.rh);
+  uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
+  P::decode(l.wg, ag, split, a_g);
+  P::decode(l.wh, ah, split, a_h);
+  if constexpr (!P::kFactored) {
+#pragma unroll
+    for (int q = 0; q < kPairs / 2; ++q)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
+  } else {
+    float part[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < P::kSplits; ++sp)
+#pragma unroll
+      for (int q = 0; q < kPairs / 2; ++q)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+          mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
+      acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
+      acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
+      acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
+    }
+  }
+}
+
 // Stripe `stripe` of v (matrix stripe / g.stripes, its stripe s = stripe % g.stripes) times
-// `batch` activation rows, accumulated in this warp's C fragments. v3.2: all loads of U
-// chunks (codes, scales, activations) are issued before any is used; the block's warps
-// (chosen at launch) share the stripe, warp w taking chunks w, w + warps, ...
+// `batch` activation rows, accumulated in this warp's C fragments. The block's warps (chosen
+// at launch) share the stripe, warp w taking chunks w, w + warps, ..., always in that order,
+// so every U gives the same sums bit for bit:
+//  - U = 1, 2 (v3.2): all loads of U chunks (codes, scales, activations) are issued before
+//    any is used, then the U chunks are decoded and multiplied;
+//  - U = 0 (v45, the rolling prefetch): one chunk per step, with the codes and scale inputs of
+//    the warp's next chunk already in flight while this one is decoded, so a warp's DRAM wait
+//    overlaps its own decode and mma instead of adding to them; the activations (L1/L2 hits)
+//    are loaded at the step that uses them, so that only the codes and scales are held in
+//    registers across a step.
 template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
                                            int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
@@ -294,57 +345,46 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-  for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
-    typename P::Word wg[U], wh[U];
-    typename P::Raw rg[U], rh[U];
-    uint32_t bx[U][NT][kPairs];
+  auto load_chunk = [&](uint32_t c, ChunkLoads<P>& l) {
+    const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
+    const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
+    l.wg = load_word<typename P::Word>(p);
+    l.wh = load_word<typename P::Word>(p + h_off);
+    const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
+    l.rg = P::aux(v, nested, row_g, ok_g, kc);
+    l.rh = P::aux(v, nested, row_h, ok_h, kc);
+  };
+  auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs]) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * warps;
-      if (c >= g.chunks) break;
-      const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
-      const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
-      wg[u] = load_word<typename P::Word>(p);
-      wh[u] = load_word<typename P::Word>(p + h_off);
-      const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
-      rg[u] = P::aux(v, nested, row_g, ok_g, kc);
-      rh[u] = P::aux(v, nested, row_h, ok_h, kc);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[u][j]);
+    for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[j]);
+  };
+
+  if constexpr (U == 0) {
+    ChunkLoads<P> next;
+    if (uint32_t(warp) < g.chunks) load_chunk(warp, next);
+    for (uint32_t c = warp; c < g.chunks; c += warps) {
+      const ChunkLoads<P> cur = next;
+      uint32_t bx[NT][kPairs];
+      load_x_of(c, bx);
+      if (c + warps < g.chunks) load_chunk(c + warps, next);
+      chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
     }
+  } else {
+    for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
+      ChunkLoads<P> l[U];
+      uint32_t bx[U][NT][kPairs];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * warps;
-      if (c >= g.chunks) break;
-      typename P::Aux ag = P::finish(v, nested, rg[u]), ah = P::finish(v, nested, rh[u]);
-      uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
-      P::decode(wg[u], ag, split, a_g);
-      P::decode(wh[u], ah, split, a_h);
-      // mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
-      if constexpr (!P::kFactored) {
+      for (int u = 0; u < U; ++u) {
+        const uint32_t c = c0 + u * warps;
+        if (c >= g.chunks) break;
+        load_chunk(c, l[u]);
+        load_x_of(c, bx[u]);
+      }
 #pragma unroll
-        for (int q = 0; q < kPairs / 2; ++q)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-            mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
-      } else {
-        float part[NT][4];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
-#pragma unroll
-        for (int sp = 0; sp < P::kSplits; ++sp)
-#pragma unroll
-          for (int q = 0; q < kPairs / 2; ++q)
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-              mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[u][j][2 * q], bx[u][j][2 * q + 1]);
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
-          acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
-          acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
-          acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
-        }
+      for (int u = 0; u < U; ++u) {
+        const uint32_t c = c0 + u * warps;
+        if (c >= g.chunks) break;
+        chunk_mma<P, NT>(v, l[u], bx[u], split, nested, acc);
       }
     }
   }
@@ -450,9 +490,15 @@ Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int
   return Status::ok();
 }
 
+// The dense launch's step mode U (stripe_mma): 0 the rolling prefetch, else chunks per step.
+int dense_step(const KernelVariants& variants, ViewFormat format, int batch) {
+  return gemv_prefetch(variants, format, batch) ? 0 : gemv_unroll(variants, format, batch);
+}
+
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_unroll(c.variants, v.format, NT * 8)) {
+  switch (dense_step(c.variants, v.format, NT * 8)) {
+    case 0: return launch_k<P, NT, OutF32, 0>(v, g, x, batch, y, s, c);
     case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
     default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
   }
@@ -493,8 +539,10 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's unroll: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The unroll does not: a warp takes its chunks in the same
   // order either way.)
-  IRIS_ASSIGN_OR_RETURN(int warps, (gemv_unroll(c.variants, geometry.format, 8) == 2 ? stripe_warps<P, 1, 2>(g.stripes, c)
-                                                                                       : stripe_warps<P, 1, 1>(g.stripes, c)));
+  const int dense = dense_step(c.variants, geometry.format, 8);
+  IRIS_ASSIGN_OR_RETURN(int warps, (dense == 0   ? stripe_warps<P, 1, 0>(g.stripes, c)
+                                    : dense == 2 ? stripe_warps<P, 1, 2>(g.stripes, c)
+                                                 : stripe_warps<P, 1, 1>(g.stripes, c)));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   experts_mma_kernel<P, kF32, U><<<blocks, warps * 32, 0, s>>>(a, g);
   IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
@@ -508,7 +556,8 @@ Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_experts_unroll(c.variants, geometry.format)) {
+  switch (gemv_experts_step(c.variants, geometry.format)) {
+    case 0: return launch_experts_u<P, 0>(geometry, a, f32, s, c);
     case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
     default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
   }
@@ -517,8 +566,11 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
 // launch_experts for the probe, BF16 output only, at the launch's unroll.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return gemv_experts_unroll(c.variants, geometry.format) == 2 ? launch_experts_kernel<P, false, 2>(geometry, a, s, c)
-                                                               : launch_experts_kernel<P, false, 1>(geometry, a, s, c);
+  switch (gemv_experts_step(c.variants, geometry.format)) {
+    case 0: return launch_experts_kernel<P, false, 0>(geometry, a, s, c);
+    case 2: return launch_experts_kernel<P, false, 2>(geometry, a, s, c);
+    default: return launch_experts_kernel<P, false, 1>(geometry, a, s, c);
+  }
 }
 
 }  // namespace

@@ -36,7 +36,16 @@ int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch) {
   return format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
 }
 
-int gemv_experts_unroll(const KernelVariants& variants, ViewFormat format) {
+bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch) {
+  if (variants.gemv_prefetch) return variants.gemv_prefetch == 2;
+  // Run v45 measures it against the unrolls above (kernels/NOTES.md); off until then.
+  (void)format;
+  (void)batch;
+  return false;
+}
+
+int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
+  if (gemv_prefetch(variants, format, 1)) return 0;
   if (variants.gemv_unroll) return variants.gemv_unroll;
   // Run v39 (H100, gemv_decode_shapes.sh, two runs, us at unroll 1 / 2): FP8 32x5760x2880 top-4
   // 41.5 / 52.3 and 41.1 / 62.2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within

@@ -19,8 +19,14 @@ int dequant_words(const KernelVariants& variants, const QuantView& view);
 // Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
 int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch);
 
-// The same for the grouped expert GEMV's launch (its warp count stays the dense launch's).
-int gemv_experts_unroll(const KernelVariants& variants, ViewFormat format);
+// Whether each warp of the tensor-core GEMV keeps its next chunk's codes and scales in flight
+// while it decodes the current one (the rolling prefetch, one chunk per step; wins over
+// gemv_unroll where true).
+bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch);
+
+// The grouped expert GEMV's step (its warp count stays the dense launch's): 0 the rolling
+// prefetch, else chunks loaded before any is used (1 or 2).
+int gemv_experts_step(const KernelVariants& variants, ViewFormat format);
 
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);

@@ -349,6 +349,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
   } else if (name == "gemv-unroll") {
     if (value != "auto" && value != "1" && value != "2") return bad();
     v->gemv_unroll = value == "auto" ? 0 : std::stoi(value);
+  } else if (name == "gemv-prefetch") {  // the next chunk's codes and scales in flight
+    if (value != "auto" && value != "off" && value != "on") return bad();
+    v->gemv_prefetch = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "gemv-warps") {
     if (value != "auto" && (value.size() != 1 || value[0] < '1' || value[0] > '8')) return bad();
     v->gemv_warps = value == "auto" ? 0 : std::stoi(value);

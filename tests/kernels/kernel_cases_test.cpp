@@ -299,10 +299,11 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   }
   if (b.desc.layout.kind != LayoutKind::kTiled) return;  // GEMV needs rows
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
-  // The tensor-core kernel runs with each unroll (chunks loaded ahead), a fixed warp count
+  // The tensor-core kernel runs with each unroll (chunks loaded ahead), with and without the
+  // rolling prefetch, a fixed warp count
   // (1 and 5), both FP8 decoders and both NF4 tables at batches 1 and 9.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -312,6 +313,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.gemv_tensor_cores = variant != "cuda-cores";
     launch.variants.gemv_unroll = variant.rfind("unroll-", 0) == 0 ? std::stoi(variant.substr(7)) : 0;
     launch.variants.gemv_warps = variant.rfind("warps-", 0) == 0 ? std::stoi(variant.substr(6)) : 0;
+    launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant == "prefetch-on" ? 2 : 0;
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -393,13 +395,16 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   ASSERT_EQ(cudaMemcpy(dids, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(drows, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
 
-  for (bool forced_cores : {true, false}) {
+  // Passes: the CUDA-core kernel forced; the tensor cores without and with the rolling
+  // prefetch (the oracle, cuda_gemv on each matrix, runs with the same variant).
+  for (int pass : {0, 1, 2}) {
     LaunchConfig launch = device_.launch_config();
-    launch.variants.gemv_tensor_cores = !forced_cores;
+    launch.variants.gemv_tensor_cores = pass != 0;
+    launch.variants.gemv_prefetch = pass == 2 ? 2 : 1;
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = tc ? "tensor cores" : "cuda cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
