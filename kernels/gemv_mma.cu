@@ -491,13 +491,13 @@ Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int
 }
 
 // The dense launch's step mode U (stripe_mma): 0 the rolling prefetch, else chunks per step.
-int dense_step(const KernelVariants& variants, ViewFormat format, int batch) {
-  return gemv_prefetch(variants, format, batch) ? 0 : gemv_unroll(variants, format, batch);
+int dense_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes) {
+  return gemv_prefetch(c.variants, format, batch, stripes, c.sm_count) ? 0 : gemv_unroll(c.variants, format, batch);
 }
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  switch (dense_step(c.variants, v.format, NT * 8)) {
+  switch (dense_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes)) {
     case 0: return launch_k<P, NT, OutF32, 0>(v, g, x, batch, y, s, c);
     case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
     default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
@@ -539,7 +539,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's unroll: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The unroll does not: a warp takes its chunks in the same
   // order either way.)
-  const int dense = dense_step(c.variants, geometry.format, 8);
+  const int dense = dense_step(c, geometry.format, 8, g.stripes);
   IRIS_ASSIGN_OR_RETURN(int warps, (dense == 0   ? stripe_warps<P, 1, 0>(g.stripes, c)
                                     : dense == 2 ? stripe_warps<P, 1, 2>(g.stripes, c)
                                                  : stripe_warps<P, 1, 1>(g.stripes, c)));

@@ -36,16 +36,26 @@ int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch) {
   return format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
 }
 
-bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch) {
+bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count) {
   if (variants.gemv_prefetch) return variants.gemv_prefetch == 2;
-  // Run v45 measures it against the unrolls above (kernels/NOTES.md); off until then.
-  (void)format;
-  (void)batch;
-  return false;
+  // Run v45 (H100, batch 1 / 16, us without / with; docs/device-runs/2026-11-26-v45-shapes-*):
+  // it wins where a launch has few stripes (at most two a SM: each block gets up to 8 warps,
+  // and each warp's serial chain of chunks is what the time is) -- MXFP4 4096x14336 21.98 ->
+  // 19.94, 4096x4096 8.73 -> 8.03, 1024x4096 6.29 -> 5.55; FP8 40.82 -> 34.80, 13.52 -> 12.14,
+  // 12.33 -> 10.59 -- and loses where the stripes fill the card, because its registers cost
+  // warps (FP8 14336x4096 b=16 40.59 -> 46.21; NF4 14336x4096 34.77 -> 40.79, and NF4 gains
+  // nowhere: its lookups, not its loads, hold a chunk). MXFP4 at batch 9..16 gains at every
+  // shape (14336x4096 30.32 -> 27.62).
+  if (format == ViewFormat::kNf4) return false;
+  if (format == ViewFormat::kMxfp4 && batch > 8) return true;
+  return stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
 }
 
 int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
-  if (gemv_prefetch(variants, format, 1)) return 0;
+  // Run v45: the expert launches lose with the prefetch (MXFP4 32x5760x2880 top-4 25.17 ->
+  // 30.40 us, FP8 40.80 -> 59.47: the kernel's registers rise from 80 to 103-110, and its
+  // many blocks need the occupancy), so only the variant turns it on.
+  if (variants.gemv_prefetch == 2) return 0;
   if (variants.gemv_unroll) return variants.gemv_unroll;
   // Run v39 (H100, gemv_decode_shapes.sh, two runs, us at unroll 1 / 2): FP8 32x5760x2880 top-4
   // 41.5 / 52.3 and 41.1 / 62.2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within

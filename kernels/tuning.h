@@ -2,6 +2,8 @@
 // choice to the kernels (0). kernels/NOTES.md has the runs behind each number.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/launch_config.h"
 #include "kernels/quant_view.h"
 
@@ -22,7 +24,8 @@ int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch);
 // Whether each warp of the tensor-core GEMV keeps its next chunk's codes and scales in flight
 // while it decodes the current one (the rolling prefetch, one chunk per step; wins over
 // gemv_unroll where true).
-bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch);
+// `stripes`: the launch's 16-row stripes; `sm_count`: the device's SMs.
+bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count);
 
 // The grouped expert GEMV's step (its warp count stays the dense launch's): 0 the rolling
 // prefetch, else chunks loaded before any is used (1 or 2).
