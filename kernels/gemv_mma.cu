@@ -436,8 +436,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // The grouped expert GEMV on the tensor cores (batch 1 per pair): block = (pair, stripe of
 // its expert), the same body and warp count as cuda_gemv_mma on that expert's matrix alone,
 // so each output equals iris_cuda_gemv_matrix's bit for bit.
+// The prefetch step (U = 0) is held to 3 blocks of 8 warps a SM (80 registers): unbounded it
+// took 103-110 and lost a block a SM, which cost more than the prefetch gained (run v45). A
+// minimum of 0 leaves the other steps as unbounded (1 would not: ptxas then took 95 registers
+// for MXFP4 at U = 1, 20% slower, run v45c).
 template <typename P, bool OutF32, int U>
-__global__ void __launch_bounds__(kMaxWarps * 32) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
+__global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][1][32][4];

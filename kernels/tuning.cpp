@@ -52,17 +52,17 @@ bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch,
 }
 
 int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
-  // Run v45: the expert launches lose with the prefetch (MXFP4 32x5760x2880 top-4 25.17 ->
-  // 30.40 us, FP8 40.80 -> 59.47: the kernel's registers rise from 80 to 103-110, and its
-  // many blocks need the occupancy), so only the variant turns it on.
-  if (variants.gemv_prefetch == 2) return 0;
+  if (variants.gemv_prefetch) return variants.gemv_prefetch == 2 ? 0 : variants.gemv_unroll ? variants.gemv_unroll : 1;
   if (variants.gemv_unroll) return variants.gemv_unroll;
-  // Run v39 (H100, gemv_decode_shapes.sh, two runs, us at unroll 1 / 2): FP8 32x5760x2880 top-4
-  // 41.5 / 52.3 and 41.1 / 62.2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within
-  // 0.5 us of each other except MXFP4 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the
-  // other): unroll 1 for every format.
-  (void)format;
-  return 1;
+  // Runs v45-v45c (us, top-4 of 32 experts): the prefetch first lost everywhere (MXFP4
+  // 32x5760x2880 25.17 -> 30.40 on the H100, FP8 40.80 -> 59.47) because the expert kernel's
+  // registers rose from 80 to 103-110 and cost it a block a SM; held to 80 registers
+  // (__launch_bounds__ of 3 blocks, gemv_mma.cu), it wins for MXFP4 (H200: 25.12 -> 24.50,
+  // 32x2880x2880 14.29 -> 14.21) and still loses for FP8 (40.62 -> 41.90) and NF4 (38.94 ->
+  // 40.05). Unroll 1 otherwise, run v39: FP8 32x5760x2880 41.5 / 52.3 and 41.1 / 62.2 us at
+  // unroll 1 / 2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within 0.5 us except
+  // MXFP4 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the other).
+  return format == ViewFormat::kMxfp4 ? 0 : 1;
 }
 
 bool fp8_bit_decode(const LaunchConfig& c) {
