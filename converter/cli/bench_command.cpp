@@ -79,7 +79,10 @@ int run_bench_command(const BenchCommandOptions& o) {
     j["peer_copy_gbps"] = peers.value("copy_gbps", 0.0);
     for (auto& res : j["results"])
       for (const auto& p : peers.value("results", nlohmann::json::array()))
-        if (p.value("kernel", "") == res["kernel"] && p.value("case", "") == res["case"] && p.value("batch", -1) == res["batch"])
+        // Typed comparisons: std::string == json is ambiguous under C++20's rewritten operators
+        // with GCC 13 and nlohmann_json 3.11 (Ubuntu 24.04).
+        if (p.value("kernel", "") == res["kernel"].get<std::string>() && p.value("case", "") == res["case"].get<std::string>() &&
+            p.value("batch", -1) == res["batch"].get<int>())
           res["peers"].push_back({{"peer", p.value("peer", "")}, {"us", p.value("us", 0.0)},
                                   {"speedup", p.value("us", 0.0) / res["us"].get<double>()}});
   }
