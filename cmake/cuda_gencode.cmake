@@ -56,9 +56,10 @@ endforeach()
 if(NOT IRIS_CUDA_GENCODE_FLAGS)
   message(FATAL_ERROR "IRIS_CUDA_GENCODE is empty")
 endif()
-# nvcc compiles the targets of one file one after another unless told otherwise: with six
-# targets, the longest kernel file (gemv_mma.cu) alone took about 6 minutes on a 16-core
-# machine (docs/BENCHMARKS.md, "The first build"). --threads=0 compiles them in parallel.
+# nvcc compiles the targets of one file one after another unless told otherwise; --threads=0
+# compiles them in parallel. With the six release targets on 16 cores, the whole build went
+# from more than 354 s (stopped by an unrelated error, its kernels done) to 240 s
+# (docs/BENCHMARKS.md, "The first build").
 list(LENGTH IRIS_CUDA_GENCODE_LIST IRIS_CUDA_TARGET_COUNT)
 if(IRIS_CUDA_TARGET_COUNT GREATER 1)
   list(APPEND IRIS_CUDA_GENCODE_FLAGS "--threads=0")
