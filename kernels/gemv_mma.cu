@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
@@ -485,6 +486,16 @@ Result<int> stripe_warps(uint64_t stripes, const LaunchConfig& c) {
   return warps_per_stripe(gemv_mma_kernel<P, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps);
 }
 
+// Calls f(std::integral_constant<int, U>) for the step mode U (gemv_step): 0, 1 or 2.
+template <typename F>
+auto with_step(int step, F&& f) {
+  switch (step) {
+    case 0: return f(std::integral_constant<int, 0>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return f(std::integral_constant<int, 1>{});
+  }
+}
+
 template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
@@ -494,18 +505,10 @@ Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int
   return Status::ok();
 }
 
-// The dense launch's step mode U (stripe_mma): 0 the rolling prefetch, else chunks per step.
-int dense_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes) {
-  return gemv_prefetch(c.variants, format, batch, stripes, c.sm_count) ? 0 : gemv_unroll(c.variants, format, batch);
-}
-
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  switch (dense_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes)) {
-    case 0: return launch_k<P, NT, OutF32, 0>(v, g, x, batch, y, s, c);
-    case 2: return launch_k<P, NT, OutF32, 2>(v, g, x, batch, y, s, c);
-    default: return launch_k<P, NT, OutF32, 1>(v, g, x, batch, y, s, c);
-  }
+  const int step = gemv_step(c.variants, v.format, NT * 8, (v.rows / v.n) * g.stripes, c.sm_count);
+  return with_step(step, [&](auto u) { return launch_k<P, NT, OutF32, decltype(u)::value>(v, g, x, batch, y, s, c); });
 }
 
 template <typename P>
@@ -539,42 +542,30 @@ template <typename P, bool kF32, int U>
 Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
-  // The warp count of the dense launch on one matrix (its unroll's kernel sets the occupancy),
-  // whatever this launch's unroll: warps set the order of the sums, and each pair's row must
-  // equal that launch's bit for bit. (The unroll does not: a warp takes its chunks in the same
-  // order either way.)
-  const int dense = dense_step(c, geometry.format, 8, g.stripes);
-  IRIS_ASSIGN_OR_RETURN(int warps, (dense == 0   ? stripe_warps<P, 1, 0>(g.stripes, c)
-                                    : dense == 2 ? stripe_warps<P, 1, 2>(g.stripes, c)
-                                                 : stripe_warps<P, 1, 1>(g.stripes, c)));
+  // The warp count of the dense launch on one matrix (its step's kernel sets the occupancy),
+  // whatever this launch's step: warps set the order of the sums, and each pair's row must
+  // equal that launch's bit for bit. (The step does not: a warp takes its chunks in the same
+  // order at every step.)
+  const int dense_step = gemv_step(c.variants, geometry.format, 8, g.stripes, c.sm_count);
+  IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   experts_mma_kernel<P, kF32, U><<<blocks, warps * 32, 0, s>>>(a, g);
   IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
   return Status::ok();
 }
 
-template <typename P, int U>
-Status launch_experts_u(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  return f32 ? launch_experts_kernel<P, true, U>(geometry, a, s, c) : launch_experts_kernel<P, false, U>(geometry, a, s, c);
-}
-
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_experts_step(c.variants, geometry.format)) {
-    case 0: return launch_experts_u<P, 0>(geometry, a, f32, s, c);
-    case 2: return launch_experts_u<P, 2>(geometry, a, f32, s, c);
-    default: return launch_experts_u<P, 1>(geometry, a, f32, s, c);
-  }
+  return with_step(gemv_experts_step(c.variants, geometry.format), [&](auto u) {
+    return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
+  });
 }
 
-// launch_experts for the probe, BF16 output only, at the launch's unroll.
+// launch_experts for the probe, BF16 output only, at the launch's step.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  switch (gemv_experts_step(c.variants, geometry.format)) {
-    case 0: return launch_experts_kernel<P, false, 0>(geometry, a, s, c);
-    case 2: return launch_experts_kernel<P, false, 2>(geometry, a, s, c);
-    default: return launch_experts_kernel<P, false, 1>(geometry, a, s, c);
-  }
+  return with_step(gemv_experts_step(c.variants, geometry.format),
+                   [&](auto u) { return launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c); });
 }
 
 }  // namespace

@@ -29,40 +29,46 @@ int dequant_words(const KernelVariants& variants, const QuantView& v) {
   return 1;
 }
 
-int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch) {
+namespace {
+
+// The step mode from the variants where they force one, else from the measured defaults:
+// forced prefetch, then a forced unroll, then (prefetch forced off) the default unroll.
+int step_from(const KernelVariants& variants, bool default_prefetch, int default_unroll) {
+  if (variants.gemv_prefetch == 2) return 0;
   if (variants.gemv_unroll) return variants.gemv_unroll;
-  // Run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 / 22.9, NF4 34.5 /
-  // 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
-  return format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
+  if (variants.gemv_prefetch == 1) return default_unroll;
+  return default_prefetch ? 0 : default_unroll;
 }
 
-bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count) {
-  if (variants.gemv_prefetch) return variants.gemv_prefetch == 2;
-  // Run v45 (H100, batch 1 / 16, us without / with; docs/device-runs/2026-11-26-v45-shapes-*):
+}  // namespace
+
+int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count) {
+  // Unroll, run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 /
+  // 22.9, NF4 34.5 / 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
+  const int unroll = format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
+  // The prefetch, run v45 (H100, batch 1 / 16, us without / with; docs/device-runs/2026-11-26-v45-shapes-*):
   // it wins where a launch has few stripes (at most two a SM: each block gets up to 8 warps,
   // and each warp's serial chain of chunks is what the time is) -- MXFP4 4096x14336 21.98 ->
   // 19.94, 4096x4096 8.73 -> 8.03, 1024x4096 6.29 -> 5.55; FP8 40.82 -> 34.80, 13.52 -> 12.14,
-  // 12.33 -> 10.59 -- and loses where the stripes fill the card, because its registers cost
-  // warps (FP8 14336x4096 b=16 40.59 -> 46.21; NF4 14336x4096 34.77 -> 40.79, and NF4 gains
-  // nowhere: its lookups, not its loads, hold a chunk). MXFP4 at batch 9..16 gains at every
-  // shape (14336x4096 30.32 -> 27.62).
-  if (format == ViewFormat::kNf4) return false;
-  if (format == ViewFormat::kMxfp4 && batch > 8) return true;
-  return stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
+  // 12.33 -> 10.59 -- and loses where the stripes fill the card, where its registers cost
+  // warps (FP8 14336x4096 b=16 40.59 -> 46.21; NF4 14336x4096 34.77 -> 40.79). NF4 gains at no
+  // shape. MXFP4 at batch 9..16 gains at every shape (14336x4096 30.32 -> 27.62).
+  const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8 ? true
+                        : format == ViewFormat::kNf4              ? false
+                                                                  : stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
+  return step_from(variants, prefetch, unroll);
 }
 
 int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
-  if (variants.gemv_prefetch) return variants.gemv_prefetch == 2 ? 0 : variants.gemv_unroll ? variants.gemv_unroll : 1;
-  if (variants.gemv_unroll) return variants.gemv_unroll;
-  // Runs v45-v45c (us, top-4 of 32 experts): the prefetch first lost everywhere (MXFP4
-  // 32x5760x2880 25.17 -> 30.40 on the H100, FP8 40.80 -> 59.47) because the expert kernel's
-  // registers rose from 80 to 103-110 and cost it a block a SM; held to 80 registers
-  // (__launch_bounds__ of 3 blocks, gemv_mma.cu), it wins for MXFP4 (H200: 25.12 -> 24.50,
-  // 32x2880x2880 14.29 -> 14.21) and still loses for FP8 (40.62 -> 41.90) and NF4 (38.94 ->
-  // 40.05). Unroll 1 otherwise, run v39: FP8 32x5760x2880 41.5 / 52.3 and 41.1 / 62.2 us at
-  // unroll 1 / 2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within 0.5 us except
-  // MXFP4 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the other).
-  return format == ViewFormat::kMxfp4 ? 0 : 1;
+  // The prefetch, runs v45 and v45d (us, top-4 of 32 experts): unbounded, its registers rose
+  // from 80 to 103-110 and it lost everywhere (H100: MXFP4 32x5760x2880 25.17 -> 30.40, FP8
+  // 40.80 -> 59.47); held to 80 registers (__launch_bounds__ of 3 blocks, gemv_mma.cu) it wins
+  // for MXFP4 (H200, the same session, off / on twice: 24.86 / 24.53 and 24.96 / 24.59) and
+  // still loses for FP8 (v45c: 41.90 against v45b's 40.62) and NF4 (40.05 against 38.94).
+  // Unroll 1 otherwise, run v39: FP8 32x5760x2880 41.5 / 52.3 and 41.1 / 62.2 us at unroll
+  // 1 / 2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within 0.5 us except MXFP4
+  // 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the other).
+  return step_from(variants, format == ViewFormat::kMxfp4, 1);
 }
 
 bool fp8_bit_decode(const LaunchConfig& c) {

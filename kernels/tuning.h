@@ -18,17 +18,13 @@ int dequant_unroll(const KernelVariants& variants, ViewFormat format, int words)
 // run of 16 elements, K a multiple of 16), else 1.
 int dequant_words(const KernelVariants& variants, const QuantView& view);
 
-// Chunks each warp of the tensor-core GEMV loads before using any: 1 or 2.
-int gemv_unroll(const KernelVariants& variants, ViewFormat format, int batch);
+// The tensor-core GEMV's step mode (stripe_mma's U), for a launch of `stripes` 16-row stripes
+// on `sm_count` SMs: 0 the rolling prefetch (each warp keeps its next chunk's codes and scales
+// in flight while it decodes the current one), else the chunks each warp loads before using
+// any (1 or 2).
+int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count);
 
-// Whether each warp of the tensor-core GEMV keeps its next chunk's codes and scales in flight
-// while it decodes the current one (the rolling prefetch, one chunk per step; wins over
-// gemv_unroll where true).
-// `stripes`: the launch's 16-row stripes; `sm_count`: the device's SMs.
-bool gemv_prefetch(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count);
-
-// The grouped expert GEMV's step (its warp count stays the dense launch's): 0 the rolling
-// prefetch, else chunks loaded before any is used (1 or 2).
+// The same for the grouped expert GEMV's launch (its warp count stays the dense launch's).
 int gemv_experts_step(const KernelVariants& variants, ViewFormat format);
 
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.

@@ -48,18 +48,25 @@ inline std::vector<RouteCase> route_cases() {
   };
 }
 
-struct RouteData {
-  std::vector<uint16_t> x_storage, w, bias;  // x_storage: x_offset elements, then x
+// A GEMV's inputs, x possibly misaligned by x_offset elements: the router's and the dense
+// GEMV's cases share them.
+struct GemvData {
+  std::vector<uint16_t> x_storage, w, bias;  // x_storage: x_offset elements, then x [rows, k]
   uint32_t x_offset = 0;
   const uint16_t* x() const { return x_storage.data() + x_offset; }
 };
 
-inline RouteData make_route_data(const RouteCase& c, uint32_t seed) {
-  RouteData d;
-  d.x_offset = c.x_offset;
-  d.x_storage = random_bf16(size_t(c.rows) * c.k + c.x_offset, seed, 1.0f);
-  d.w = random_bf16(size_t(c.experts) * c.k, seed + 1, 0.05f);
-  if (c.bias) d.bias = random_bf16(c.experts, seed + 2, 0.5f);
+inline GemvData make_gemv_data(uint32_t x_rows, uint32_t n, uint32_t k, uint32_t x_offset, bool bias, uint32_t seed) {
+  GemvData d;
+  d.x_offset = x_offset;
+  d.x_storage = random_bf16(size_t(x_rows) * k + x_offset, seed, 1.0f);
+  d.w = random_bf16(size_t(n) * k, seed + 1, 0.05f);
+  if (bias) d.bias = random_bf16(n, seed + 2, 0.5f);
+  return d;
+}
+
+inline GemvData make_route_data(const RouteCase& c, uint32_t seed) {
+  GemvData d = make_gemv_data(c.rows, c.experts, c.k, c.x_offset, c.bias, seed);
   const uint16_t nan = 0x7fc0, inf = 0x7f80;
   switch (c.hostile) {
     case RouteCase::kNanRow: d.w[size_t(c.experts / 2) * c.k + 3] = nan; break;
@@ -91,18 +98,9 @@ inline std::vector<DenseCase> dense_cases() {
   };
 }
 
-struct DenseData {
-  std::vector<uint16_t> x_storage, w, bias;  // x_storage: x_offset elements, then x [batch, k]
-  uint32_t x_offset = 0;
-  const uint16_t* x() const { return x_storage.data() + x_offset; }
-};
-
-inline DenseData make_dense_data(const DenseCase& c, uint32_t seed) {
-  DenseData d;
-  d.x_offset = c.x_offset;
-  d.x_storage = random_bf16(size_t(c.batch) * c.k + c.x_offset, seed, 1.0f);
-  d.w = random_bf16(size_t(c.n) * c.k, seed + 1, 0.05f);
-  d.bias = random_bf16(c.n, seed + 2, 0.5f);
+// The bias is made whether or not the case uses it (the GPU test uploads it either way).
+inline GemvData make_dense_data(const DenseCase& c, uint32_t seed) {
+  GemvData d = make_gemv_data(c.batch, c.n, c.k, c.x_offset, true, seed);
   if (c.n > 2) d.bias[2] = 0x7f80;  // +inf: that row is +inf (or NaN)
   return d;
 }
