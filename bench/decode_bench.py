@@ -235,7 +235,7 @@ def release():
 def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None):
     """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
     given score_tokens, its teacher-forced logits along them."""
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile)
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic)
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -264,7 +264,7 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
     steps in place of iris's decode kernels (attention_decode, moe_route): what they gain."""
     if not (args.ab_decode_kernels and args.compile):
         return
-    plain = iris.models.load(archive, max_len=max_len, compile=True, fused=False)
+    plain = iris.models.load(archive, max_len=max_len, compile=True, fused=False, programmatic=args.programmatic)
     t = time_decoder(plain, args.steps)
     r["without_decode_kernels_graph_ms"], r["without_decode_kernels_timeline"] = t["graph_ms"], timeline(plain)
     del plain
@@ -272,14 +272,14 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
-    r = {"compiled": args.compile}
+    r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
         r["tokens"] = tokens[:16]
         return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on.
-    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile)
+    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, programmatic=args.programmatic)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
@@ -330,6 +330,8 @@ def main():
                     help="skip the greedy check's noise floor (the BF16 peer against itself in the other arithmetic)")
     ap.add_argument("--ab-decode-kernels", action="store_true",
                     help="also time the compiled model without iris's attention and router kernels (fused=False)")
+    ap.add_argument("--no-programmatic", dest="programmatic", action="store_false",
+                    help="Inductor's kernels launched plainly (iris.models programmatic=False; iris's own follow libiris)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

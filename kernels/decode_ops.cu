@@ -10,6 +10,9 @@
 #include "kernels/cuda_check.h"
 #include "kernels/decode_math.h"
 #include "kernels/decode_ops.h"
+#include "kernels/grid_dependency.cuh"
+#include "kernels/launch.h"
+#include "kernels/tuning.h"
 
 namespace iris {
 namespace {
@@ -64,6 +67,11 @@ __device__ float router_partial(const uint16_t* x, const uint16_t* w, uint32_t k
 __global__ void __launch_bounds__(kMoeRouteThreads) moe_route_kernel(MoeRouteArgs a, bool vector) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t row = blockIdx.y, e = blockIdx.x;
+  // The expert's router row is the only memory touched before the producer is done
+  // (kernels/grid_dependency.cuh): asked of L2 first.
+  if (vector && row == 0 && threadIdx.x == 0) dev::prefetch_l2(a.w + uint64_t(e) * a.k, uint32_t(min(a.k, 1u << 20) * 2));
+  dev::wait_for_producer();
+  dev::release_dependents();
   uint16_t* logits = a.logits + uint64_t(row) * a.experts;
   __shared__ float warp_sums[kMoeRouteThreads / 32];
   const float part = butterfly32(router_partial(a.x + uint64_t(row) * a.k, a.w + uint64_t(e) * a.k, a.k, vector, threadIdx.x));
@@ -133,6 +141,8 @@ template <int T>
 __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(AttentionDecodeArgs a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t h = blockIdx.x, D = a.head_dim;
+  dev::wait_for_producer();  // q, the cache and the position all come from the kernels before
+  dev::release_dependents();
   const int64_t pos = *a.pos;
   uint16_t* out = a.out + uint64_t(h) * D;
   if (pos < 0 || pos >= int64_t(a.max_len)) {
@@ -227,10 +237,15 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
 constexpr int kDenseWarps = 8;  // a warp per output row
 
 // B rows of x at once; each lane's chunks loaded four at a time before their sums.
+// `prefetch`: bytes of its row each warp asks L2 for before it waits for the producer (the
+// weights are the only memory read before that; l2_prefetch_bytes bounds the launch's total).
 template <int B>
-__global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector) {
+__global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector, uint32_t prefetch) {
   const int lane = threadIdx.x & 31;
   const uint32_t r = blockIdx.x * kDenseWarps + (threadIdx.x >> 5);
+  if (r < a.n && lane == 0) dev::prefetch_l2(a.w + uint64_t(r) * a.k, prefetch);
+  dev::wait_for_producer();
+  dev::release_dependents();
   if (r >= a.n) return;
   const uint16_t* w = a.w + uint64_t(r) * a.k;
   const uint32_t chunks = a.k / 8;
@@ -279,8 +294,11 @@ __global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvA
 }
 
 template <int B>
-void launch_dense(const DenseGemvArgs& a, bool vector, cudaStream_t stream) {
-  dense_gemv_kernel<B><<<(a.n + kDenseWarps - 1) / kDenseWarps, kDenseWarps * 32, 0, stream>>>(a, vector);
+cudaError_t launch_dense(const DenseGemvArgs& a, bool vector, cudaStream_t stream) {
+  const int arch = loaded_kernel_arch(dense_gemv_kernel<B>);
+  const uint32_t prefetch = vector ? l2_prefetch_bytes({}, arch, uint64_t(a.k) * 2, a.n) : 0;
+  return launch_kernel(dense_gemv_kernel<B>, dim3((a.n + kDenseWarps - 1) / kDenseWarps), dim3(kDenseWarps * 32), stream,
+                       programmatic_launch({}, arch), a, vector, prefetch);
 }
 
 }  // namespace
@@ -293,7 +311,7 @@ Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream) {
   // Every batch 1..16 its own instance: the sums stay in registers.
   switch (a.batch) {
 #define IRIS_DENSE_CASE(B) \
-  case B: launch_dense<B>(a, vector, st); break;
+  case B: IRIS_CUDA_TRY(launch_dense<B>(a, vector, st)); break;
     IRIS_DENSE_CASE(1) IRIS_DENSE_CASE(2) IRIS_DENSE_CASE(3) IRIS_DENSE_CASE(4) IRIS_DENSE_CASE(5) IRIS_DENSE_CASE(6)
     IRIS_DENSE_CASE(7) IRIS_DENSE_CASE(8) IRIS_DENSE_CASE(9) IRIS_DENSE_CASE(10) IRIS_DENSE_CASE(11) IRIS_DENSE_CASE(12)
     IRIS_DENSE_CASE(13) IRIS_DENSE_CASE(14) IRIS_DENSE_CASE(15) IRIS_DENSE_CASE(16)
@@ -311,26 +329,27 @@ Status cuda_moe_route(const MoeRouteArgs& a, void* stream) {
   if (a.rows > 65535) return invalid_argument("moe route: " + std::to_string(a.rows) + " rows (at most 65535 a launch)");
   const bool vector = a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
   const dim3 grid(a.experts, a.rows);
-  moe_route_kernel<<<grid, kMoeRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, vector);
-  IRIS_CUDA_LAUNCHED("moe_route_kernel");
+  IRIS_CUDA_TRY(launch_kernel(moe_route_kernel, grid, dim3(kMoeRouteThreads), static_cast<cudaStream_t>(stream),
+                              programmatic_launch({}, loaded_kernel_arch(moe_route_kernel)), a, vector));
   return Status::ok();
 }
 
 Status cuda_attention_decode(const AttentionDecodeArgs& a, void* stream) {
   if (Status s = check_attention_decode(a); !s.is_ok()) return s;
   auto* st = static_cast<cudaStream_t>(stream);
-  const int blocks = int(a.heads), threads = kAttentionWarps * 32;
+  const auto launch = [&](auto kernel) {
+    return launch_kernel(kernel, dim3(unsigned(a.heads)), dim3(kAttentionWarps * 32), st, programmatic_launch({}, loaded_kernel_arch(kernel)), a);
+  };
   switch ((a.head_dim + 31) / 32) {
-    case 1: attention_decode_kernel<1><<<blocks, threads, 0, st>>>(a); break;
-    case 2: attention_decode_kernel<2><<<blocks, threads, 0, st>>>(a); break;
-    case 3: attention_decode_kernel<3><<<blocks, threads, 0, st>>>(a); break;
-    case 4: attention_decode_kernel<4><<<blocks, threads, 0, st>>>(a); break;
-    case 5: attention_decode_kernel<5><<<blocks, threads, 0, st>>>(a); break;
-    case 6: attention_decode_kernel<6><<<blocks, threads, 0, st>>>(a); break;
-    case 7: attention_decode_kernel<7><<<blocks, threads, 0, st>>>(a); break;
-    default: attention_decode_kernel<8><<<blocks, threads, 0, st>>>(a); break;
+    case 1: IRIS_CUDA_TRY(launch(attention_decode_kernel<1>)); break;
+    case 2: IRIS_CUDA_TRY(launch(attention_decode_kernel<2>)); break;
+    case 3: IRIS_CUDA_TRY(launch(attention_decode_kernel<3>)); break;
+    case 4: IRIS_CUDA_TRY(launch(attention_decode_kernel<4>)); break;
+    case 5: IRIS_CUDA_TRY(launch(attention_decode_kernel<5>)); break;
+    case 6: IRIS_CUDA_TRY(launch(attention_decode_kernel<6>)); break;
+    case 7: IRIS_CUDA_TRY(launch(attention_decode_kernel<7>)); break;
+    default: IRIS_CUDA_TRY(launch(attention_decode_kernel<8>)); break;
   }
-  IRIS_CUDA_LAUNCHED("attention_decode_kernel");
   return Status::ok();
 }
 

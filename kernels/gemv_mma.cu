@@ -31,9 +31,11 @@
 #include "kernels/e4m3_bits.h"
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
+#include "kernels/grid_dependency.cuh"
 #include "kernels/gemv_mma.h"
 #include "kernels/gemv_rows.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.h"
 #include "kernels/mxfp4.cuh"
 #include "kernels/nf4.cuh"
 #include "kernels/tuning.h"
@@ -52,6 +54,8 @@ struct MmaGeometry {
   uint32_t tile_bytes;      // 16 rows
   uint64_t stripe_bytes;
   bool vector_x;            // K % 8 == 0 and x 16-byte aligned: activations load 16 bytes at a time
+  uint32_t l2_prefetch;     // bytes of its stripe's codes a block asks L2 for first (l2_prefetch_bytes)
+  bool release_late;        // the next kernel may be scheduled once every block has its sums, not once all wait
 };
 
 // BF16 mma exists from sm_80. The host never launches these kernels on code built for less
@@ -329,6 +333,8 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
 //    overlaps its own decode and mma instead of adding to them; the activations (L1/L2 hits)
 //    are loaded at the step that uses them, so that only the codes and scales are held in
 //    registers across a step.
+// The weights are the only memory read before dev::wait_for_producer() (a programmatic launch
+// overlaps that with the previous kernel's end): the U = 0 step's first chunk is loaded first.
 template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
                                            int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
@@ -363,6 +369,8 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
   if constexpr (U == 0) {
     ChunkLoads<P> next;
     if (uint32_t(warp) < g.chunks) load_chunk(warp, next);
+    dev::wait_for_producer();
+    if (!g.release_late) dev::release_dependents();
     for (uint32_t c = warp; c < g.chunks; c += warps) {
       const ChunkLoads<P> cur = next;
       uint32_t bx[NT][kPairs];
@@ -371,6 +379,8 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
       chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
     }
   } else {
+    dev::wait_for_producer();
+    if (!g.release_late) dev::release_dependents();
     for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
       ChunkLoads<P> l[U];
       uint32_t bx[U][NT][kPairs];
@@ -425,11 +435,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][NT][32][4];
+  const uint32_t stripe = blockIdx.x;
+  if (threadIdx.x == 0) dev::prefetch_l2(v.codes + uint64_t(stripe) * g.stripe_bytes, g.l2_prefetch);
   P::load_smem(v, split, nested);
   __syncthreads();
-  const uint32_t stripe = blockIdx.x;
   float acc[NT][4];
   stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
+  if (g.release_late) dev::release_dependents();
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
 }
@@ -446,6 +458,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][1][32][4];
+  // The router's picks come from the kernel before: nothing is read before they are written.
+  dev::wait_for_producer();
+  if (!g.release_late) dev::release_dependents();
   const uint32_t pair = blockIdx.x / g.stripes, s = blockIdx.x - pair * g.stripes;
   const uint64_t rows_left = a.n - uint64_t(s) * 16;
   const int32_t e = a.expert_ids[pair];
@@ -457,10 +472,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   }
   const ExpertMatrix& m = a.experts[e];
   const QuantView v = m.view;
+  if (threadIdx.x == 0) dev::prefetch_l2(v.codes + (uint64_t(m.matrix) * g.stripes + s) * g.stripe_bytes, g.l2_prefetch);
   P::load_smem(v, split, nested);
   __syncthreads();
   float acc[1][4];
   stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
+  if (g.release_late) dev::release_dependents();
   reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
 }
 
@@ -497,11 +514,13 @@ auto with_step(int step, F&& f) {
 }
 
 template <typename P, int NT, bool OutF32, int U>
-Status launch_k(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
+Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, c)));
-  gemv_mma_kernel<P, NT, OutF32, U><<<unsigned(stripes), warps * 32, 0, s>>>(v, g, x, batch, y);
-  IRIS_CUDA_LAUNCHED("gemv (tensor cores)");
+  const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
+  g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
+  g.release_late = c.variants.programmatic == 3;
+  IRIS_CUDA_TRY(launch_kernel(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), s, programmatic, v, g, x, batch, y));
   return Status::ok();
 }
 
@@ -521,6 +540,8 @@ MmaGeometry geometry_of(const QuantView& v, bool vector_x) {
   g.tile_bytes = 16 * g.tile_row_bytes;
   g.stripe_bytes = 16 * v.padded_k * P::kBits / 8;
   g.vector_x = vector_x;
+  g.l2_prefetch = 0;
+  g.release_late = false;
   return g;
 }
 
@@ -549,8 +570,10 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   const int dense_step = gemv_step(c.variants, geometry.format, 8, g.stripes, c.sm_count);
   IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
-  experts_mma_kernel<P, kF32, U><<<blocks, warps * 32, 0, s>>>(a, g);
-  IRIS_CUDA_LAUNCHED("gemv_experts (tensor cores)");
+  MmaGeometry gp = g;
+  gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
+  gp.release_late = c.variants.programmatic == 3;
+  IRIS_CUDA_TRY(launch_kernel(experts_mma_kernel<P, kF32, U>, dim3(blocks), dim3(warps * 32), s, programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();
 }
 

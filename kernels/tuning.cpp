@@ -1,5 +1,9 @@
 #include "kernels/tuning.h"
 
+#include <algorithm>
+
+#include "kernels/arch.cuh"
+
 namespace iris {
 
 int dequant_unroll(const KernelVariants& variants, ViewFormat format, int words) {
@@ -79,5 +83,27 @@ bool fp8_bit_decode(const LaunchConfig& c) {
 }
 
 bool nf4_pair_table(const LaunchConfig& c) { return c.variants.nf4_table == 2; }
+
+bool programmatic_launch(const KernelVariants& variants, int kernel_arch) {
+  // Code for an architecture before sm_90 has no griddepcontrol.wait: never (launch.h).
+  // Run v46 (H100; docs/device-runs/2026-11-27-v46-*): a chain of GEMVs gains 1-1.2 us a launch
+  // (MXFP4 4096x4096 8.14 -> 6.98 us, 4096x14336 19.95 -> 18.78), filled launches little, NF4
+  // 14336x4096 loses 1.7; whole models 3-8% (Llama-3-8B MXFP4 3.220 -> 3.049 ms/token,
+  // gpt-oss-20b 2.516 -> 2.343) with Inductor's kernels programmatic too.
+  if (kernel_arch < kProgrammaticLaunchMinArch) return false;
+  return variants.programmatic != 1;
+}
+
+uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks) {
+  // Run v46 (H100, batch 1): asked of L2 as each block starts, the codes cost more than they
+  // saved at 17 of 18 decode shapes (MXFP4 4096x14336 23.78 -> 25.88 us, 4096x4096 8.23 ->
+  // 8.36): the bulk requests queue ahead of the warps' own loads. Kept as a variant.
+  if (kernel_arch < kProgrammaticLaunchMinArch || variants.gemv_l2_prefetch != 2) return 0;
+  // 16 MB: a third of the smallest L2 of the sm_90 parts (H100 PCIe 50 MB), and more than
+  // the ~2 us a GEMV's wait for its producer lasts can bring from DRAM at 3-5 TB/s.
+  constexpr uint64_t kBudget = uint64_t(16) << 20;
+  const uint64_t share = blocks ? kBudget / blocks : 0;
+  return uint32_t(std::min(per_block, share) & ~uint64_t(15));
+}
 
 }  // namespace iris

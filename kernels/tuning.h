@@ -30,6 +30,18 @@ int gemv_experts_step(const KernelVariants& variants, ViewFormat format);
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);
 
+// Whether a kernel that waits for its producer (kernels/grid_dependency.cuh) is launched as a
+// programmatic dependent of the kernel before it: never where the loaded code predates sm_90
+// (`kernel_arch`: it has no wait), else as the variant says or the measured default.
+bool programmatic_launch(const KernelVariants& variants, int kernel_arch);
+
+// The bytes of its stripe's codes each block of a tensor-core GEMV launch of `blocks` blocks
+// asks L2 for with one bulk prefetch when it starts (dense: before it waits for its producer;
+// experts: once the router's pick is known), at most `per_block` and a multiple of 16; 0 for
+// none. A budget over the whole launch keeps the prefetched bytes well inside L2 however large
+// the matrix.
+uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks);
+
 // The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
 bool nf4_pair_table(const LaunchConfig& config);
 

@@ -352,6 +352,12 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
   } else if (name == "gemv-prefetch") {  // the next chunk's codes and scales in flight
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->gemv_prefetch = value == "auto" ? 0 : value == "off" ? 1 : 2;
+  } else if (name == "programmatic") {  // tensor-core GEMVs launched as programmatic dependents (sm_90)
+    if (value != "auto" && value != "off" && value != "on" && value != "late") return bad();
+    v->programmatic = value == "auto" ? 0 : value == "off" ? 1 : value == "on" ? 2 : 3;
+  } else if (name == "gemv-l2-prefetch") {  // each block's stripe asked of L2 first (sm_90)
+    if (value != "auto" && value != "off" && value != "on") return bad();
+    v->gemv_l2_prefetch = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "gemv-warps") {
     if (value != "auto" && (value.size() != 1 || value[0] < '1' || value[0] > '8')) return bad();
     v->gemv_warps = value == "auto" ? 0 : std::stoi(value);

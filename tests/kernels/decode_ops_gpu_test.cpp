@@ -1,15 +1,20 @@
 // The decode kernels (kernels/decode_ops.cu) against their CPU references, bit for bit, on
 // every case of decode_cases.h; the router also replayed from a CUDA graph (its counters must
-// be left zero for the next replay). Skips, saying so, where no GPU is present.
+// be left zero for the next replay). Each also runs after a producer that lets it start at
+// once and writes its activations late (LateInput): where the kernels are programmatic
+// dependents (sm_90 code), one that read them before waiting would see zeros.
+// Skips, saying so, where no GPU is present.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/decode_ops.h"
 #include "kernels/device_info.h"
 #include "tests/kernels/decode_cases.h"
+#include "tests/kernels/late_writer.h"
 
 namespace iris {
 namespace {
@@ -29,6 +34,25 @@ struct DeviceBuffer {
     EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     return out;
   }
+};
+
+// `device` zeroed, then a producer on `stream` that releases its dependents at once and
+// copies `host` there 200 us later (late_writer.h); the kernel launched next on `stream`
+// must see the copy.
+struct LateInput {
+  DeviceBuffer staging;
+  LateInput(void* device, const void* host, size_t bytes, cudaStream_t stream) : staging(bytes, host) {
+    EXPECT_EQ(cudaMemset(device, 0, bytes), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(test::launch_late_writer(device, staging.p, bytes, 200000, stream), cudaSuccess);
+  }
+};
+
+// A stream that destroys itself.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
 };
 
 class DecodeOps : public ::testing::Test {
@@ -58,8 +82,11 @@ TEST_F(DecodeOps, MoeRouteEqualsTheReferenceBitForBit) {
     MoeRouteArgs dev = host;
     dev.x = x.as<uint16_t>() + c.x_offset, dev.w = w.as<uint16_t>(), dev.bias = c.bias ? b.as<uint16_t>() : nullptr;
     dev.logits = gl.as<uint16_t>(), dev.weights = gw.as<uint16_t>(), dev.ids = gi.as<int32_t>(), dev.workspace = ws.as<uint32_t>();
-    for (int run = 0; run < 2; ++run) {  // twice: the counters must be back at zero
-      ASSERT_TRUE(cuda_moe_route(dev, nullptr).is_ok());
+    Stream stream;
+    for (int run = 0; run < 3; ++run) {  // more than once: the counters must be back at zero
+      std::optional<LateInput> late;  // run 2: x written late
+      if (run == 2) late.emplace(const_cast<uint16_t*>(dev.x), d.x(), size_t(c.rows) * c.k * 2, stream.s);
+      ASSERT_TRUE(cuda_moe_route(dev, run == 2 ? stream.s : nullptr).is_ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_EQ(gl.read<uint16_t>(nl), logits) << "run " << run;
       EXPECT_EQ(gw.read<uint16_t>(nk), weights) << "run " << run;
@@ -135,6 +162,14 @@ TEST_F(DecodeOps, DenseGemvEqualsTheReferenceBitForBit) {
     ASSERT_TRUE(cuda_dense_gemv(dev, nullptr).is_ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(gy.read<uint16_t>(want.size()), want);
+    Stream stream;
+    {
+      LateInput late(const_cast<uint16_t*>(dev.x), d.x(), size_t(c.batch) * c.k * 2, stream.s);
+      ASSERT_EQ(cudaMemset(gy.p, 0xff, want.size() * 2), cudaSuccess);
+      ASSERT_TRUE(cuda_dense_gemv(dev, stream.s).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    EXPECT_EQ(gy.read<uint16_t>(want.size()), want) << "x written late";
   }
 }
 
@@ -161,6 +196,14 @@ TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
       ASSERT_TRUE(cuda_attention_decode(dev, nullptr).is_ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos;
+      Stream stream;
+      {
+        LateInput late(q.p, d.q.data(), d.q.size() * 2, stream.s);
+        ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
+        ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
+      EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << ", q written late";
     }
   }
 }

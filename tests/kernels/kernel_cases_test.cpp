@@ -24,6 +24,7 @@
 #include "kernels/tuning.h"
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
+#include "tests/kernels/late_writer.h"
 #include "formats/tensor_decode.h"
 
 namespace iris {
@@ -301,9 +302,12 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
   // The tensor-core kernel runs with each unroll (chunks loaded ahead), with and without the
   // rolling prefetch, a fixed warp count
-  // (1 and 5), both FP8 decoders and both NF4 tables at batches 1 and 9.
+  // (1 and 5), both FP8 decoders and both NF4 tables at batches 1 and 9; as a plain launch and
+  // with the L2 prefetch (where the default is a programmatic dependent launch, sm_90 code);
+  // and with x written late by a producer that lets the GEMV start at once (late_writer.h: a
+  // GEMV that read x before waiting would sum zeros), releasing its own dependents early or late.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -316,16 +320,33 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant == "prefetch-on" ? 2 : 0;
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
+    launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
+    launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
+    if (variant == "late-x-unroll-1") launch.variants.gemv_unroll = 1;
+    const bool late = variant.rfind("late-x", 0) == 0;
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     std::vector<uint16_t> x(batch * view->k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
-    void *dx, *dy;
+    void *dx, *dy, *dstaging;
     ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dstaging, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dy, std::max<size_t>(batch * view->rows * 4, 16)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(late ? dstaging : dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    if (late) {
+      ASSERT_EQ(cudaMemset(dx, 0, x.size() * 2), cudaSuccess);
+    }
     ASSERT_EQ(cudaMemset(dy, 0xff, batch * view->rows * 4), cudaSuccess);
-    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch);
+    cudaStream_t stream = nullptr;
+    if (late) {
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+      ASSERT_EQ(test::launch_late_writer(dx, dstaging, x.size() * 2, 200000, stream), cudaSuccess);
+    }
+    Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, stream, launch);
     ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (stream) cudaStreamDestroy(stream);
+    cudaFree(dstaging);
     std::vector<float> y(batch * view->rows);
     ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(dx);
@@ -398,15 +419,20 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   // Passes: the CUDA-core kernel forced; the tensor cores by default (the dense launch may
   // take the rolling prefetch where the expert launch does not: kernels/tuning.cpp), with the
   // prefetch forced off and forced on (the oracle, cuda_gemv on each matrix, runs with the
-  // same variants).
-  for (int pass : {0, 1, 2, 3}) {
+  // same variants); and by default with the router's picks written late by a producer that
+  // lets the expert GEMV start at once (late_writer.h: one that read them before waiting
+  // would take expert 0 for every pair).
+  void* dstaging = nullptr;
+  ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  for (int pass : {0, 1, 2, 3, 4}) {
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
@@ -445,9 +471,18 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
       for (DType out : {DType::kF32, DType::kBF16}) {
         const size_t es = out == DType::kF32 ? 4 : 2;
         ASSERT_EQ(cudaMemset(dy, 0xa5, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);  // poison
+        cudaStream_t stream = nullptr;
+        if (pass == 4) {
+          ASSERT_EQ(cudaMemset(dids, 0, pairs * 4), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+          ASSERT_EQ(test::launch_late_writer(dids, dstaging, pairs * 4, 200000, stream), cudaSuccess);
+        }
         Status s = set->gemv(static_cast<const int32_t*>(dids), static_cast<const int32_t*>(drows), pairs,
-                             static_cast<const uint16_t*>(dx), x_count, dy, out, nullptr);
+                             static_cast<const uint16_t*>(dx), x_count, dy, out, stream);
         ASSERT_TRUE(s.is_ok()) << s.message();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        if (stream) cudaStreamDestroy(stream);
         std::vector<uint8_t> y(pairs * n * es);
         ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
         int mismatches = 0;
@@ -479,7 +514,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
       }
     }
   }
-  for (void* p : {dx, dfull, dids, drows, dy}) cudaFree(p);
+  for (void* p : {dx, dfull, dids, drows, dy, dstaging}) cudaFree(p);
 }
 
 std::vector<Case> all_cases() {

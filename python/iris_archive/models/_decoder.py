@@ -29,9 +29,16 @@ class Decoder:
 
     family = ""
 
-    def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
+    def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
+                 programmatic: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
+        # programmatic (by default with compile=True): Inductor's kernels are launched as
+        # programmatic dependents (its triton.enable_pdl, where this torch has it), as iris's
+        # kernels are on sm_90 code: each kernel's launch and first loads overlap the end of the
+        # one before. A kernel without it between two that have it is a barrier, so both sides
+        # matter (kernels/NOTES.md, run v46). Scheduling only: the results do not change.
+        self.programmatic = self.compiled if programmatic is None else bool(programmatic)
         # fused (by default with compile=True): attention and the MoE routers run as iris's own
         # kernels (torch.ops.iris.attention_decode / moe_route: one launch each, FP32 inside)
         # instead of transformers' steps, which the other mode keeps with their arithmetic.
@@ -158,7 +165,8 @@ class Decoder:
         into a few kernels; the iris GEMVs stay outside, as custom ops) when compile=True."""
         if not self.compiled:
             return f
-        return torch.compile(f, fullgraph=True, dynamic=False)
+        options = {"triton.enable_pdl": True} if self.programmatic and _inductor_has_pdl() else None
+        return torch.compile(f, fullgraph=True, dynamic=False, options=options)
 
     @torch.no_grad()
     def score(self, prompt, continuation, graph: bool = True) -> torch.Tensor:
@@ -201,8 +209,16 @@ class Decoder:
         return self.generated[n - 1:n - 1 + steps].tolist()
 
 
+def _inductor_has_pdl() -> bool:
+    try:
+        import torch._inductor.config as inductor_config
+    except ImportError:
+        return False
+    return hasattr(inductor_config.triton, "enable_pdl")
+
+
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
-         fused: bool | None = None) -> Decoder:
+         fused: bool | None = None, programmatic: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -211,17 +227,19 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     MoE routers run as one iris kernel each (fused, which defaults to compile; fused=False
     keeps transformers' steps for them); the arithmetic then rounds less often than
     transformers' does, so its tokens may part from transformers' where the top two logits
-    nearly tie."""
+    nearly tie. programmatic (default: compile) launches Inductor's kernels as programmatic
+    dependents, as iris's are (Decoder.__init__ says why)."""
     import os
 
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize)
-    return decoder_for(weights, max_len, device, compile, fused)
+    return decoder_for(weights, max_len, device, compile, fused, programmatic)
 
 
-def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None) -> Decoder:
+def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
+                programmatic: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -231,6 +249,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
     if kind not in families:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
-    decoder = families[kind](weights, max_len, device, compile, fused)
+    decoder = families[kind](weights, max_len, device, compile, fused, programmatic)
     weights.check_all_taken()
     return decoder

@@ -40,8 +40,9 @@ class _Layer:
 class GptOssDecoder(Decoder):
     family = "gpt_oss"
 
-    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused)
+    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
+                 programmatic: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads

@@ -116,8 +116,9 @@ class _Layer:
 class LlamaDecoder(Decoder):
     family = "llama"
 
-    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused)
+    def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
+                 programmatic: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
