@@ -5,7 +5,7 @@
 # GPU machine in the same device command (BNB= names another place; nothing of it is
 # committed):
 #
-#   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON
+#   cmake -S . -B build-device -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON -DIRIS_KERNEL_PROBES=ON
 #   cmake --build build-device --target iris kernels_tests api_tests api_cuda_tests libiris iris_upload_bench iris_make_snapshot
 #   bash bench/pack_device_bin.sh      # gzipped binaries + libiris.so.1 + the cuda_gemv example into .device-bin
 #   device run (carry .device-bin .peer):  bash bench/gpu_run.sh [quick|sanitize|limits|dequant|experts|api|full|bench|variants|ncu]

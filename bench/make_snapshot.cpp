@@ -383,7 +383,7 @@ std::pair<iris::TensorDesc, std::vector<iris::ComponentProducer>> nf4_linear(con
                             ", " + std::to_string(k) + "], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": 0.0625}";
   iris::TensorDesc d{name, {n, k}, iris::DType::kBF16, iris::Format::kNf4,
                      {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0625},
-                      {"nested_offset_f32_bits", "0x3d800000"}, {"nibble_order", "high_first"}, {"quant_state_bytes", state.size()}}};
+                      {"nested_offset_f32_bits", "0x3d800000"}, {"nibble_order", "high_first"}, {"quant_state_bytes", state.size()}}, {}};
   d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
   std::vector<iris::ComponentProducer> p;
   auto g = iris::matrix_geometry(d);
@@ -415,7 +415,7 @@ int make_archive(const std::string& out, const std::string& config_path, const s
   int bad = 0;
   const nlohmann::json source = {{"generated_by", "iris_make_snapshot"}};
   auto raw = [&](const std::string& name, std::vector<uint64_t> shape, iris::ComponentProducer produce) {
-    iris::TensorDesc d{name, std::move(shape), iris::DType::kBF16};
+    iris::TensorDesc d{name, std::move(shape), iris::DType::kBF16, iris::Format::kRaw, nlohmann::json::object(), {}};
     writer.add_tensor(std::move(d), source, {std::move(produce)});
   };
   ModelTensors m;
@@ -427,7 +427,7 @@ int make_archive(const std::string& out, const std::string& config_path, const s
   m.ones = [&](const std::string& name, uint64_t n) { raw(name, {n}, ones_bf16(n)); };
   auto mxfp4 = [&](const std::string& name, std::vector<uint64_t> shape, bool requantized) {
     iris::TensorDesc d{name, std::move(shape), iris::DType::kBF16, iris::Format::kMxfp4,
-                       {{"block_size", 32}, {"element", "e2m1"}, {"nibble_order", "low_first"}, {"scale_encoding", "e8m0"}}};
+                       {{"block_size", 32}, {"element", "e2m1"}, {"nibble_order", "low_first"}, {"scale_encoding", "e8m0"}}, {}};
     if (requantized) d.params["scale_rule"] = "ocp_floor";
     d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
     auto g = iris::matrix_geometry(d);

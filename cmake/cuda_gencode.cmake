@@ -1,15 +1,17 @@
 # The GPUs the kernels are built for. Each entry of IRIS_CUDA_GENCODE is sm_XX (machine code
 # for that architecture, run as is) or compute_XX (PTX, which the driver compiles when it
 # loads the library on a GPU with no machine code of its own: newer chips). The default
-# covers Turing (T4, sm_75), Ampere (A100 sm_80, RTX 30xx sm_86), Ada (RTX 40xx, L4, sm_89)
-# and Hopper (sm_90a), plus compute_90 PTX for anything newer. Kernels choose their paths at
+# covers Turing (T4, sm_75), Ampere (A100 sm_80; RTX 30xx and A10, sm_86, run the sm_80 machine
+# code: a GPU runs the machine code of an older minor version of its major one, and sm_86 has
+# no instruction the kernels would take that sm_80 lacks, kernels/arch.cuh), Ada (RTX 40xx, L4,
+# sm_89: its E4M3 conversion) and Hopper (sm_90a), plus compute_90 PTX for anything newer. Kernels choose their paths at
 # run time from the architecture the driver loaded (kernels/arch.cuh, DeviceInfo::kernel_arch).
 # A narrower list builds faster: "sm_90a" for one H100; "compute_75;compute_80" is the
 # PTX-only build the GPU runs use to prove the Turing and Ampere paths on a Hopper card.
 # "native" builds for the GPUs of this machine (nvidia-smi's compute capabilities: 9.0 -> sm_90a,
 # 8.6 -> sm_86, ...), the fastest build for a machine that runs its own kernels; without a GPU
 # it falls back to the full list.
-set(IRIS_CUDA_GENCODE_RELEASE "sm_75;sm_80;sm_86;sm_89;sm_90a;compute_90")
+set(IRIS_CUDA_GENCODE_RELEASE "sm_75;sm_80;sm_89;sm_90a;compute_90")
 set(IRIS_CUDA_GENCODE "${IRIS_CUDA_GENCODE_RELEASE}" CACHE STRING
     "GPU targets of the kernels: sm_XX (machine code) and compute_XX (PTX) entries, or native, or release")
 # "release" names the default list (scripts/run.sh asks for it by name in a build folder whose

@@ -86,7 +86,7 @@ __device__ __forceinline__ uint4 undecoded(const typename F::Word& w, const type
 // input, where the host has checked that one scale covers every aligned run of 16
 // (dequant_words): the position and scale arithmetic is paid once per 16 elements.
 template <typename F, int OutKind, int kUnroll, int kWords, bool kProbe>
-__global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, const ItemGeometry g, void* out) {
+__global__ void __launch_bounds__(kThreads) dequant_items(const __grid_constant__ QuantView v, const ItemGeometry g, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
   const bool tables_ok = __syncthreads_and(F::tables_finite(v, tables));
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) dequant_items(const QuantView v, con
 
 // Flat layout (NF4 whose blocks cross rows): the codes are already in element order.
 template <typename F, int OutKind>
-__global__ void __launch_bounds__(kThreads) dequant_flat(const QuantView v, void* out) {
+__global__ void __launch_bounds__(kThreads) dequant_flat(const __grid_constant__ QuantView v, void* out) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
   __syncthreads();

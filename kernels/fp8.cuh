@@ -40,6 +40,14 @@ struct Fp8 {
     }
   }
 
+  // The scale of element (row, k), out of line: only where a block or group edge falls inside
+  // an item (block sizes not a multiple of 8), and inlined at each of an item's 8 elements in
+  // every batch's unrolled loop it made the FP8 CUDA-core GEMV the build's largest code (its
+  // instance files 40% of the kernels' compile time, docs/BENCHMARKS.md "The first build").
+  static __device__ __noinline__ float element_scale(const QuantView& v, uint64_t row, uint64_t k) {
+    return scale_at(v, scale_index(v, row, k));
+  }
+
   using Word = uint2;
 
   static __device__ __forceinline__ Word load(const QuantView& v, uint64_t byte_offset) {
@@ -53,7 +61,7 @@ struct Fp8 {
     const float s0 = scale_at(v, scale_index(v, row, k0));
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float s = uniform || k0 + i >= v.k ? s0 : scale_at(v, scale_index(v, row, k0 + i));
+      const float s = uniform || k0 + i >= v.k ? s0 : element_scale(v, row, k0 + i);
       const uint32_t word = i < 4 ? w.x : w.y;
       out[i] = iris::canonical_nan_if_nan(__fmul_rn(decode_byte((word >> (8 * (i % 4))) & 0xffu), s));
     }

@@ -16,7 +16,7 @@ using dev::kRowWarps;
 using dev::kStripeWarps;
 
 template <typename F, int B, bool OutF32>
-__global__ void __launch_bounds__(kRowWarps * 32) gemv_kernel(const QuantView v, const uint16_t* __restrict__ x, void* y) {
+__global__ void __launch_bounds__(kRowWarps * 32) gemv_kernel(const __grid_constant__ QuantView v, const uint16_t* __restrict__ x, void* y) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
   __syncthreads();
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) gemv_kernel(const QuantView v,
 }
 
 template <typename F, int B, bool OutF32>
-__global__ void __launch_bounds__(kStripeWarps * 32) gemv_stripe_kernel(const QuantView v, const uint16_t* __restrict__ x, void* y) {
+__global__ void __launch_bounds__(kStripeWarps * 32) gemv_stripe_kernel(const __grid_constant__ QuantView v, const uint16_t* __restrict__ x, void* y) {
   __shared__ float tables[16 + 256];
   F::load_tables(v, tables);
   __syncthreads();

@@ -40,6 +40,11 @@
 #include "kernels/nf4.cuh"
 #include "kernels/tuning.h"
 
+// For sm_75 the kernels below are stubs (mma16816 says why), so their helpers go unused there.
+#if defined(__CUDA_ARCH__) && !IRIS_ARCH_BF16_MMA
+#pragma nv_diag_suppress 177
+#endif
+
 namespace iris {
 
 namespace {
@@ -60,7 +65,10 @@ struct MmaGeometry {
 
 // BF16 mma exists from sm_80. The host never launches these kernels on code built for less
 // (cuda_gemv_uses_tensor_cores reads the loaded code's architecture); should one run there
-// anyway, it traps rather than return wrong sums.
+// anyway, it traps rather than return wrong sums. The kernels' bodies are compiled only for
+// sm_80 and newer: for sm_75 each is one trap, which takes the sm_75 pass over this file from
+// the cost of every variant's body to almost nothing (the release build's total compile work
+// is what bounds its time: docs/BENCHMARKS.md, "The first build").
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
 #if IRIS_ARCH_BF16_MMA
   asm volatile(
@@ -432,6 +440,7 @@ __device__ __forceinline__ void reduce_store(float (*partial)[NT][32][4], const 
 template <typename P, int NT, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
                                                                   int batch, void* y) {
+#if IRIS_ARCH_BF16_MMA  // else a stub: never launched there (see mma16816), and fast to compile
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][NT][32][4];
@@ -444,6 +453,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
   if (g.release_late) dev::release_dependents();
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
+#else
+  __trap();
+#endif
 }
 
 // The grouped expert GEMV on the tensor cores (batch 1 per pair): block = (pair, stripe of
@@ -455,6 +467,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // for MXFP4 at U = 1, 20% slower, run v45c).
 template <typename P, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
+#if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
   __shared__ uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][1][32][4];
@@ -479,6 +492,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
   if (g.release_late) dev::release_dependents();
   reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
+#else
+  __trap();
+#endif
 }
 
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
@@ -611,16 +627,26 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
   return false;
 }
 
+// The probes' kernels are compiled only on request (a quarter of this file's kernel instances,
+// for every GPU target, in a build whose time its compile work bounds: docs/BENCHMARKS.md).
+#if !IRIS_KERNEL_PROBES
+constexpr const char* kNoProbes = "gemv probe: this build has no measurement probes (configure with -DIRIS_KERNEL_PROBES=ON)";
+#endif
+
 Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& c) {
   if (!gemv_mma_supports(v, batch)) return unsupported("gemv: the tensor-core kernel does not take this layout");
   auto s = static_cast<cudaStream_t>(stream);
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
+#if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("gemv probe: BF16 output only");
     switch (v.format) {
       case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
       case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<false>>>(v, x, batch, y, s, c);
       case ViewFormat::kFp8: return launch_probe<SkipDecode<MmaFp8<false>>>(v, x, batch, y, s, c);
     }
+#else
+    return unsupported(kNoProbes);
+#endif
   }
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
@@ -637,12 +663,16 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   if (a.pairs * (geometry.padded_n / 16) >= (uint64_t(1) << 31)) return invalid_argument("expert gemv: too many pairs for one launch");
   auto s = static_cast<cudaStream_t>(stream);
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
+#if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     switch (geometry.format) {
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
       case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<false>>>(geometry, a, s, c);
       case ViewFormat::kFp8: return launch_experts_probe<SkipDecode<MmaFp8<false>>>(geometry, a, s, c);
     }
+#else
+    return unsupported(kNoProbes);
+#endif
   }
   switch (geometry.format) {
     case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);

@@ -218,10 +218,11 @@ TEST(CliIdioms, ManPageListsEveryCommandAndOption) {
   // Every line that starts with '.' is a request the page means (text is escaped with \&).
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line[0] == '.')
+    if (!line.empty() && line[0] == '.') {
       EXPECT_TRUE(line.rfind(".TH", 0) == 0 || line.rfind(".SH", 0) == 0 || line.rfind(".SS", 0) == 0 || line.rfind(".TP", 0) == 0 ||
                   line.rfind(".B ", 0) == 0 || line.rfind(".I ", 0) == 0 || line == ".PP" || line == ".nf" || line == ".fi")
           << line;
+    }
 }
 
 }  // namespace

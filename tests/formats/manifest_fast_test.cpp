@@ -86,7 +86,9 @@ bool expect_agree(const std::string& text, uint64_t data_size) {
   TensorIndex fast_index, index;
   const auto fast = read_manifest_fast(text, data_size, kMajor, kMinor, "x.iris", &fast_index);
   const std::string reference = verdict(read_manifest_parsed(text, data_size, kMajor, kMinor, "x.iris"));
-  if (fast) EXPECT_EQ(verdict(*fast), reference) << text;
+  if (fast) {
+    EXPECT_EQ(verdict(*fast), reference) << text;
+  }
   EXPECT_EQ(verdict(read_manifest(text, data_size, kMajor, kMinor, "x.iris", &index)), reference) << text;
   return fast.has_value();
 }
