@@ -237,13 +237,13 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
 constexpr int kDenseWarps = 8;  // a warp per output row
 
 // B rows of x at once; each lane's chunks loaded four at a time before their sums.
-// `prefetch`: bytes of its row each warp asks L2 for before it waits for the producer (the
-// weights are the only memory read before that; l2_prefetch_bytes bounds the launch's total).
+// Waits for its producer before any load (kernels/grid_dependency.cuh): its weight and
+// activation loads share one loop. (A bulk L2 prefetch of the row before the wait lost at the
+// quantized GEMVs' shapes in run v46 and was not kept.)
 template <int B>
-__global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector, uint32_t prefetch) {
+__global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector) {
   const int lane = threadIdx.x & 31;
   const uint32_t r = blockIdx.x * kDenseWarps + (threadIdx.x >> 5);
-  if (r < a.n && lane == 0) dev::prefetch_l2(a.w + uint64_t(r) * a.k, prefetch);
   dev::wait_for_producer();
   dev::release_dependents();
   if (r >= a.n) return;
@@ -295,10 +295,8 @@ __global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvA
 
 template <int B>
 cudaError_t launch_dense(const DenseGemvArgs& a, bool vector, cudaStream_t stream) {
-  const int arch = loaded_kernel_arch(dense_gemv_kernel<B>);
-  const uint32_t prefetch = vector ? l2_prefetch_bytes({}, arch, uint64_t(a.k) * 2, a.n) : 0;
   return launch_kernel(dense_gemv_kernel<B>, dim3((a.n + kDenseWarps - 1) / kDenseWarps), dim3(kDenseWarps * 32), stream,
-                       programmatic_launch({}, arch), a, vector, prefetch);
+                       programmatic_launch({}, loaded_kernel_arch(dense_gemv_kernel<B>)), a, vector);
 }
 
 }  // namespace
