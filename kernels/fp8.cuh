@@ -43,7 +43,7 @@ struct Fp8 {
   // The scale of element (row, k), out of line: only where a block or group edge falls inside
   // an item (block sizes not a multiple of 8), and inlined at each of an item's 8 elements in
   // every batch's unrolled loop it made the FP8 CUDA-core GEMV the build's largest code (its
-  // instance files 40% of the kernels' compile time, docs/BENCHMARKS.md "The first build").
+  // instance files 44% of the kernels' sm_90a compile time, docs/BENCHMARKS.md "The first build").
   static __device__ __noinline__ float element_scale(const QuantView& v, uint64_t row, uint64_t k) {
     return scale_at(v, scale_index(v, row, k));
   }

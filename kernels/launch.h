@@ -21,7 +21,6 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = programmatic ? &attribute : nullptr;
   config.numAttrs = programmatic ? 1 : 0;
