@@ -315,6 +315,21 @@ iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cach
   });
 }
 
+iris_status iris_cuda_residual_norm(const uint16_t* x, const uint16_t* y, uint64_t rows, uint64_t terms, uint64_t n, const uint16_t* bias,
+                                    uint64_t bias_rows, const int32_t* ids, const uint16_t* weights, const uint16_t* norm_w, float eps,
+                                    int weight_in_f32, uint16_t* x_out, uint16_t* h_out, iris_cuda_stream stream, char* msg,
+                                    size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (rows > UINT32_MAX || terms > UINT32_MAX || n > UINT32_MAX || bias_rows > UINT32_MAX)
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_residual_norm: a size over 2^32", msg, msg_size);
+    ResidualNormArgs a;
+    a.x = x, a.y = y, a.rows = uint32_t(rows), a.terms = uint32_t(terms), a.n = uint32_t(n), a.bias = bias;
+    a.bias_rows = uint32_t(bias_rows), a.ids = ids, a.weights = weights, a.norm_w = norm_w, a.eps = eps;
+    a.weight_in_f32 = weight_in_f32 != 0, a.x_out = x_out, a.h_out = h_out;
+    return report(cuda_residual_norm(a, stream).with_context("iris_cuda_residual_norm: "), msg, msg_size);
+  });
+}
+
 int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* t, int batch) {
   if (!t || !t->tensor->view.is_ok()) return 0;
   return cuda_gemv_uses_tensor_cores(*t->tensor->view, batch, t->owner->launch_config()) ? 1 : 0;

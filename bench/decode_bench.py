@@ -15,7 +15,7 @@ keeps the first N layers (a model too large for the disk). For each model and fo
 - the BF16 peer: the same decoder holding the dequantized weights (bit for bit what `iris
   export --dtype bf16` writes) on cuBLAS, under the same graph;
 - the per-step timeline: each kernel's microseconds per step and share of the step, from the
-  profiler over graph replays, grouped into iris GEMV / cuBLAS / other;
+  profiler over graph replays, grouped into iris GEMV / iris decode ops / cuBLAS / other;
 - the greedy-token check: --steps tokens after an 8-token prompt, against the BF16 peer's.
   and its noise floor: the same BF16 weights in iris.models' other arithmetic against the
   peer (--no-self-check skips it).
@@ -147,8 +147,10 @@ def timeline(decoder, replays: int = 5) -> dict:
 
     def kind(name):
         n = name.lower()
-        if "mma_kernel" in n or "iris" in n:
+        if "iris" in n and any(s in n for s in ("gemv", "mma_kernel", "stripe_kernel", "row_kernel")):
             return "iris GEMV"
+        if "iris" in n:  # the router, attention, residual_norm (before run v48 these counted as GEMVs)
+            return "iris decode ops"
         if any(s in n for s in ("gemv", "gemm", "cutlass", "cublas", "xmma", "sm90")):
             return "cuBLAS"
         return "other"
@@ -235,7 +237,8 @@ def release():
 def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None):
     """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
     given score_tokens, its teacher-forced logits along them."""
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic)
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
+                         residual_norm=args.residual_norm)
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -272,14 +275,16 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
-    r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic}
+    r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic,
+         "residual_norm": args.compile and args.residual_norm}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
         r["tokens"] = tokens[:16]
         return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on.
-    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, programmatic=args.programmatic)
+    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, programmatic=args.programmatic,
+                           residual_norm=args.residual_norm)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
@@ -332,6 +337,8 @@ def main():
                     help="also time the compiled model without iris's attention and router kernels (fused=False)")
     ap.add_argument("--no-programmatic", dest="programmatic", action="store_false",
                     help="Inductor's kernels launched plainly (iris.models programmatic=False; iris's own follow libiris)")
+    ap.add_argument("--no-residual-norm", dest="residual_norm", action="store_false",
+                    help="the residual steps and norms as Inductor's kernels (iris.models residual_norm=False), not iris's")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

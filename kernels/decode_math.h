@@ -39,7 +39,53 @@ IRIS_HD float exp_same_bits(float x) {
 
 // An output rounded to BF16, a NaN as the one canonical quiet NaN (0x7fc0): the GPU's NaNs
 // carry other payloads than the CPU's.
-IRIS_HD uint16_t bf16_output(float v) { return f32_to_bf16(canonical_nan_if_nan(v)); }
+// From sm_80 the GPU rounds with one conversion instruction (cvt.rn.bf16.f32: round to nearest
+// even, subnormals kept, overflow to infinity -- the same bits as f32_to_bf16 for every
+// number) instead of f32_to_bf16's integer sequence: in a kernel that rounds every element
+// several times (residual_norm) that sequence was most of its issued instructions.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define IRIS_DECODE_BF16_CVT 1
+__device__ __forceinline__ uint16_t bf16_cvt_rn(float v) {
+  uint16_t b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(v));
+  return b;
+}
+#endif
+
+IRIS_HD uint16_t bf16_output(float v) {
+#ifdef IRIS_DECODE_BF16_CVT
+  const uint16_t b = bf16_cvt_rn(v);
+  return v != v ? uint16_t(0x7fc0) : b;
+#else
+  return f32_to_bf16(canonical_nan_if_nan(v));
+#endif
+}
+
+// v rounded to BF16 and back: where the arithmetic mirrors a step of transformers' on BF16
+// tensors (each op rounds its result to BF16). A NaN stays a NaN (its payload may differ
+// between the CPU and the GPU; every output goes through bf16_output, which canonicalises).
+IRIS_HD float bf16_round(float v) {
+#ifdef IRIS_DECODE_BF16_CVT
+  return f32_from_bits(uint32_t(bf16_cvt_rn(v)) << 16);
+#else
+  return bf16_to_f32(bf16_output(v));
+#endif
+}
+
+// One element of the residual step (ResidualNormArgs): the term v of y, plus its bias element
+// b (has_bias), times its factor w (has_weight), each step rounded to BF16 as transformers'
+// BF16 ops round it.
+IRIS_HD float residual_term(float v, bool has_bias, float b, bool has_weight, float w) {
+  if (has_bias) v = bf16_round(v + b);
+  if (has_weight) v = bf16_round(v * w);
+  return v;
+}
+
+// The norm's output element: t = x' * r times the norm weight, in FP32 (gpt-oss) or after
+// rounding t to BF16 (Llama), rounded to BF16.
+IRIS_HD uint16_t rms_norm_output(float t, float w, bool weight_in_f32) {
+  return bf16_output(weight_in_f32 ? w * t : w * bf16_round(t));
+}
 
 // The order key of a BF16 value for a top-k: larger keys first. NaN is above everything (as
 // torch.topk ranks it), -0 equals +0, and every other value keeps its order.

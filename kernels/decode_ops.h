@@ -94,4 +94,40 @@ Status check_dense_gemv(const DenseGemvArgs& a);
 Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream);
 void dense_gemv_reference(const DenseGemvArgs& a);  // host pointers
 
+// The residual step after a projection or an MoE layer and the next RMSNorm, in one launch:
+// x' = x + sum_t weights[t] * (y[t] + bias[ids[t]]) and h = rms_norm(x') * norm_w. A decode
+// step has two of these a layer; compiled by Inductor each was its own one-block reduction
+// kernel (gpt-oss's MoE combine 4.6 us on an H100, kernels/NOTES.md run v48).
+struct ResidualNormArgs {
+  const uint16_t* x = nullptr;        // bf16 [rows, n], the residual stream
+  const uint16_t* y = nullptr;        // bf16 [rows, terms, n]: a projection's output (terms 1), or the top-k experts'
+  const uint16_t* bias = nullptr;     // bf16 [bias_rows, n] or nullptr: term t of row r adds bias row ids[r, t]
+  const int32_t* ids = nullptr;       // [rows, terms]; needed with a bias
+  const uint16_t* weights = nullptr;  // bf16 [rows, terms] or nullptr: each term's factor (the routing weights)
+  const uint16_t* norm_w = nullptr;   // bf16 [n]
+  uint32_t rows = 0, terms = 0, n = 0, bias_rows = 0;
+  float eps = 1e-5f;
+  bool weight_in_f32 = false;  // the norm weight multiplies the FP32 value (gpt-oss) or its BF16 rounding (Llama)
+  uint16_t* x_out = nullptr;   // out: bf16 [rows, n], x'; may be x itself (in place)
+  uint16_t* h_out = nullptr;   // out: bf16 [rows, n]; overlaps no input
+};
+constexpr uint32_t kResidualNormMaxN = 32768;
+constexpr int kResidualNormThreads = 512;
+
+// The arithmetic, kernel and reference, element i of row r, with bf16() the rounding to BF16
+// (nearest even) where transformers' BF16 tensors round:
+//  - term t: v = y[t, i], then v = bf16(v + bias[ids[t], i]) with a bias, then
+//    v = bf16(v * weights[t]) with weights; s = v_0 + v_1 + ... in FP32, in order of t;
+//  - x'[i] = bf16(x[i] + bf16(s));
+//  - the norm: thread j of kResidualNormThreads takes the 8-element chunks j, j + 512, ... (the
+//    last one cut at n), fmaf(x', x', acc) over its elements in order; the 32 threads of a warp
+//    combined by the butterfly s[l] + s[l ^ m], m = 16..1; the 16 warps' sums added in order;
+//    r = 1 / sqrt(sum / n + eps) (IEEE division and square root); t = x'[i] * r;
+//  - h[i] = bf16(norm_w[i] * t) with weight_in_f32, else bf16(norm_w[i] * bf16(t)).
+// An id outside [0, bias_rows) makes that row's outputs NaN (the kernel cannot report it
+// without a sync), as a NaN anywhere in the row does.
+Status check_residual_norm(const ResidualNormArgs& a);
+Status cuda_residual_norm(const ResidualNormArgs& a, void* stream);
+void residual_norm_reference(const ResidualNormArgs& a);  // host pointers
+
 }  // namespace iris

@@ -27,6 +27,20 @@ float butterfly32(std::array<float, 32> s) {
   return s[0];
 }
 
+// A block's sum as the kernels form it: each warp's 32 partial sums by the butterfly, then the
+// warps' results added in warp order.
+template <size_t T>
+float block_sum(const std::array<float, T>& s) {
+  float total = 0.0f;
+  for (size_t warp = 0; warp < T / 32; ++warp) {
+    std::array<float, 32> lanes;
+    std::copy(s.begin() + warp * 32, s.begin() + warp * 32 + 32, lanes.begin());
+    const float v = butterfly32(lanes);
+    total = warp == 0 ? v : total + v;
+  }
+  return total;
+}
+
 float router_logit(const uint16_t* x, const uint16_t* w, uint32_t k) {
   std::array<float, kMoeRouteThreads> s{};
   const uint32_t chunks = k / 8;
@@ -37,14 +51,7 @@ float router_logit(const uint16_t* x, const uint16_t* w, uint32_t k) {
     if (uint32_t(t) < k % 8) acc = fmaf(bf16_to_f32(x[chunks * 8 + t]), bf16_to_f32(w[chunks * 8 + t]), acc);
     s[t] = acc;
   }
-  float total = 0.0f;
-  for (int warp = 0; warp < kMoeRouteThreads / 32; ++warp) {
-    std::array<float, 32> lanes;
-    std::copy(s.begin() + warp * 32, s.begin() + warp * 32 + 32, lanes.begin());
-    const float v = butterfly32(lanes);
-    total = warp == 0 ? v : total + v;
-  }
-  return total;
+  return block_sum(s);
 }
 
 // The 32-lane dot product of dense_gemv (decode_ops.h).
@@ -200,6 +207,51 @@ void attention_decode_reference(const AttentionDecodeArgs& a) {
       float o = 0.0f;
       for (int w = 0; w < kAttentionWarps; ++w) o = fmaf(acc[w][d], c[w], o);
       out[d] = bf16_output(o / L);
+    }
+  }
+}
+
+Status check_residual_norm(const ResidualNormArgs& a) {
+  if (!a.x || !a.y || !a.norm_w || !a.x_out || !a.h_out)
+    return invalid_argument("residual norm: x, y, norm_w, x_out and h_out must not be NULL");
+  if (a.n == 0 || a.n > kResidualNormMaxN)
+    return invalid_argument("residual norm: n " + std::to_string(a.n) + " (1.." + std::to_string(kResidualNormMaxN) + " supported)");
+  if (a.terms == 0) return invalid_argument("residual norm: terms is 0 (one term at least)");
+  if (a.bias && (!a.ids || a.bias_rows == 0)) return invalid_argument("residual norm: a bias needs ids and bias_rows > 0");
+  if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) return invalid_argument("residual norm: eps must be finite and >= 0");
+  return Status::ok();
+}
+
+void residual_norm_reference(const ResidualNormArgs& a) {
+  const uint32_t n = a.n;
+  std::vector<float> xo(n);
+  for (uint32_t r = 0; r < a.rows; ++r) {
+    const uint64_t row = uint64_t(r) * n;
+    for (uint32_t i = 0; i < n; ++i) {
+      float s = 0.0f;
+      for (uint32_t t = 0; t < a.terms; ++t) {
+        const uint64_t rt = uint64_t(r) * a.terms + t;
+        float b = 0.0f;
+        if (a.bias) {
+          const int32_t id = a.ids[rt];
+          b = id >= 0 && uint32_t(id) < a.bias_rows ? bf16_to_f32(a.bias[uint64_t(id) * n + i]) : f32_from_bits(kCanonicalNanBits);
+        }
+        const float v = residual_term(bf16_to_f32(a.y[rt * n + i]), a.bias != nullptr, b, a.weights != nullptr,
+                                      a.weights ? bf16_to_f32(a.weights[rt]) : 0.0f);
+        s = t == 0 ? v : s + v;
+      }
+      xo[i] = bf16_round(bf16_to_f32(a.x[row + i]) + bf16_round(s));
+    }
+    // The sum of squares in the kernel's order: per thread, per warp, then the warps.
+    std::array<float, kResidualNormThreads> part{};
+    const uint32_t chunks = (n + 7) / 8;
+    for (int j = 0; j < kResidualNormThreads; ++j)
+      for (uint32_t c = uint32_t(j); c < chunks; c += kResidualNormThreads)
+        for (uint32_t i = 8 * c; i < std::min(8 * c + 8, n); ++i) part[j] = fmaf(xo[i], xo[i], part[j]);
+    const float inv = 1.0f / std::sqrt(block_sum(part) / float(n) + a.eps);
+    for (uint32_t i = 0; i < n; ++i) {
+      a.x_out[row + i] = bf16_output(xo[i]);
+      a.h_out[row + i] = rms_norm_output(xo[i] * inv, bf16_to_f32(a.norm_w[i]), a.weight_in_f32);
     }
   }
 }

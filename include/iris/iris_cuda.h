@@ -182,6 +182,21 @@ IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_
                                                 uint64_t max_len, uint64_t window, float scale, uint16_t* out,
                                                 iris_cuda_stream stream, char* msg, size_t msg_size);
 
+/* The residual step after a projection or an MoE layer and the next RMSNorm, in one launch,
+ * on raw device pointers: for each of `rows` rows, x' = x + sum_t weights[t] * (y[t] +
+ * bias[ids[t]]) and h = rms_norm(x', eps) * norm_w, rounded to BF16 where transformers' BF16
+ * steps round (kernels/decode_ops.h states the arithmetic). x BF16 [rows, n]; y BF16
+ * [rows, terms, n] (a projection's output with terms 1, or the top-k experts' outputs); bias
+ * BF16 [bias_rows, n] or NULL, with ids int32 [rows, terms] naming each term's bias row (an id
+ * outside [0, bias_rows) makes its row NaN); weights BF16 [rows, terms] or NULL; norm_w BF16
+ * [n]; weight_in_f32 nonzero: the norm weight multiplies the FP32 normalized value (gpt-oss),
+ * else its BF16 rounding (Llama). Writes x_out (may be x) and h_out, BF16 [rows, n];
+ * n <= 32768. */
+IRIS_API iris_status iris_cuda_residual_norm(const uint16_t* x, const uint16_t* y, uint64_t rows, uint64_t terms, uint64_t n,
+                                             const uint16_t* bias, uint64_t bias_rows, const int32_t* ids, const uint16_t* weights,
+                                             const uint16_t* norm_w, float eps, int weight_in_f32, uint16_t* x_out, uint16_t* h_out,
+                                             iris_cuda_stream stream, char* msg, size_t msg_size);
+
 #ifdef __cplusplus
 }
 #endif

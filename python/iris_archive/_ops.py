@@ -14,7 +14,8 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.dequantize(handle, shape, dtype, device)
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
-    torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)"""
+    torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)
+    torch.ops.iris.residual_norm(x, y, norm_w, eps, weight_in_f32, bias, ids, weights) -> (x', h)"""
 
 import ctypes
 import threading
@@ -219,3 +220,54 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 @attention_decode.register_fake
 def _(q, k_cache, v_cache, pos, sinks, window, scale):
     return q.new_empty((1, q.shape[0] * q.shape[1]), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::residual_norm", mutates_args=())
+def residual_norm(x: torch.Tensor, y: torch.Tensor, norm_w: torch.Tensor, eps: float, weight_in_f32: bool,
+                  bias: Optional[torch.Tensor] = None, ids: Optional[torch.Tensor] = None,
+                  weights: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual step and the next RMSNorm in one launch (iris_cuda_residual_norm): for x
+    [R, N] and y [R * T, N] (a projection's output, T = 1, or a row's T expert outputs in pick
+    order), x' = x + sum_t weights[:, t] * (y_t + bias[ids[:, t]]) and h = rms_norm(x') * norm_w,
+    both BF16 [R, N]. bias [E, N] with ids int32 [R, T], and weights BF16 [R, T], are optional;
+    weight_in_f32: the norm weight multiplies the FP32 normalized value (gpt-oss) rather than
+    its BF16 rounding (Llama)."""
+    from ._errors import IrisError
+
+    t = _t()
+    xb = _bf16_dense(x.contiguous(), "the residual")
+    n = xb.shape[-1]
+    rows = xb.numel() // n if n else 0
+    yb = _bf16_dense(y.contiguous(), "the terms")
+    if rows == 0 or yb.numel() % (rows * n) != 0 or yb.shape[-1] != n:
+        raise IrisError(f"iris: residual_norm terms {tuple(y.shape)} do not fit the residual {tuple(x.shape)}")
+    terms = yb.numel() // (rows * n)
+    _bf16_dense(norm_w, "the norm weight")
+    if norm_w.numel() != n:
+        raise IrisError(f"iris: residual_norm norm weight of {norm_w.numel()} elements for rows of {n}")
+    bias_rows = 0
+    if bias is not None:
+        _bf16_dense(bias, "the bias")
+        if ids is None or ids.dtype != torch.int32 or not ids.is_contiguous() or ids.numel() != rows * terms:
+            raise IrisError(f"iris: residual_norm's bias needs ids, int32 contiguous [{rows}, {terms}]")
+        if bias.shape[-1] != n:
+            raise IrisError(f"iris: residual_norm bias {tuple(bias.shape)} for rows of {n}")
+        bias_rows = bias.numel() // n
+    if weights is not None:
+        weights = _bf16_dense(weights.contiguous(), "the term weights")
+        if weights.numel() != rows * terms:
+            raise IrisError(f"iris: residual_norm weights of {weights.numel()} elements for {rows} x {terms} terms")
+    x_out, h = torch.empty_like(xb), torch.empty_like(xb)
+    msg = _msg()
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    t._check(t._lib().iris_cuda_residual_norm(xb.data_ptr(), yb.data_ptr(), rows, terms, n,
+                                              bias.data_ptr() if bias is not None else None, bias_rows,
+                                              ids.data_ptr() if bias is not None else None,
+                                              weights.data_ptr() if weights is not None else None, norm_w.data_ptr(), eps,
+                                              1 if weight_in_f32 else 0, x_out.data_ptr(), h.data_ptr(), stream, msg, len(msg)), msg)
+    return x_out.view(x.shape), h.view(x.shape)
+
+
+@residual_norm.register_fake
+def _(x, y, norm_w, eps, weight_in_f32, bias=None, ids=None, weights=None):
+    return x.new_empty(x.shape, dtype=torch.bfloat16), x.new_empty(x.shape, dtype=torch.bfloat16)

@@ -8,7 +8,9 @@ to their CPU references bit for bit; these hold the ops to oracles written in to
   picked logits; gpt-oss's and Mixtral's shapes, several rows, a NaN logit;
 - attention_decode: transformers' eager attention with sinks in FP64 (sliding window, full,
   GQA, positions at both ends of the cache), and NaN outputs for a position past the cache;
-- both through torch.library.opcheck and torch.compile(fullgraph=True) in a CUDA graph."""
+- residual_norm: x' within four BF16 roundings of the FP64 residual sum (exactly torch's BF16
+  add for one plain term), h within two of the FP64 RMSNorm of that x';
+- all through torch.library.opcheck and torch.compile(fullgraph=True) in a CUDA graph."""
 
 import pytest
 
@@ -100,6 +102,43 @@ def test_gemv_bf16_against_fp64(rows, n, k, bias):
     assert got.shape == (rows, n) and ((got.double() - exact).abs() <= bound).all()
 
 
+@pytest.mark.parametrize("rows,terms,n,bias,weights,weight_in_f32", [(1, 4, 2880, True, True, True), (1, 1, 4096, False, False, False),
+                                                                       (1, 2, 4096, False, True, False), (3, 3, 1000, True, True, True),
+                                                                       (2, 1, 1003, False, False, True), (1, 1, 20000, False, False, False)])
+def test_residual_norm_against_fp64(rows, terms, n, bias, weights, weight_in_f32):
+    x, y, w = _randn(rows, n, seed=21), _randn(rows * terms, n, seed=22, scale=0.5), _randn(n, seed=23)
+    b = _randn(32, n, seed=24, scale=0.5) if bias else None
+    ids = torch.randint(0, 32, (rows, terms), generator=torch.Generator().manual_seed(26), dtype=torch.int32).cuda() if bias else None
+    wt = _randn(rows, terms, seed=25, scale=0.5) if weights else None
+    xo, h = torch.ops.iris.residual_norm(x, y, w, 1e-5, weight_in_f32, b, ids, wt)
+    assert xo.shape == h.shape == (rows, n) and xo.dtype == h.dtype == torch.bfloat16
+    # x': four BF16 roundings at most (2^-8 relative each) on the terms' magnitudes
+    terms_fp64 = y.double().view(rows, terms, n)
+    if bias:
+        terms_fp64 = terms_fp64 + b.double()[ids.long()]
+    if weights:
+        terms_fp64 = terms_fp64 * wt.double().unsqueeze(-1)
+    exact = x.double() + terms_fp64.sum(1)
+    magnitude = x.double().abs() + terms_fp64.abs().sum(1)
+    assert ((xo.double() - exact).abs() <= magnitude * 2.0 ** -6 + 1e-38).all()
+    if terms == 1 and not bias and not weights:
+        assert torch.equal(xo, x + y)  # one rounding: torch's own BF16 add
+    # h: two BF16 roundings of the FP64 norm of the op's own x'
+    xd = xo.double()
+    want = w.double() * xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-5)
+    assert ((h.double() - want).abs() <= want.abs() * (2.0 ** -7 + 2.0 ** -14) + 1e-37).all()
+
+
+def test_residual_norm_refuses_mismatched_shapes():
+    x, w = _randn(1, 64, seed=1), _randn(64, seed=2)
+    with pytest.raises(iris_archive.IrisError):
+        torch.ops.iris.residual_norm(x, _randn(1, 60, seed=3), w, 1e-5, True)
+    with pytest.raises(iris_archive.IrisError):
+        torch.ops.iris.residual_norm(x, _randn(1, 64, seed=3), _randn(32, seed=4), 1e-5, True)
+    with pytest.raises(iris_archive.IrisError):  # a bias without ids
+        torch.ops.iris.residual_norm(x, _randn(2, 64, seed=3), w, 1e-5, True, _randn(4, 64, seed=5))
+
+
 def test_ops_pass_opcheck_and_compile_into_a_graph():
     x, w, b = _randn(1, 512, seed=1), _randn(32, 512, seed=2), _randn(32, seed=3)
     ws = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -109,10 +148,14 @@ def test_ops_pass_opcheck_and_compile_into_a_graph():
     torch.library.opcheck(torch.ops.iris.moe_route.default, (x, w, b, 4, ws))
     torch.library.opcheck(torch.ops.iris.attention_decode.default, (q, k, v, pos, s, 8, 0.125))
     torch.library.opcheck(torch.ops.iris.gemv_bf16.default, (x, w, b))
+    y4, nb = _randn(4, 512, seed=8), _randn(32, 512, seed=9)
+    ids = torch.tensor([[3, 0, 31, 7]], dtype=torch.int32, device="cuda")
+    torch.library.opcheck(torch.ops.iris.residual_norm.default, (x, y4, w[0], 1e-5, True, nb, ids, _randn(1, 4, seed=10)))
 
     def step(x, q, pos):
         weights, ids, _ = torch.ops.iris.moe_route(x, w, b, 4, ws)
-        return weights, ids, torch.ops.iris.attention_decode(q, k, v, pos, s, 8, 0.125)
+        x2, h = torch.ops.iris.residual_norm(x, y4, w[0], 1e-5, True, nb, ids, weights)
+        return weights, ids, torch.ops.iris.attention_decode(q, k, v, pos, s, 8, 0.125), x2, h
 
     eager = step(x, q, pos)
     compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")

@@ -147,4 +147,89 @@ inline AttentionData make_attention_data(const AttentionCase& c, uint32_t seed) 
   return d;
 }
 
+// The residual step and RMSNorm (ResidualNormArgs): model shapes, every chunks-per-thread
+// instance (n up to 4096, 8192, 16384, 32768), the scalar path (n not a multiple of 8, x
+// misaligned), in place, and hostile values.
+struct ResidualNormCase {
+  std::string name;
+  uint32_t rows, terms, n, bias_rows;  // bias_rows 0: no bias
+  bool weights, weight_in_f32;
+  enum Hostile { kNone, kNanTerm, kInfTerm, kHuge, kZero, kZeroNoEps, kBadId, kTiny } hostile = kNone;
+  uint32_t x_offset = 0;  // elements before x: misaligns it (the scalar path)
+  bool in_place = false;  // x_out = x
+};
+
+inline std::vector<ResidualNormCase> residual_norm_cases() {
+  using C = ResidualNormCase;
+  return {
+      {"gpt_oss_moe", 1, 4, 2880, 32, true, true},
+      {"gpt_oss_attention", 1, 1, 2880, 0, false, true},
+      {"llama", 1, 1, 4096, 0, false, false},
+      {"mixtral_moe", 1, 2, 4096, 0, true, false},
+      {"three_rows", 3, 3, 1000, 8, true, true},
+      {"n_not_multiple_of_8", 2, 2, 1003, 5, true, false},
+      {"n_below_8", 1, 1, 5, 0, false, true},
+      {"two_chunks_a_thread", 1, 2, 5000, 0, true, false},
+      {"four_chunks_a_thread", 2, 1, 12000, 0, false, true},
+      {"widest", 1, 1, 32768, 0, false, false},
+      {"misaligned_x", 1, 4, 2880, 32, true, true, C::kNone, 1},
+      {"in_place", 2, 4, 2880, 32, true, true, C::kNone, 0, true},
+      {"nan_term", 2, 4, 256, 8, true, true, C::kNanTerm},
+      {"inf_term", 1, 2, 256, 0, true, false, C::kInfTerm},
+      {"huge_squares_overflow", 1, 1, 256, 0, false, true, C::kHuge},
+      {"zero_row", 1, 1, 256, 0, false, false, C::kZero},
+      {"zero_row_eps_0", 1, 1, 256, 0, false, true, C::kZeroNoEps},
+      {"bad_id", 2, 4, 256, 8, true, true, C::kBadId},
+      {"tiny_values", 1, 1, 256, 0, false, true, C::kTiny},
+  };
+}
+
+struct ResidualNormData {
+  std::vector<uint16_t> x_storage, y, bias, weights, norm_w;  // x_storage: x_offset elements, then x [rows, n]
+  std::vector<int32_t> ids;
+  float eps = 1e-5f;
+  const uint16_t* x() const { return x_storage.data() + x_offset; }
+  uint32_t x_offset = 0;
+};
+
+inline ResidualNormData make_residual_norm_data(const ResidualNormCase& c, uint32_t seed) {
+  ResidualNormData d;
+  d.x_offset = c.x_offset;
+  const size_t xn = size_t(c.rows) * c.n, yn = xn * c.terms;
+  d.x_storage = random_bf16(xn + c.x_offset, seed, 1.0f);
+  d.y = random_bf16(yn, seed + 1, 0.5f);
+  d.norm_w = random_bf16(c.n, seed + 2, 1.0f);
+  d.weights = random_bf16(size_t(c.rows) * c.terms, seed + 3, 0.5f);  // negative ones too
+  if (c.bias_rows) {
+    d.bias = random_bf16(size_t(c.bias_rows) * c.n, seed + 4, 0.5f);
+    std::mt19937 rng(seed + 5);
+    d.ids.resize(size_t(c.rows) * c.terms);
+    for (auto& id : d.ids) id = int32_t(rng() % c.bias_rows);
+  }
+  uint16_t* x = d.x_storage.data() + c.x_offset;
+  switch (c.hostile) {
+    case ResidualNormCase::kNanTerm: d.y[size_t(c.n) + 7] = 0x7fc0; break;  // row 0, term 1, element 7
+    case ResidualNormCase::kInfTerm: d.y[3] = 0xff80; break;                 // -inf: x' -inf, the norm NaN
+    case ResidualNormCase::kHuge:
+      for (size_t i = 0; i < xn; ++i) x[i] = f32_to_bf16(i % 2 ? 3e30f : -2e30f);  // squares over FP32's range
+      break;
+    case ResidualNormCase::kZero:
+    case ResidualNormCase::kZeroNoEps:
+      for (size_t i = 0; i < xn; ++i) x[i] = i % 2 ? 0x8000 : 0;
+      for (auto& v : d.y) v = 0;
+      if (c.hostile == ResidualNormCase::kZeroNoEps) d.eps = 0.0f;
+      break;
+    case ResidualNormCase::kBadId:
+      d.ids[2] = int32_t(c.bias_rows);  // row 0
+      d.ids[c.terms + 1] = -1;          // row 1
+      break;
+    case ResidualNormCase::kTiny:
+      for (size_t i = 0; i < xn; ++i) x[i] = f32_to_bf16((i % 3 ? 1e-30f : -3e-39f));  // squares underflow; subnormals
+      for (auto& v : d.y) v = 0;
+      break;
+    case ResidualNormCase::kNone: break;
+  }
+  return d;
+}
+
 }  // namespace iris::test

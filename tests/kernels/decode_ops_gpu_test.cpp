@@ -208,5 +208,56 @@ TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
   }
 }
 
+TEST_F(DecodeOps, ResidualNormEqualsTheReferenceBitForBit) {
+  uint32_t seed = 1300;
+  for (const auto& c : test::residual_norm_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_residual_norm_data(c, seed += 10);
+    const size_t xn = size_t(c.rows) * c.n;
+    std::vector<uint16_t> want_x(xn), want_h(xn);
+    ResidualNormArgs host;
+    host.x = d.x(), host.y = d.y.data(), host.norm_w = d.norm_w.data(), host.rows = c.rows, host.terms = c.terms, host.n = c.n;
+    host.bias = c.bias_rows ? d.bias.data() : nullptr, host.ids = c.bias_rows ? d.ids.data() : nullptr, host.bias_rows = c.bias_rows;
+    host.weights = c.weights ? d.weights.data() : nullptr, host.eps = d.eps, host.weight_in_f32 = c.weight_in_f32;
+    host.x_out = want_x.data(), host.h_out = want_h.data();
+    residual_norm_reference(host);
+    DeviceBuffer gx(d.x_storage.size() * 2, d.x_storage.data()), gy(d.y.size() * 2, d.y.data()), gn(d.norm_w.size() * 2, d.norm_w.data());
+    DeviceBuffer gb(d.bias.size() * 2, d.bias.data()), gi(d.ids.size() * 4, d.ids.data()), gw(d.weights.size() * 2, d.weights.data());
+    DeviceBuffer gxo(xn * 2), gh(xn * 2);
+    ResidualNormArgs dev = host;
+    dev.x = gx.as<uint16_t>() + c.x_offset, dev.y = gy.as<uint16_t>(), dev.norm_w = gn.as<uint16_t>();
+    dev.bias = c.bias_rows ? gb.as<uint16_t>() : nullptr, dev.ids = c.bias_rows ? gi.as<int32_t>() : nullptr;
+    dev.weights = c.weights ? gw.as<uint16_t>() : nullptr;
+    dev.x_out = c.in_place ? const_cast<uint16_t*>(dev.x) : gxo.as<uint16_t>(), dev.h_out = gh.as<uint16_t>();
+    const auto read_x = [&] {
+      std::vector<uint16_t> out(xn);
+      EXPECT_EQ(cudaMemcpy(out.data(), dev.x_out, xn * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      return out;
+    };
+    ASSERT_TRUE(cuda_residual_norm(dev, nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(read_x(), want_x);
+    EXPECT_EQ(gh.read<uint16_t>(xn), want_h);
+    // Again with the terms written late (and x restored first where the run was in place).
+    ASSERT_EQ(cudaMemcpy(const_cast<uint16_t*>(dev.x), d.x(), xn * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    Stream stream;
+    {
+      LateInput late(gy.p, d.y.data(), d.y.size() * 2, stream.s);
+      ASSERT_EQ(cudaMemset(gh.p, 0xff, xn * 2), cudaSuccess);
+      ASSERT_TRUE(cuda_residual_norm(dev, stream.s).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    EXPECT_EQ(read_x(), want_x) << "terms written late";
+    EXPECT_EQ(gh.read<uint16_t>(xn), want_h) << "terms written late";
+  }
+}
+
+TEST_F(DecodeOps, ResidualNormRejectsBadArgumentsWithoutLaunching) {
+  ResidualNormArgs a;  // no pointers
+  a.rows = 1, a.terms = 1, a.n = 8;
+  EXPECT_FALSE(cuda_residual_norm(a, nullptr).is_ok());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace iris

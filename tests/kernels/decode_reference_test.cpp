@@ -293,5 +293,143 @@ TEST(AttentionDecodeReference, RejectsBadArguments) {
   EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.max_len = 0; }));
 }
 
+// ---- the residual step and RMSNorm
+
+// The case's arguments over host buffers (x_out and h_out sized by the caller).
+ResidualNormArgs residual_norm_args(const test::ResidualNormCase& c, test::ResidualNormData& d, uint16_t* x_out, uint16_t* h_out) {
+  ResidualNormArgs a;
+  a.x = d.x(), a.y = d.y.data(), a.norm_w = d.norm_w.data(), a.rows = c.rows, a.terms = c.terms, a.n = c.n;
+  a.bias = c.bias_rows ? d.bias.data() : nullptr, a.ids = c.bias_rows ? d.ids.data() : nullptr, a.bias_rows = c.bias_rows;
+  a.weights = c.weights ? d.weights.data() : nullptr, a.eps = d.eps, a.weight_in_f32 = c.weight_in_f32;
+  a.x_out = x_out, a.h_out = h_out;
+  return a;
+}
+
+// Row r of the reference's outputs against FP64 arithmetic: x' within the BF16 roundings of
+// x + sum_t w_t (y_t + b_t) (four roundings of at most 2^-8 relative each -- BF16 keeps 8
+// significant bits -- on the terms' magnitudes), and h within two BF16 roundings (plus the
+// FP32 sum's and square root's few ulps) of norm_w x' / sqrt(mean(x'^2) + eps), computed from
+// the reference's own x' so that the two checks are independent.
+void expect_row_near_oracle(const test::ResidualNormCase& c, const test::ResidualNormData& d, const std::vector<uint16_t>& x_out,
+                            const std::vector<uint16_t>& h_out, uint32_t r) {
+  const uint64_t row = uint64_t(r) * c.n;
+  double squares = 0;
+  for (uint32_t i = 0; i < c.n; ++i) {
+    double want = bf16_to_f32(d.x()[row + i]), magnitude = std::fabs(want);
+    for (uint32_t t = 0; t < c.terms; ++t) {
+      const uint64_t rt = uint64_t(r) * c.terms + t;
+      double v = bf16_to_f32(d.y[rt * c.n + i]);
+      if (c.bias_rows) v += bf16_to_f32(d.bias[uint64_t(d.ids[rt]) * c.n + i]);
+      if (c.weights) v *= bf16_to_f32(d.weights[rt]);
+      want += v, magnitude += std::fabs(v);
+    }
+    const double got = bf16_to_f32(x_out[row + i]);
+    ASSERT_LE(std::fabs(got - want), std::ldexp(magnitude, -6) + 1e-38) << "x' row " << r << " element " << i;
+    squares += got * got;
+  }
+  const double inv = 1.0 / std::sqrt(squares / c.n + double(d.eps));
+  for (uint32_t i = 0; i < c.n; ++i) {
+    const double want = double(bf16_to_f32(d.norm_w[i])) * bf16_to_f32(x_out[row + i]) * inv;
+    ASSERT_LE(std::fabs(bf16_to_f32(h_out[row + i]) - want), (std::ldexp(1.0, -7) + std::ldexp(1.0, -14)) * std::fabs(want) + 1e-37) << "h row " << r << " element " << i;
+  }
+}
+
+TEST(ResidualNormReference, MatchesTheOracleOnEveryCase) {
+  uint32_t seed = 1300;
+  for (const auto& c : test::residual_norm_cases()) {
+    SCOPED_TRACE(c.name);
+    auto d = test::make_residual_norm_data(c, seed += 10);
+    const size_t xn = size_t(c.rows) * c.n;
+    std::vector<uint16_t> x_out(xn), h_out(xn);
+    ResidualNormArgs a = residual_norm_args(c, d, x_out.data(), h_out.data());
+    ASSERT_TRUE(check_residual_norm(a).is_ok());
+    residual_norm_reference(a);
+    const auto all = [&](uint32_t r, auto pred) {
+      for (uint32_t i = 0; i < c.n; ++i)
+        if (!pred(bf16_to_f32(x_out[size_t(r) * c.n + i]), bf16_to_f32(h_out[size_t(r) * c.n + i]), i)) return false;
+      return true;
+    };
+    using H = test::ResidualNormCase;
+    switch (c.hostile) {
+      case H::kNone:
+      case H::kTiny:
+        for (uint32_t r = 0; r < c.rows; ++r) expect_row_near_oracle(c, d, x_out, h_out, r);
+        break;
+      case H::kNanTerm:  // row 0: x'[7] NaN, so its norm and every h NaN; row 1 untouched
+        EXPECT_TRUE(std::isnan(bf16_to_f32(x_out[7])));
+        EXPECT_TRUE(all(0, [](float, float h, uint32_t) { return std::isnan(h); }));
+        expect_row_near_oracle(c, d, x_out, h_out, 1);
+        break;
+      case H::kInfTerm:  // x'[3] infinite: the sum of squares +inf, 1 / sqrt(inf) = 0, so h[3] = inf * 0 = NaN, the rest +-0
+        EXPECT_TRUE(std::isinf(bf16_to_f32(x_out[3])));
+        EXPECT_TRUE(all(0, [](float, float h, uint32_t i) { return i == 3 ? std::isnan(h) : h == 0.0f; }));
+        break;
+      case H::kHuge:  // squares past FP32's range: the row normalizes to zeros (as transformers' FP32 norm does)
+        EXPECT_TRUE(all(0, [](float x, float h, uint32_t) { return std::fabs(x) > 1e30f && h == 0.0f; }));
+        break;
+      case H::kZero:  // 0 * (1 / sqrt(eps)) = 0
+        EXPECT_TRUE(all(0, [](float x, float h, uint32_t) { return x == 0.0f && h == 0.0f; }));
+        break;
+      case H::kZeroNoEps:  // 0 * (1 / sqrt(0)) = 0 * inf = NaN
+        EXPECT_TRUE(all(0, [](float x, float h, uint32_t) { return x == 0.0f && std::isnan(h); }));
+        break;
+      case H::kBadId:  // an id past the bias rows (row 0) and a negative one (row 1): both rows NaN
+        for (uint32_t r = 0; r < 2; ++r) EXPECT_TRUE(all(r, [](float x, float h, uint32_t) { return std::isnan(x) && std::isnan(h); })) << r;
+        break;
+    }
+  }
+}
+
+TEST(ResidualNormReference, OneTermIsTheBf16SumAndTheOutputsAreCanonical) {
+  // terms 1, no bias or weights: x' is x + y rounded once to BF16, what torch's BF16 add gives
+  const test::ResidualNormCase c{"plain", 1, 1, 64, 0, false, false};
+  auto d = test::make_residual_norm_data(c, 77);
+  d.y[5] = 0xffc1;  // a NaN with a payload: the output is the canonical 0x7fc0
+  std::vector<uint16_t> x_out(64), h_out(64);
+  ResidualNormArgs a = residual_norm_args(c, d, x_out.data(), h_out.data());
+  residual_norm_reference(a);
+  for (uint32_t i = 0; i < 64; ++i) {
+    if (i == 5) continue;
+    EXPECT_EQ(x_out[i], f32_to_bf16(bf16_to_f32(d.x()[i]) + bf16_to_f32(d.y[i]))) << i;
+  }
+  EXPECT_EQ(x_out[5], 0x7fc0);
+  for (uint16_t h : h_out) EXPECT_EQ(h, 0x7fc0);
+}
+
+TEST(ResidualNormReference, InPlaceEqualsOutOfPlace) {
+  const auto c = test::residual_norm_cases()[0];
+  auto d = test::make_residual_norm_data(c, 91);
+  std::vector<uint16_t> x_out(c.n), h_out(c.n), h_in_place(c.n);
+  residual_norm_reference(residual_norm_args(c, d, x_out.data(), h_out.data()));
+  ResidualNormArgs a = residual_norm_args(c, d, d.x_storage.data() + d.x_offset, h_in_place.data());
+  residual_norm_reference(a);
+  EXPECT_EQ(std::vector<uint16_t>(d.x(), d.x() + c.n), x_out);
+  EXPECT_EQ(h_in_place, h_out);
+}
+
+TEST(ResidualNormReference, RejectsBadArguments) {
+  uint16_t buf[64] = {};
+  int32_t ids[4] = {};
+  ResidualNormArgs a;
+  a.x = a.y = a.norm_w = buf, a.x_out = a.h_out = buf, a.rows = 1, a.terms = 1, a.n = 8;
+  EXPECT_TRUE(check_residual_norm(a).is_ok());
+  auto bad = [&](auto change) {
+    ResidualNormArgs b = a;
+    change(b);
+    return !check_residual_norm(b).is_ok();
+  };
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.norm_w = nullptr; }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.h_out = nullptr; }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.n = 0; }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.n = kResidualNormMaxN + 1; }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.terms = 0; }));
+  EXPECT_TRUE(bad([&](ResidualNormArgs& b) { b.bias = buf, b.bias_rows = 1; }));             // no ids
+  EXPECT_TRUE(bad([&](ResidualNormArgs& b) { b.bias = buf, b.ids = ids, b.bias_rows = 0; }));  // no bias rows
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.eps = -1e-6f; }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.eps = std::numeric_limits<float>::quiet_NaN(); }));
+  EXPECT_TRUE(bad([](ResidualNormArgs& b) { b.eps = std::numeric_limits<float>::infinity(); }));
+  EXPECT_FALSE(bad([&](ResidualNormArgs& b) { b.bias = buf, b.ids = ids, b.bias_rows = 1; }));
+}
+
 }  // namespace
 }  // namespace iris

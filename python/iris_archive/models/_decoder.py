@@ -30,7 +30,7 @@ class Decoder:
     family = ""
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None):
+                 programmatic: bool | None = None, residual_norm: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -43,6 +43,12 @@ class Decoder:
         # kernels (torch.ops.iris.attention_decode / moe_route: one launch each, FP32 inside)
         # instead of transformers' steps, which the other mode keeps with their arithmetic.
         self.fused = self.compiled if fused is None else bool(fused)
+        # residual_norm (by default with fused): each residual step and the RMSNorm after it --
+        # and, for an MoE layer, the weighted sum of its experts' outputs before them -- as one
+        # iris launch (torch.ops.iris.residual_norm) instead of Inductor's one-block reduction
+        # kernel (kernels/NOTES.md, run v48). Its arithmetic rounds where transformers' BF16
+        # steps round; only for BF16 models (norm weights and residual stream).
+        self.residual_norm = self.fused if residual_norm is None else bool(residual_norm)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -116,6 +122,12 @@ class Decoder:
         softmax over the picked logits in one launch."""
         weights, ids, _ = torch.ops.iris.moe_route(h, router.w, router.b, top_k, self.route_workspace)
         return weights, ids.view(-1)
+
+    def _use_residual_norm(self, *tensors) -> bool:
+        """Whether the residual steps run as torch.ops.iris.residual_norm: asked for, and every
+        tensor it would take (the norm weights, the embedding, biases) BF16. Called once the
+        layers are built."""
+        return self.residual_norm and all(t is None or t.dtype == torch.bfloat16 for t in tensors)
 
     def _step(self) -> None:
         logits = self.forward(self.token, self.pos)
@@ -218,7 +230,7 @@ def _inductor_has_pdl() -> bool:
 
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
-         fused: bool | None = None, programmatic: bool | None = None) -> Decoder:
+         fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -228,18 +240,20 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     keeps transformers' steps for them); the arithmetic then rounds less often than
     transformers' does, so its tokens may part from transformers' where the top two logits
     nearly tie. programmatic (default: compile) launches Inductor's kernels as programmatic
-    dependents, as iris's are (Decoder.__init__ says why)."""
+    dependents, as iris's are (Decoder.__init__ says why). residual_norm (default: fused) runs
+    each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
+    kernel."""
     import os
 
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize)
-    return decoder_for(weights, max_len, device, compile, fused, programmatic)
+    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm)
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
-                programmatic: bool | None = None) -> Decoder:
+                programmatic: bool | None = None, residual_norm: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -249,6 +263,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
     if kind not in families:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
-    decoder = families[kind](weights, max_len, device, compile, fused, programmatic)
+    decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm)
     weights.check_all_taken()
     return decoder

@@ -41,8 +41,8 @@ class GptOssDecoder(Decoder):
     family = "gpt_oss"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic)
+                 programmatic: bool | None = None, residual_norm: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
@@ -88,6 +88,8 @@ class GptOssDecoder(Decoder):
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
         self.f_route, self.f_gate = self.fn(route), self.fn(gate)
         self.f_combine_add_norm = self.fn(combine_add_norm)
+        self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers
+                                                                             for t in (layer.ln1, layer.ln2, layer.down_bias)])
 
     def forward(self, token, pos):
         full = sliding = None
@@ -101,7 +103,10 @@ class GptOssDecoder(Decoder):
                 attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0, layer.sinks)
             else:
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
-            x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+            if self.residual_norm:
+                x, h = torch.ops.iris.residual_norm(x, layer.o(attn), layer.ln2, self.eps, True)
+            else:
+                x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             if layer.fused_route:
                 weights, ids = self._route_fused(layer.router, h, self.top_k)
                 picked = ids
@@ -110,5 +115,8 @@ class GptOssDecoder(Decoder):
             gate_up = layer.gate_up(h, ids, self.rows)
             act = self.f_gate(gate_up, layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
-            x, h = self.f_combine_add_norm(layer.down(act, ids, None), layer.down_bias, picked, weights, x, nxt)
+            if self.residual_norm:  # the experts' weighted sum with their biases, the residual and the norm
+                x, h = torch.ops.iris.residual_norm(x, layer.down(act, ids, None), nxt, self.eps, True, layer.down_bias, ids, weights)
+            else:
+                x, h = self.f_combine_add_norm(layer.down(act, ids, None), layer.down_bias, picked, weights, x, nxt)
         return self.lm_head.logits(h)

@@ -56,13 +56,17 @@ class _MixtralMoe:
         self.w1, self.w2, self.w3 = stacks["w1"], stacks["w2"], stacks["w3"]
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
 
-    def __call__(self, d, h):
+    def terms(self, d, h):
+        """The picked experts' outputs [top_k, hidden] and their routing weights [1, top_k]."""
         if d._routes_fused(self.router):
             top, ids = d._route_fused(self.router, h, self.top_k)
         else:
             top, ids = d.f_route(self.router(h), self.top_k)
         x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
-        return d.f_weighted_sum(self.w2(x, ids, None), top)
+        return self.w2(x, ids, None), top
+
+    def __call__(self, d, h):
+        return d.f_weighted_sum(*self.terms(d, h))
 
 
 def _route_softmax_topk(logits, top_k: int):
@@ -117,8 +121,8 @@ class LlamaDecoder(Decoder):
     family = "llama"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic)
+                 programmatic: bool | None = None, residual_norm: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
@@ -155,6 +159,7 @@ class LlamaDecoder(Decoder):
         self.f_masks = self.fn(masks)
         self.f_gated = self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
+        self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
     def forward(self, token, pos):
         full, sliding = self.f_masks(self.positions, pos) if not self.fused else (None, None)
@@ -165,7 +170,15 @@ class LlamaDecoder(Decoder):
                 attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0)
             else:
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
-            x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
-            x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
+            if not self.residual_norm:
+                x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+                x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
+                continue
+            x, h = torch.ops.iris.residual_norm(x, layer.o(attn), layer.ln2, self.eps, False)
+            if isinstance(layer.mlp, _MixtralMoe):  # the experts' weighted sum joins the same launch
+                terms, top = layer.mlp.terms(self, h)
+                x, h = torch.ops.iris.residual_norm(x, terms, nxt, self.eps, False, None, None, top)
+            else:
+                x, h = torch.ops.iris.residual_norm(x, layer.mlp(self, h), nxt, self.eps, False)
         return self.lm_head.logits(h)
