@@ -41,8 +41,9 @@ IRIS_HD float exp_same_bits(float x) {
 // carry other payloads than the CPU's.
 // From sm_80 the GPU rounds with one conversion instruction (cvt.rn.bf16.f32: round to nearest
 // even, subnormals kept, overflow to infinity -- the same bits as f32_to_bf16 for every
-// number) instead of f32_to_bf16's integer sequence: in a kernel that rounds every element
-// several times (residual_norm) that sequence was most of its issued instructions.
+// number) instead of f32_to_bf16's integer sequence: a kernel that rounds every element several
+// times (residual_norm) was slower than Inductor's with the sequence and faster with the
+// instruction (kernels/NOTES.md run v48).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define IRIS_DECODE_BF16_CVT 1
 __device__ __forceinline__ uint16_t bf16_cvt_rn(float v) {

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <initializer_list>
 
 #include "common/float_bits.h"
 #include "kernels/cuda_check.h"
@@ -426,15 +427,23 @@ __global__ void __launch_bounds__(kResidualNormThreads) residual_norm_kernel(Res
   }
 }
 
+// Whether the kernels' 16-byte loads of 8 BF16 elements serve: rows of a multiple of 8
+// elements and every given pointer 16-byte aligned (a null one, an input left out, counts as
+// aligned). Otherwise each kernel takes its element-by-element path, with the same arithmetic.
+bool vector_loads(uint32_t row_elements, std::initializer_list<const void*> pointers) {
+  if (row_elements % 8 != 0) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 Status cuda_residual_norm(const ResidualNormArgs& a, void* stream) {
   if (Status s = check_residual_norm(a); !s.is_ok()) return s;
   if (a.rows == 0) return Status::ok();
   if (a.rows > uint32_t(INT32_MAX)) return invalid_argument("residual norm: " + std::to_string(a.rows) + " rows (at most 2^31 - 1 a launch)");
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vector = a.n % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.bias || aligned(a.bias)) && aligned(a.norm_w) &&
-                      aligned(a.x_out) && aligned(a.h_out);
+  const bool vector = vector_loads(a.n, {a.x, a.y, a.bias, a.norm_w, a.x_out, a.h_out});
   auto* st = static_cast<cudaStream_t>(stream);
   const auto launch = [&](auto kernel) {
     return launch_kernel(kernel, dim3(a.rows), dim3(kResidualNormThreads), st, programmatic_launch({}, loaded_kernel_arch(kernel)), a,
@@ -451,7 +460,7 @@ Status cuda_residual_norm(const ResidualNormArgs& a, void* stream) {
 Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream) {
   if (Status s = check_dense_gemv(a); !s.is_ok()) return s;
   if (a.n == 0) return Status::ok();
-  const bool vector = a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  const bool vector = vector_loads(a.k, {a.x, a.w});
   auto* st = static_cast<cudaStream_t>(stream);
   // Every batch 1..16 its own instance: the sums stay in registers.
   switch (a.batch) {
@@ -472,7 +481,7 @@ Status cuda_moe_route(const MoeRouteArgs& a, void* stream) {
   if (!a.workspace) return invalid_argument("moe route: the workspace must not be NULL");
   if (a.rows == 0) return Status::ok();
   if (a.rows > 65535) return invalid_argument("moe route: " + std::to_string(a.rows) + " rows (at most 65535 a launch)");
-  const bool vector = a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  const bool vector = vector_loads(a.k, {a.x, a.w});
   const dim3 grid(a.experts, a.rows);
   IRIS_CUDA_TRY(launch_kernel(moe_route_kernel, grid, dim3(kMoeRouteThreads), static_cast<cudaStream_t>(stream),
                               programmatic_launch({}, loaded_kernel_arch(moe_route_kernel)), a, vector));

@@ -96,8 +96,8 @@ void dense_gemv_reference(const DenseGemvArgs& a);  // host pointers
 
 // The residual step after a projection or an MoE layer and the next RMSNorm, in one launch:
 // x' = x + sum_t weights[t] * (y[t] + bias[ids[t]]) and h = rms_norm(x') * norm_w. A decode
-// step has two of these a layer; compiled by Inductor each was its own one-block reduction
-// kernel (gpt-oss's MoE combine 4.6 us on an H100, kernels/NOTES.md run v48).
+// step has two of these a layer, which Inductor compiled into one reduction kernel each; this
+// launch in their place gains 0.3-0.5 us a call on an H200 (kernels/NOTES.md run v48).
 struct ResidualNormArgs {
   const uint16_t* x = nullptr;        // bf16 [rows, n], the residual stream
   const uint16_t* y = nullptr;        // bf16 [rows, terms, n]: a projection's output (terms 1), or the top-k experts'

@@ -103,10 +103,11 @@ class GptOssDecoder(Decoder):
                 attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0, layer.sinks)
             else:
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
+            o = layer.o(attn)
             if self.residual_norm:
-                x, h = torch.ops.iris.residual_norm(x, layer.o(attn), layer.ln2, self.eps, True)
+                x, h = torch.ops.iris.residual_norm(x, o, layer.ln2, self.eps, True)
             else:
-                x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+                x, h = self.f_add_norm(x, o, layer.ln2)
             if layer.fused_route:
                 weights, ids = self._route_fused(layer.router, h, self.top_k)
                 picked = ids
@@ -115,8 +116,9 @@ class GptOssDecoder(Decoder):
             gate_up = layer.gate_up(h, ids, self.rows)
             act = self.f_gate(gate_up, layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
+            down = layer.down(act, ids, None)
             if self.residual_norm:  # the experts' weighted sum with their biases, the residual and the norm
-                x, h = torch.ops.iris.residual_norm(x, layer.down(act, ids, None), nxt, self.eps, True, layer.down_bias, ids, weights)
+                x, h = torch.ops.iris.residual_norm(x, down, nxt, self.eps, True, layer.down_bias, ids, weights)
             else:
-                x, h = self.f_combine_add_norm(layer.down(act, ids, None), layer.down_bias, picked, weights, x, nxt)
+                x, h = self.f_combine_add_norm(down, layer.down_bias, picked, weights, x, nxt)
         return self.lm_head.logits(h)

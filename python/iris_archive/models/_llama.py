@@ -176,9 +176,7 @@ class LlamaDecoder(Decoder):
                 x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
                 continue
             x, h = torch.ops.iris.residual_norm(x, layer.o(attn), layer.ln2, self.eps, False)
-            if isinstance(layer.mlp, _MixtralMoe):  # the experts' weighted sum joins the same launch
-                terms, top = layer.mlp.terms(self, h)
-                x, h = torch.ops.iris.residual_norm(x, terms, nxt, self.eps, False, None, None, top)
-            else:
-                x, h = torch.ops.iris.residual_norm(x, layer.mlp(self, h), nxt, self.eps, False)
+            # an MoE layer's weighted sum of its experts joins the same launch
+            terms, top = layer.mlp.terms(self, h) if isinstance(layer.mlp, _MixtralMoe) else (layer.mlp(self, h), None)
+            x, h = torch.ops.iris.residual_norm(x, terms, nxt, self.eps, False, None, None, top)
         return self.lm_head.logits(h)
