@@ -91,6 +91,12 @@ iris_status iris_cuda_attention_decode(const uint16_t*, const uint16_t*, const u
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 
+iris_status iris_cuda_attention_decode_rope(const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
+                                            uint16_t*, const int64_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                                            float, uint16_t*, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
 iris_status iris_cuda_residual_norm(const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, const uint16_t*, uint64_t, const int32_t*,
                                     const uint16_t*, const uint16_t*, float, int, uint16_t*, uint16_t*, iris_cuda_stream, char* msg,
                                     size_t msg_size) {

@@ -238,7 +238,7 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
     given score_tokens, its teacher-forced logits along them."""
     q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
-                         residual_norm=args.residual_norm)
+                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention)
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -276,7 +276,7 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic,
-         "residual_norm": args.compile and args.residual_norm}
+         "residual_norm": args.compile and args.residual_norm, "rope_in_attention": args.compile and args.rope_in_attention}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
@@ -284,7 +284,7 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on.
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, programmatic=args.programmatic,
-                           residual_norm=args.residual_norm)
+                           residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
@@ -339,6 +339,8 @@ def main():
                     help="Inductor's kernels launched plainly (iris.models programmatic=False; iris's own follow libiris)")
     ap.add_argument("--no-residual-norm", dest="residual_norm", action="store_false",
                     help="the residual steps and norms as Inductor's kernels (iris.models residual_norm=False), not iris's")
+    ap.add_argument("--rope-in-attention", action="store_true",
+                    help="the rotary positions and the KV-cache write inside iris's attention kernel (iris.models rope_in_attention=True)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

@@ -82,6 +82,13 @@ IRIS_HD float residual_term(float v, bool has_bias, float b, bool has_weight, fl
   return v;
 }
 
+// Element d of a vector rotated by rotary positions (rotate_half form): x[d] * cos[d] +
+// r * sin[d], r = -x[d + half] below half and x[d - half] above (`partner` is that element),
+// the product x * cos exact in FP32 (two BF16s), the sum fused, rounded once to BF16.
+IRIS_HD float rope_element(float x, float partner, bool low_half, float c, float s) {
+  return bf16_round(fmaf(low_half ? -partner : partner, s, x * c));
+}
+
 // The norm's output element: t = x' * r times the norm weight, in FP32 (gpt-oss) or after
 // rounding t to BF16 (Llama), rounded to BF16.
 IRIS_HD uint16_t rms_norm_output(float t, float w, bool weight_in_f32) {

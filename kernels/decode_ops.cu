@@ -152,13 +152,35 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
     return;
   }
   const int64_t lo = a.window ? max(int64_t(0), pos - int64_t(a.window) + 1) : int64_t(0);
-  const uint64_t kv_base = uint64_t(h / (a.heads / a.kv_heads)) * a.max_len * D;
-  float q[T], acc[T];
+  const uint32_t groups = a.heads / a.kv_heads, kv = h / groups;
+  const uint64_t kv_base = uint64_t(kv) * a.max_len * D;
+  // Element d of row x, rotated to pos where cos and sin are given (decode_ops.h).
+  const uint16_t* cos_row = a.cos ? a.cos + uint64_t(pos) * D : nullptr;
+  const uint16_t* sin_row = a.sin ? a.sin + uint64_t(pos) * D : nullptr;
+  const uint32_t half = D / 2;
+  const auto rotated = [&](const uint16_t* x, uint32_t d) {
+    if (!cos_row) return bf16_to_f32(x[d]);
+    const uint32_t partner = d < half ? d + half : d - half;
+    return rope_element(bf16_to_f32(x[d]), bf16_to_f32(x[partner]), d < half, bf16_to_f32(cos_row[d]), bf16_to_f32(sin_row[d]));
+  };
+  float q[T], acc[T], k_pos[T], v_pos[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     const uint32_t d = lane + 32 * t;
-    q[t] = d < D ? bf16_to_f32(a.q[uint64_t(h) * D + d]) : 0.0f;
+    q[t] = d < D ? rotated(a.q + uint64_t(h) * D, d) : 0.0f;
     acc[t] = 0.0f;
+    // This position's k and v, from k_new / v_new: held here for every block of the kv head,
+    // written to the caches by its first block (no block reads them back from there).
+    k_pos[t] = v_pos[t] = 0.0f;
+    if (a.k_new && d < D) {
+      k_pos[t] = rotated(a.k_new + uint64_t(kv) * D, d);
+      v_pos[t] = bf16_to_f32(a.v_new[uint64_t(kv) * D + d]);
+      if (h % groups == 0 && warp == 0) {
+        const uint64_t at = kv_base + uint64_t(pos) * D + d;
+        const_cast<uint16_t*>(a.k_cache)[at] = cos_row ? bf16_output(k_pos[t]) : a.k_new[uint64_t(kv) * D + d];
+        const_cast<uint16_t*>(a.v_cache)[at] = a.v_new[uint64_t(kv) * D + d];
+      }
+    }
   }
   float m = __int_as_float(0xff800000), l = 0.0f;
   const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
@@ -174,8 +196,9 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
 #pragma unroll
       for (int t = 0; t < T; ++t) {
         const uint32_t d = lane + 32 * t;
-        kf[u][t] = d < D ? bf16_to_f32(kr[d]) : 0.0f;
-        vf[u][t] = d < D ? bf16_to_f32(vr[d]) : 0.0f;
+        const bool from_new = a.k_new && j == pos;
+        kf[u][t] = from_new ? k_pos[t] : d < D ? bf16_to_f32(kr[d]) : 0.0f;
+        vf[u][t] = from_new ? v_pos[t] : d < D ? bf16_to_f32(vr[d]) : 0.0f;
       }
     }
     // The round's scores side by side (independent butterflies), then one update.

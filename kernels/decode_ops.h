@@ -57,6 +57,11 @@ struct AttentionDecodeArgs {
   uint32_t window = 0;                // attend to positions p with pos - window < p <= pos; 0: all p <= pos
   float scale = 1.0f;                 // the scores' factor (head_dim^-0.5 usually)
   uint16_t* out = nullptr;            // out: bf16 [heads, head_dim]
+  // Rotary positions and the cache write in the same launch (both optional):
+  const uint16_t* cos = nullptr;      // bf16 [max_len, head_dim], with sin: q (and k_new) are rotated to pos here
+  const uint16_t* sin = nullptr;
+  const uint16_t* k_new = nullptr;    // bf16 [kv_heads, head_dim], with v_new: this position's k (rotated here
+  const uint16_t* v_new = nullptr;    // with cos) and v, written into the caches at pos, which must then be writable
 };
 
 // Query head h reads kv head h / (heads / kv_heads). The arithmetic (kernel and reference):
@@ -69,6 +74,12 @@ struct AttentionDecodeArgs {
 // order with the sink: M = max(m_0..m_7, sink), L = sum l_w exp(m_w - M) + exp(sink - M),
 // out = (sum acc_w exp(m_w - M)) / L, rounded to BF16. A position outside [0, max_len)
 // gives NaN outputs (the kernel cannot report it without a sync).
+// With cos and sin (head_dim even, half = head_dim / 2), q and k_new are first rotated to pos in
+// transformers' rotate_half form: x'[d] = bf16(fmaf(r[d], sin[pos, d], x[d] * cos[pos, d])) with
+// r[d] = -x[d + half] for d < half, x[d - half] above. With k_new and v_new, the rotated k and v
+// are this position's cache rows: the kernel writes them (one block per kv head) and every
+// block uses them at pos, so the result equals a rotation and cache write before a plain launch
+// bit for bit. A position out of range writes nothing.
 constexpr int kAttentionWarps = 8;
 constexpr int kAttentionUnroll = 4;
 Status check_attention_decode(const AttentionDecodeArgs& a);

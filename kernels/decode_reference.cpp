@@ -141,12 +141,46 @@ Status check_attention_decode(const AttentionDecodeArgs& a) {
   if (a.head_dim == 0 || a.head_dim > kAttentionMaxHeadDim)
     return invalid_argument("attention: head_dim " + std::to_string(a.head_dim) + " (1.." + std::to_string(kAttentionMaxHeadDim) + " supported)");
   if (a.max_len == 0) return invalid_argument("attention: max_len is 0");
+  if (!a.cos != !a.sin) return invalid_argument("attention: cos and sin go together");
+  if (a.cos && a.head_dim % 2) return invalid_argument("attention: rotary positions need an even head_dim, not " + std::to_string(a.head_dim));
+  if (!a.k_new != !a.v_new) return invalid_argument("attention: k_new and v_new go together");
   return Status::ok();
 }
+
+namespace {
+
+// Row `row` of x [rows, D] rotated to position pos (rope_element) into out.
+void rotate_row(const uint16_t* x, const AttentionDecodeArgs& a, int64_t pos, uint16_t* out) {
+  const uint32_t D = a.head_dim, half = D / 2;
+  const uint16_t* c = a.cos + uint64_t(pos) * D;
+  const uint16_t* s = a.sin + uint64_t(pos) * D;
+  for (uint32_t d = 0; d < D; ++d) {
+    const uint32_t partner = d < half ? d + half : d - half;
+    out[d] = bf16_output(rope_element(bf16_to_f32(x[d]), bf16_to_f32(x[partner]), d < half, bf16_to_f32(c[d]), bf16_to_f32(s[d])));
+  }
+}
+
+}  // namespace
 
 void attention_decode_reference(const AttentionDecodeArgs& a) {
   const uint32_t D = a.head_dim, groups = a.heads / a.kv_heads;
   const int64_t pos = *a.pos;
+  // Rotary positions and the cache write first; then the plain algorithm on their results.
+  std::vector<uint16_t> q_rotated;
+  if ((a.cos || a.k_new) && pos >= 0 && pos < int64_t(a.max_len)) {
+    if (a.cos) {
+      q_rotated.resize(size_t(a.heads) * D);
+      for (uint32_t h = 0; h < a.heads; ++h) rotate_row(a.q + uint64_t(h) * D, a, pos, q_rotated.data() + uint64_t(h) * D);
+    }
+    if (a.k_new)
+      for (uint32_t kv = 0; kv < a.kv_heads; ++kv) {
+        uint16_t* k_row = const_cast<uint16_t*>(a.k_cache) + (uint64_t(kv) * a.max_len + uint64_t(pos)) * D;
+        uint16_t* v_row = const_cast<uint16_t*>(a.v_cache) + (uint64_t(kv) * a.max_len + uint64_t(pos)) * D;
+        if (a.cos) rotate_row(a.k_new + uint64_t(kv) * D, a, pos, k_row);
+        else std::copy(a.k_new + uint64_t(kv) * D, a.k_new + uint64_t(kv + 1) * D, k_row);
+        std::copy(a.v_new + uint64_t(kv) * D, a.v_new + uint64_t(kv + 1) * D, v_row);
+      }
+  }
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (uint32_t h = 0; h < a.heads; ++h) {
@@ -157,7 +191,7 @@ void attention_decode_reference(const AttentionDecodeArgs& a) {
     }
     const int64_t lo = a.window ? std::max<int64_t>(0, pos - int64_t(a.window) + 1) : 0;
     const uint64_t kv_base = uint64_t(h / groups) * a.max_len * D;
-    const uint16_t* q = a.q + uint64_t(h) * D;
+    const uint16_t* q = (q_rotated.empty() ? a.q : q_rotated.data()) + uint64_t(h) * D;
     std::array<float, kAttentionWarps> m, l;
     std::vector<std::vector<float>> acc(kAttentionWarps, std::vector<float>(D, 0.0f));
     m.fill(neg_inf);

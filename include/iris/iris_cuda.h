@@ -182,6 +182,21 @@ IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_
                                                 uint64_t max_len, uint64_t window, float scale, uint16_t* out,
                                                 iris_cuda_stream stream, char* msg, size_t msg_size);
 
+/* iris_cuda_attention_decode with the rotary positions and the KV-cache write of the same step
+ * in its launch: q BF16 [heads, head_dim] and k_new, v_new BF16 [kv_heads, head_dim] are the
+ * projections' outputs before rotation; with cos and sin (BF16 [max_len, head_dim], the
+ * rotate_half form's tables, head_dim even) q and k_new are rotated to pos, and k_new (rotated)
+ * and v_new are written into k_cache and v_cache at pos, which the attention then uses. cos and
+ * sin may be NULL (no rotation), k_new and v_new too (nothing written). The result equals the
+ * rotation and cache write done first and iris_cuda_attention_decode after, bit for bit
+ * (kernels/decode_ops.h states the rotation's arithmetic). A position out of range writes
+ * nothing and gives NaN outputs. */
+IRIS_API iris_status iris_cuda_attention_decode_rope(const uint16_t* q, const uint16_t* k_new, const uint16_t* v_new, const uint16_t* cos,
+                                                     const uint16_t* sin, uint16_t* k_cache, uint16_t* v_cache, const int64_t* pos,
+                                                     const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim,
+                                                     uint64_t max_len, uint64_t window, float scale, uint16_t* out,
+                                                     iris_cuda_stream stream, char* msg, size_t msg_size);
+
 /* The residual step after a projection or an MoE layer and the next RMSNorm, in one launch,
  * on raw device pointers: for each of `rows` rows, x' = x + sum_t weights[t] * (y[t] +
  * bias[ids[t]]) and h = rms_norm(x', eps) * norm_w, rounded to BF16 where transformers' BF16

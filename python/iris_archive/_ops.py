@@ -15,6 +15,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
     torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)
+    torch.ops.iris.attention_decode_rope(q, k, v, cos, sin, k_cache, v_cache, pos, sinks, window, scale)
     torch.ops.iris.residual_norm(x, y, norm_w, eps, weight_in_f32, bias, ids, weights) -> (x', h)"""
 
 import ctypes
@@ -219,6 +220,46 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 @attention_decode.register_fake
 def _(q, k_cache, v_cache, pos, sinks, window, scale):
+    return q.new_empty((1, q.shape[0] * q.shape[1]), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::attention_decode_rope", mutates_args=("k_cache", "v_cache"))
+def attention_decode_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                          k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, sinks: Optional[torch.Tensor], window: int,
+                          scale: float) -> torch.Tensor:
+    """attention_decode with the step's rotary positions and cache write in the same launch
+    (iris_cuda_attention_decode_rope): q [heads, head_dim] and this position's k, v
+    [kv_heads, head_dim] as the projections give them; q and k are rotated by row `pos` of
+    cos, sin [max_len, head_dim] (rotate_half form), k and v written into k_cache, v_cache at
+    pos (mutated), then the attention as attention_decode's. Returns [1, heads * head_dim] BF16."""
+    from ._errors import IrisError
+
+    t = _t()
+    heads, head_dim = q.shape
+    kv_heads, max_len = k_cache.shape[0], k_cache.shape[1]
+    qb, kb, vb = (_bf16_dense(x.contiguous(), what) for x, what in ((q, "q"), (k, "k"), (v, "v")))
+    if kb.numel() != kv_heads * head_dim or vb.numel() != kv_heads * head_dim:
+        raise IrisError(f"iris: attention_decode_rope k {tuple(k.shape)} / v {tuple(v.shape)} for {kv_heads} kv heads of {head_dim}")
+    for x, what in ((cos, "the cos table"), (sin, "the sin table"), (k_cache, "the key cache"), (v_cache, "the value cache")):
+        _bf16_dense(x, what)
+    if cos.shape != (max_len, head_dim) or sin.shape != (max_len, head_dim):
+        raise IrisError(f"iris: attention_decode_rope tables {tuple(cos.shape)} / {tuple(sin.shape)} for [{max_len}, {head_dim}]")
+    if pos.dtype != torch.int64 or pos.numel() != 1:
+        raise IrisError("iris: pos must be one int64 on the device")
+    if sinks is not None:
+        _bf16_dense(sinks, "the sinks")
+    out = torch.empty(1, heads * head_dim, dtype=torch.bfloat16, device=q.device)
+    msg = _msg()
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    t._check(t._lib().iris_cuda_attention_decode_rope(qb.data_ptr(), kb.data_ptr(), vb.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+                                                      k_cache.data_ptr(), v_cache.data_ptr(), pos.data_ptr(),
+                                                      sinks.data_ptr() if sinks is not None else None, heads, kv_heads, head_dim,
+                                                      max_len, window, scale, out.data_ptr(), stream, msg, len(msg)), msg)
+    return out
+
+
+@attention_decode_rope.register_fake
+def _(q, k, v, cos, sin, k_cache, v_cache, pos, sinks, window, scale):
     return q.new_empty((1, q.shape[0] * q.shape[1]), dtype=torch.bfloat16)
 
 

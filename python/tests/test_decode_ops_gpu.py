@@ -8,6 +8,8 @@ to their CPU references bit for bit; these hold the ops to oracles written in to
   picked logits; gpt-oss's and Mixtral's shapes, several rows, a NaN logit;
 - attention_decode: transformers' eager attention with sinks in FP64 (sliding window, full,
   GQA, positions at both ends of the cache), and NaN outputs for a position past the cache;
+- attention_decode_rope: the cache rows written within one BF16 rounding of the FP64 rotation,
+  the rest untouched, the output within bound of the FP64 attention over them;
 - residual_norm: x' within four BF16 roundings of the FP64 residual sum (exactly torch's BF16
   add for one plain term), h within two of the FP64 RMSNorm of that x';
 - all through torch.library.opcheck and torch.compile(fullgraph=True) in a CUDA graph."""
@@ -86,6 +88,46 @@ def test_attention_decode_against_fp64(heads, kv_heads, dim, max_len, window, si
         assert ((got.double() - want).abs() <= bound).all(), f"position {p}"
 
 
+def _rope_tables(max_len, dim):
+    freqs = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(torch.bfloat16).cuda(), emb.sin().to(torch.bfloat16).cuda()
+
+
+def _rotate_fp64(x, cos, sin):
+    half = x.shape[-1] // 2
+    xd = x.double()
+    return xd * cos.double() + torch.cat((-xd[..., half:], xd[..., :half]), dim=-1) * sin.double()
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim,max_len,window,sinks", [(64, 8, 64, 88, 128, True), (32, 8, 128, 96, 0, False)])
+def test_attention_decode_rope_against_fp64(heads, kv_heads, dim, max_len, window, sinks):
+    """q and this position's k rotated, k and v written into the caches at pos, then the
+    attention: the cache rows within one BF16 rounding of the FP64 rotation (the rest of the
+    caches untouched), the output within bound of the FP64 attention over the caches as the op
+    left them and q rotated in FP64, rounded to BF16."""
+    q, kn, vn = _randn(heads, dim, seed=16), _randn(kv_heads, dim, seed=17), _randn(kv_heads, dim, seed=18)
+    k0, v0 = _randn(kv_heads, max_len, dim, seed=19), _randn(kv_heads, max_len, dim, seed=20)
+    cos, sin = _rope_tables(max_len, dim)
+    s = _randn(heads, seed=21) if sinks else None
+    scale = dim ** -0.5
+    for p in (0, max_len // 2, max_len - 1):
+        k, v = k0.clone(), v0.clone()
+        pos = torch.tensor([p], dtype=torch.int64, device="cuda")
+        got = torch.ops.iris.attention_decode_rope(q, kn, vn, cos, sin, k, v, pos, s, window, scale)
+        k_rot = _rotate_fp64(kn, cos[p], sin[p])
+        assert ((k[:, p].double() - k_rot).abs() <= k_rot.abs() * 2.0 ** -8 * 1.0001 + 1e-38).all(), f"position {p}"
+        assert torch.equal(v[:, p], vn), f"position {p}"
+        others = torch.arange(max_len, device="cuda") != p
+        assert torch.equal(k[:, others], k0[:, others]) and torch.equal(v[:, others], v0[:, others])
+        # q rotated in FP64 and rounded to BF16 as the kernel rounds it (a rounding tie can leave
+        # one element an ulp apart: the looser vmax term covers that)
+        q_rot = _rotate_fp64(q, cos[p], sin[p]).to(torch.bfloat16)
+        want, vmax = _attention_fp64(q_rot, k, v, p, s, window, scale)
+        bound = want.abs() * 2.0 ** -8 + vmax * 2.0 ** -10
+        assert ((got.double() - want).abs() <= bound).all(), f"position {p}"
+
+
 def test_attention_decode_position_past_the_cache_is_nan():
     q, k = _randn(8, 64, seed=1), _randn(2, 16, 64, seed=2)
     out = torch.ops.iris.attention_decode(q, k, k, torch.tensor([16], device="cuda"), None, 0, 0.125)
@@ -148,6 +190,9 @@ def test_ops_pass_opcheck_and_compile_into_a_graph():
     torch.library.opcheck(torch.ops.iris.moe_route.default, (x, w, b, 4, ws))
     torch.library.opcheck(torch.ops.iris.attention_decode.default, (q, k, v, pos, s, 8, 0.125))
     torch.library.opcheck(torch.ops.iris.gemv_bf16.default, (x, w, b))
+    cos, sin = _rope_tables(40, 64)
+    torch.library.opcheck(torch.ops.iris.attention_decode_rope.default,
+                          (q, _randn(4, 64, seed=11), _randn(4, 64, seed=12), cos, sin, k.clone(), v.clone(), pos, s, 8, 0.125))
     y4, nb = _randn(4, 512, seed=8), _randn(32, 512, seed=9)
     ids = torch.tensor([[3, 0, 31, 7]], dtype=torch.int32, device="cuda")
     torch.library.opcheck(torch.ops.iris.residual_norm.default, (x, y4, w[0], 1e-5, True, nb, ids, _randn(1, 4, seed=10)))

@@ -147,6 +147,29 @@ inline AttentionData make_attention_data(const AttentionCase& c, uint32_t seed) 
   return d;
 }
 
+// Rotary tables [max_len, head_dim] as transformers makes them (the half-dim frequencies
+// repeated, theta 10000) rounded to BF16, and this position's k and v, for the attention
+// kernel's rotary + cache-write mode.
+struct RopeData {
+  std::vector<uint16_t> cos, sin, k_new, v_new;
+};
+
+inline RopeData make_rope_data(const AttentionCase& c, uint32_t seed) {
+  RopeData r;
+  const uint32_t D = c.head_dim, half = D / 2;
+  r.cos.resize(size_t(c.max_len) * D), r.sin.resize(size_t(c.max_len) * D);
+  for (uint32_t p = 0; p < c.max_len; ++p)
+    for (uint32_t d = 0; d < D; ++d) {
+      const double freq = std::pow(10000.0, -double(2 * (d % std::max(half, 1u))) / double(D));
+      r.cos[size_t(p) * D + d] = f32_to_bf16(float(std::cos(p * freq)));
+      r.sin[size_t(p) * D + d] = f32_to_bf16(float(std::sin(p * freq)));
+    }
+  const float scale = c.hostile == AttentionCase::kLargeScores ? 30.0f : 1.0f;
+  r.k_new = random_bf16(size_t(c.kv_heads) * D, seed + 7, scale);
+  r.v_new = random_bf16(size_t(c.kv_heads) * D, seed + 8, 1.0f);
+  return r;
+}
+
 // The residual step and RMSNorm (ResidualNormArgs): model shapes, every chunks-per-thread
 // instance (n up to 4096, 8192, 16384, 32768), the scalar path (n not a multiple of 8, x
 // misaligned), in place, and hostile values.

@@ -208,6 +208,51 @@ TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
   }
 }
 
+// The rotary + cache-write mode: the outputs and both caches (the rows written at pos, and
+// every other row untouched) equal the reference's; again with k_new written late.
+TEST_F(DecodeOps, AttentionWithRotaryAndCacheWriteEqualsTheReferenceBitForBit) {
+  uint32_t seed = 700;
+  for (const auto& c : test::attention_cases()) {
+    if (c.head_dim % 2) continue;
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_attention_data(c, seed += 10);
+    const auto r = test::make_rope_data(c, seed);
+    const size_t n_out = size_t(c.heads) * c.head_dim;
+    DeviceBuffer q(d.q.size() * 2, d.q.data()), s(d.sinks.size() * 2, d.sinks.data()), out(n_out * 2), pos_dev(8);
+    DeviceBuffer cs(r.cos.size() * 2, r.cos.data()), sn(r.sin.size() * 2, r.sin.data());
+    DeviceBuffer kn(r.k_new.size() * 2, r.k_new.data()), vn(r.v_new.size() * 2, r.v_new.data());
+    for (int64_t pos : c.positions) {
+      std::vector<uint16_t> want(n_out), k_want = d.k, v_want = d.v;
+      AttentionDecodeArgs host;
+      host.q = d.q.data(), host.k_cache = k_want.data(), host.v_cache = v_want.data(), host.pos = &pos;
+      host.sinks = c.sinks ? d.sinks.data() : nullptr, host.heads = c.heads, host.kv_heads = c.kv_heads;
+      host.head_dim = c.head_dim, host.max_len = c.max_len, host.window = c.window;
+      host.scale = 1.0f / std::sqrt(float(c.head_dim)), host.out = want.data();
+      host.cos = r.cos.data(), host.sin = r.sin.data(), host.k_new = r.k_new.data(), host.v_new = r.v_new.data();
+      attention_decode_reference(host);
+      for (bool late : {false, true}) {
+        DeviceBuffer k(d.k.size() * 2, d.k.data()), v(d.v.size() * 2, d.v.data());  // fresh caches
+        ASSERT_EQ(cudaMemcpy(pos_dev.p, &pos, 8, cudaMemcpyHostToDevice), cudaSuccess);
+        AttentionDecodeArgs dev = host;
+        dev.q = q.as<uint16_t>(), dev.k_cache = k.as<uint16_t>(), dev.v_cache = v.as<uint16_t>(), dev.pos = pos_dev.as<int64_t>();
+        dev.sinks = c.sinks ? s.as<uint16_t>() : nullptr, dev.out = out.as<uint16_t>();
+        dev.cos = cs.as<uint16_t>(), dev.sin = sn.as<uint16_t>(), dev.k_new = kn.as<uint16_t>(), dev.v_new = vn.as<uint16_t>();
+        ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
+        Stream stream;
+        {
+          std::optional<LateInput> written_late;
+          if (late) written_late.emplace(kn.p, r.k_new.data(), r.k_new.size() * 2, stream.s);
+          ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        }
+        EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << (late ? ", k_new written late" : "");
+        EXPECT_EQ(k.read<uint16_t>(k_want.size()), k_want) << "pos " << pos << (late ? ", k_new written late" : "");
+        EXPECT_EQ(v.read<uint16_t>(v_want.size()), v_want) << "pos " << pos;
+      }
+    }
+  }
+}
+
 TEST_F(DecodeOps, ResidualNormEqualsTheReferenceBitForBit) {
   uint32_t seed = 1300;
   for (const auto& c : test::residual_norm_cases()) {

@@ -274,6 +274,67 @@ TEST(AttentionDecodeReference, MatchesTheOracleOnEveryCase) {
   }
 }
 
+// Row x [D] rotated as decode_ops.h states it, written here apart from the library: the
+// product x * cos exact in FP32, the sum fused (std::fma), one rounding to BF16. Also held
+// against FP64 arithmetic: within that BF16 rounding and the FP32 one before it.
+std::vector<uint16_t> rotate_for_test(const uint16_t* x, const uint16_t* c, const uint16_t* s, uint32_t D) {
+  std::vector<uint16_t> out(D);
+  const uint32_t half = D / 2;
+  for (uint32_t d = 0; d < D; ++d) {
+    const float xd = bf16_to_f32(x[d]), partner = bf16_to_f32(x[d < half ? d + half : d - half]);
+    const float r = d < half ? -partner : partner, cd = bf16_to_f32(c[d]), sd = bf16_to_f32(s[d]);
+    out[d] = f32_to_bf16(std::fma(r, sd, xd * cd));
+    const double exact = double(xd) * cd + double(r) * sd;
+    EXPECT_LE(std::fabs(double(bf16_to_f32(out[d])) - exact), std::ldexp(std::fabs(exact), -8) * 1.0001 + 1e-38) << "dim " << d;
+  }
+  return out;
+}
+
+TEST(AttentionDecodeReference, RotaryAndCacheWriteEqualThemDoneFirst) {
+  uint32_t seed = 700;
+  int checked = 0;
+  for (const auto& c : test::attention_cases()) {
+    if (c.head_dim % 2) continue;  // rotary positions need an even head_dim (refused: RejectsBadArguments)
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_attention_data(c, seed += 10);
+    const auto r = test::make_rope_data(c, seed);
+    const uint32_t D = c.head_dim;
+    for (int64_t pos : c.positions) {
+      const size_t n_out = size_t(c.heads) * D;
+      std::vector<uint16_t> got(n_out), want(n_out), k_got = d.k, v_got = d.v, k_want = d.k, v_want = d.v, q_want(n_out);
+      AttentionDecodeArgs a;
+      a.q = d.q.data(), a.k_cache = k_got.data(), a.v_cache = v_got.data(), a.pos = &pos, a.sinks = c.sinks ? d.sinks.data() : nullptr;
+      a.heads = c.heads, a.kv_heads = c.kv_heads, a.head_dim = D, a.max_len = c.max_len, a.window = c.window;
+      a.scale = 1.0f / std::sqrt(float(D)), a.out = got.data();
+      a.cos = r.cos.data(), a.sin = r.sin.data(), a.k_new = r.k_new.data(), a.v_new = r.v_new.data();
+      ASSERT_TRUE(check_attention_decode(a).is_ok());
+      attention_decode_reference(a);
+      AttentionDecodeArgs plain = a;  // the same step done first by hand, then the plain reference
+      plain.cos = plain.sin = plain.k_new = plain.v_new = nullptr;
+      plain.q = q_want.data(), plain.k_cache = k_want.data(), plain.v_cache = v_want.data(), plain.out = want.data();
+      if (pos >= 0 && pos < int64_t(c.max_len)) {
+        const uint16_t *cs = r.cos.data() + size_t(pos) * D, *sn = r.sin.data() + size_t(pos) * D;
+        for (uint32_t h = 0; h < c.heads; ++h) {
+          const auto q = rotate_for_test(d.q.data() + size_t(h) * D, cs, sn, D);
+          std::copy(q.begin(), q.end(), q_want.begin() + size_t(h) * D);
+        }
+        for (uint32_t kv = 0; kv < c.kv_heads; ++kv) {
+          const auto k = rotate_for_test(r.k_new.data() + size_t(kv) * D, cs, sn, D);
+          const size_t row = (size_t(kv) * c.max_len + size_t(pos)) * D;
+          std::copy(k.begin(), k.end(), k_want.begin() + row);
+          std::copy(r.v_new.begin() + size_t(kv) * D, r.v_new.begin() + size_t(kv + 1) * D, v_want.begin() + row);
+        }
+      }
+      attention_decode_reference(plain);
+      EXPECT_EQ(got, want) << "pos " << pos;
+      EXPECT_EQ(k_got, k_want) << "pos " << pos;
+      EXPECT_EQ(v_got, v_want) << "pos " << pos;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20);
+}
+
 TEST(AttentionDecodeReference, RejectsBadArguments) {
   uint16_t buf[64] = {};
   int64_t pos = 0;
@@ -291,6 +352,10 @@ TEST(AttentionDecodeReference, RejectsBadArguments) {
   EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.head_dim = 0; }));
   EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.head_dim = kAttentionMaxHeadDim + 1; }));
   EXPECT_TRUE(bad([](AttentionDecodeArgs& b) { b.max_len = 0; }));
+  EXPECT_TRUE(bad([&](AttentionDecodeArgs& b) { b.cos = buf; }));                   // no sin
+  EXPECT_TRUE(bad([&](AttentionDecodeArgs& b) { b.cos = b.sin = buf, b.head_dim = 7; }));  // odd head_dim
+  EXPECT_TRUE(bad([&](AttentionDecodeArgs& b) { b.k_new = buf; }));                 // no v_new
+  EXPECT_FALSE(bad([&](AttentionDecodeArgs& b) { b.cos = b.sin = buf, b.k_new = b.v_new = buf; }));
 }
 
 // ---- the residual step and RMSNorm

@@ -30,7 +30,7 @@ class Decoder:
     family = ""
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None):
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -49,6 +49,10 @@ class Decoder:
         # kernel (kernels/NOTES.md, run v48). Its arithmetic rounds where transformers' BF16
         # steps round; only for BF16 models (norm weights and residual stream).
         self.residual_norm = self.fused if residual_norm is None else bool(residual_norm)
+        # rope_in_attention (off by default until measured: kernels/NOTES.md, after v48): the
+        # rotary positions and the KV-cache write run inside the attention kernel
+        # (torch.ops.iris.attention_decode_rope) instead of as two Inductor kernels before it.
+        self.rope_in_attention = self.fused and bool(rope_in_attention)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -107,6 +111,20 @@ class Decoder:
         q, k, v = layer.qkv(h)
         return self.f_rope_cache(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
                                  v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.kv[i], pos)
+
+    def _attention(self, layer, h: torch.Tensor, i: int, pos: torch.Tensor, window, sinks=None):
+        """Layer i's attention of h in the fused mode ([1, heads * head_dim]), or None: then the
+        family runs its own steps on self._qkv's rotated q. With rope_in_attention (BF16 tables,
+        the whole head rotated) q, k, v go to the attention kernel as the projections give them."""
+        if not self.fused:
+            return None
+        if not (self.rope_in_attention and self.cos.dtype == torch.bfloat16 and self.cos.shape[-1] == self.head_dim
+                and self.head_dim % 2 == 0):
+            return self._attention_fused(self._qkv(layer, h, i, pos), i, pos, window, sinks)
+        q, k, v = layer.qkv(h)
+        return torch.ops.iris.attention_decode_rope(q.reshape(self.heads, self.head_dim), k.reshape(self.kv_heads, self.head_dim),
+                                                    v.reshape(self.kv_heads, self.head_dim), self.cos, self.sin, self.cache.k[i],
+                                                    self.cache.v[i], pos, sinks, int(window or 0), self.head_dim ** -0.5)
 
     def _attention_fused(self, q: torch.Tensor, i: int, pos: torch.Tensor, window, sinks=None) -> torch.Tensor:
         """Layer i's attention of the rotated q [heads, head_dim] over the cache in one launch:
@@ -230,7 +248,8 @@ def _inductor_has_pdl() -> bool:
 
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
-         fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None) -> Decoder:
+         fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
+         rope_in_attention: bool = False) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -242,18 +261,19 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     nearly tie. programmatic (default: compile) launches Inductor's kernels as programmatic
     dependents, as iris's are (Decoder.__init__ says why). residual_norm (default: fused) runs
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
-    kernel."""
+    kernel. rope_in_attention (off by default, not yet measured) moves the rotary positions and
+    the KV-cache write into the attention kernel."""
     import os
 
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize)
-    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm)
+    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
-                programmatic: bool | None = None, residual_norm: bool | None = None) -> Decoder:
+                programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -263,6 +283,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
     if kind not in families:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
-    decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm)
+    decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
     weights.check_all_taken()
     return decoder

@@ -41,8 +41,8 @@ class GptOssDecoder(Decoder):
     family = "gpt_oss"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm)
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
@@ -98,10 +98,9 @@ class GptOssDecoder(Decoder):
             sliding = full & (self.positions > pos - self.window)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
         for i, layer in enumerate(self.layers):
-            q = self._qkv(layer, h, i, pos)
-            if self.fused:
-                attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0, layer.sinks)
-            else:
+            attn = self._attention(layer, h, i, pos, self.window if layer.sliding else 0, layer.sinks)
+            if attn is None:
+                q = self._qkv(layer, h, i, pos)
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
             o = layer.o(attn)
             if self.residual_norm:

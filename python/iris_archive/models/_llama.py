@@ -121,8 +121,8 @@ class LlamaDecoder(Decoder):
     family = "llama"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm)
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
@@ -165,10 +165,9 @@ class LlamaDecoder(Decoder):
         full, sliding = self.f_masks(self.positions, pos) if not self.fused else (None, None)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
-            q = self._qkv(layer, h, i, pos)
-            if self.fused:
-                attn = self._attention_fused(q, i, pos, self.window if layer.sliding else 0)
-            else:
+            attn = self._attention(layer, h, i, pos, self.window if layer.sliding else 0)
+            if attn is None:
+                q = self._qkv(layer, h, i, pos)
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
             if not self.residual_norm:
