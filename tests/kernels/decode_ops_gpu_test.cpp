@@ -42,9 +42,7 @@ struct DeviceBuffer {
 struct LateInput {
   DeviceBuffer staging;
   LateInput(void* device, const void* host, size_t bytes, cudaStream_t stream) : staging(bytes, host) {
-    EXPECT_EQ(cudaMemset(device, 0, bytes), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(test::launch_late_writer(device, staging.p, bytes, 200000, stream), cudaSuccess);
+    EXPECT_EQ(test::write_late(device, staging.p, bytes, stream), cudaSuccess);
   }
 };
 

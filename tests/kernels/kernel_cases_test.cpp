@@ -332,15 +332,11 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ASSERT_EQ(cudaMalloc(&dstaging, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dy, std::max<size_t>(batch * view->rows * 4, 16)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(late ? dstaging : dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    if (late) {
-      ASSERT_EQ(cudaMemset(dx, 0, x.size() * 2), cudaSuccess);
-    }
     ASSERT_EQ(cudaMemset(dy, 0xff, batch * view->rows * 4), cudaSuccess);
     cudaStream_t stream = nullptr;
     if (late) {
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-      ASSERT_EQ(test::launch_late_writer(dx, dstaging, x.size() * 2, 200000, stream), cudaSuccess);
+      ASSERT_EQ(test::write_late(dx, dstaging, x.size() * 2, stream), cudaSuccess);
     }
     Status s = cuda_gemv(*view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, stream, launch);
     ASSERT_TRUE(s.is_ok()) << s.message();
@@ -473,10 +469,8 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
         ASSERT_EQ(cudaMemset(dy, 0xa5, std::max<uint64_t>(pairs * n * 4, 16)), cudaSuccess);  // poison
         cudaStream_t stream = nullptr;
         if (pass == 4) {
-          ASSERT_EQ(cudaMemset(dids, 0, pairs * 4), cudaSuccess);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-          ASSERT_EQ(test::launch_late_writer(dids, dstaging, pairs * 4, 200000, stream), cudaSuccess);
+          ASSERT_EQ(test::write_late(dids, dstaging, pairs * 4, stream), cudaSuccess);
         }
         Status s = set->gemv(static_cast<const int32_t*>(dids), static_cast<const int32_t*>(drows), pairs,
                              static_cast<const uint16_t*>(dx), x_count, dy, out, stream);

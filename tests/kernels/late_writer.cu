@@ -26,4 +26,10 @@ cudaError_t launch_late_writer(void* dst, const void* src, size_t bytes, uint64_
   return cudaGetLastError();
 }
 
+cudaError_t write_late(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemset(dst, 0, bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return e;
+  return launch_late_writer(dst, src, bytes, 200000, stream);
+}
+
 }  // namespace iris::test

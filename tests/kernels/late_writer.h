@@ -13,4 +13,9 @@ namespace iris::test {
 
 cudaError_t launch_late_writer(void* dst, const void* src, size_t bytes, uint64_t spin_ns, cudaStream_t stream);
 
+// The set-up every late-input test shares: `bytes` of dst zeroed, the device idle, then the
+// late writer on `stream` copying src (device memory) there 200 us later. The kernel launched
+// next on `stream` must see src's bytes, not the zeros.
+cudaError_t write_late(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
 }  // namespace iris::test
