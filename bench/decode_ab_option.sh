@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # A whole-model A/B of one iris.models switch with one library (a Python-side option of
-# bench/decode_bench.py such as --no-residual-norm or --rope-in-attention), in one GPU session:
+# bench/decode_bench.py such as --no-residual-norm or --no-rope-in-attention), in one GPU session:
 # the decode-kernel cases first (bit for bit against their CPU references), then
 # bench/decode_ab_libs.sh with the carried libiris on both sides, side A with the option and
 # side B without, per model. From the repository root on the GPU machine:
 #
-#   bash bench/decode_ab_option.sh --rope-in-attention [MODELS=gpt-oss-20b,llama-3-8b]
+#   bash bench/decode_ab_option.sh --no-rope-in-attention [MODELS=gpt-oss-20b,llama-3-8b]
 #
 # MODELS: comma-separated decode_bench models (Llama-3-8B runs as MXFP4); STEPS (default 32).
 # Files under $OUT: decode-ops.log and, per model, <model>/decode-A.json, decode-B.json and logs.
 set -uo pipefail
-option=${1:?the decode_bench.py option to compare, e.g. --rope-in-attention}
+option=${1:?the decode_bench.py option to compare, e.g. --no-rope-in-attention}
 . bench/device_env.sh
 OUT=${OUT:-/tmp/iris-decode-ab-option}
 mkdir -p "$OUT"

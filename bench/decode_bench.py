@@ -339,8 +339,8 @@ def main():
                     help="Inductor's kernels launched plainly (iris.models programmatic=False; iris's own follow libiris)")
     ap.add_argument("--no-residual-norm", dest="residual_norm", action="store_false",
                     help="the residual steps and norms as Inductor's kernels (iris.models residual_norm=False), not iris's")
-    ap.add_argument("--rope-in-attention", action="store_true",
-                    help="the rotary positions and the KV-cache write inside iris's attention kernel (iris.models rope_in_attention=True)")
+    ap.add_argument("--no-rope-in-attention", dest="rope_in_attention", action="store_false",
+                    help="the rotary positions and the KV-cache write as Inductor's kernels (iris.models rope_in_attention=False), not inside iris's attention kernel")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

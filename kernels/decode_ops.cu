@@ -163,6 +163,29 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
     const uint32_t partner = d < half ? d + half : d - half;
     return rope_element(bf16_to_f32(x[d]), bf16_to_f32(x[partner]), d < half, bf16_to_f32(cos_row[d]), bf16_to_f32(sin_row[d]));
   };
+  const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
+  // Rows of the cache in registers as loaded (BF16 bits), a round at a time; round r + 1's
+  // loads are issued before round r's sums, and round 0's before the rotation below, so that
+  // no round waits for a memory trip behind other work. This position's row, where k_new gives
+  // it, is not loaded: the caches' row pos is being written by this launch.
+  uint16_t kb[kAttentionUnroll][T], vb[kAttentionUnroll][T];
+  const auto load_round = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kAttentionUnroll; ++u) {
+      const int64_t j = base + u <= pos ? base + u : pos;
+      const bool skip = a.k_new && j == pos;
+      const uint16_t* kr = a.k_cache + kv_base + uint64_t(j) * D;
+      const uint16_t* vr = a.v_cache + kv_base + uint64_t(j) * D;
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const uint32_t d = lane + 32 * t;
+        kb[u][t] = d < D && !skip ? kr[d] : uint16_t(0);
+        vb[u][t] = d < D && !skip ? vr[d] : uint16_t(0);
+      }
+    }
+  };
+  int64_t base = lo + int64_t(warp) * kAttentionUnroll;
+  if (base <= pos) load_round(base);
   float q[T], acc[T], k_pos[T], v_pos[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -170,37 +193,28 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
     q[t] = d < D ? rotated(a.q + uint64_t(h) * D, d) : 0.0f;
     acc[t] = 0.0f;
     // This position's k and v, from k_new / v_new: held here for every block of the kv head,
-    // written to the caches by its first block (no block reads them back from there).
+    // written to the caches at the end by its first block (no block reads them from there).
     k_pos[t] = v_pos[t] = 0.0f;
     if (a.k_new && d < D) {
       k_pos[t] = rotated(a.k_new + uint64_t(kv) * D, d);
       v_pos[t] = bf16_to_f32(a.v_new[uint64_t(kv) * D + d]);
-      if (h % groups == 0 && warp == 0) {
-        const uint64_t at = kv_base + uint64_t(pos) * D + d;
-        const_cast<uint16_t*>(a.k_cache)[at] = cos_row ? bf16_output(k_pos[t]) : a.k_new[uint64_t(kv) * D + d];
-        const_cast<uint16_t*>(a.v_cache)[at] = a.v_new[uint64_t(kv) * D + d];
-      }
     }
   }
   float m = __int_as_float(0xff800000), l = 0.0f;
-  const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
-  for (int64_t base = lo + int64_t(warp) * kAttentionUnroll; base <= pos; base += round) {
+  for (; base <= pos; base += round) {
     const int n = int(min(int64_t(kAttentionUnroll), pos - base + 1));
-    // The round's K and V rows loaded before any of their sums; past pos: a valid row, unused.
+    // The round's K and V rows before any of their sums; past pos: a valid row, unused.
     float kf[kAttentionUnroll][T], vf[kAttentionUnroll][T];
 #pragma unroll
     for (int u = 0; u < kAttentionUnroll; ++u) {
-      const int64_t j = u < n ? base + u : pos;
-      const uint16_t* kr = a.k_cache + kv_base + uint64_t(j) * D;
-      const uint16_t* vr = a.v_cache + kv_base + uint64_t(j) * D;
+      const bool from_new = a.k_new && base + u == pos;
 #pragma unroll
       for (int t = 0; t < T; ++t) {
-        const uint32_t d = lane + 32 * t;
-        const bool from_new = a.k_new && j == pos;
-        kf[u][t] = from_new ? k_pos[t] : d < D ? bf16_to_f32(kr[d]) : 0.0f;
-        vf[u][t] = from_new ? v_pos[t] : d < D ? bf16_to_f32(vr[d]) : 0.0f;
+        kf[u][t] = from_new ? k_pos[t] : bf16_to_f32(kb[u][t]);
+        vf[u][t] = from_new ? v_pos[t] : bf16_to_f32(vb[u][t]);
       }
     }
+    if (base + round <= pos) load_round(base + round);
     // The round's scores side by side (independent butterflies), then one update.
     float s[kAttentionUnroll];
 #pragma unroll
@@ -254,6 +268,17 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
 #pragma unroll
     for (int w = 0; w < kAttentionWarps; ++w) o = fmaf(part_acc[w][d], c[w], o);
     out[d] = bf16_output(o / L);
+  }
+  // This position's k and v into the caches, by the first block of the kv head.
+  if (a.k_new && h % groups == 0 && warp == 0) {
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const uint32_t d = lane + 32 * t;
+      if (d >= D) continue;
+      const uint64_t at = kv_base + uint64_t(pos) * D + d;
+      const_cast<uint16_t*>(a.k_cache)[at] = cos_row ? bf16_output(k_pos[t]) : a.k_new[uint64_t(kv) * D + d];
+      const_cast<uint16_t*>(a.v_cache)[at] = a.v_new[uint64_t(kv) * D + d];
+    }
   }
 }
 

@@ -30,7 +30,7 @@ class Decoder:
     family = ""
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False):
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -49,10 +49,10 @@ class Decoder:
         # kernel (kernels/NOTES.md, run v48). Its arithmetic rounds where transformers' BF16
         # steps round; only for BF16 models (norm weights and residual stream).
         self.residual_norm = self.fused if residual_norm is None else bool(residual_norm)
-        # rope_in_attention (off by default until measured: kernels/NOTES.md, after v48): the
-        # rotary positions and the KV-cache write run inside the attention kernel
-        # (torch.ops.iris.attention_decode_rope) instead of as two Inductor kernels before it.
-        self.rope_in_attention = self.fused and bool(rope_in_attention)
+        # rope_in_attention (default: fused): the rotary positions and the KV-cache write run
+        # inside the attention kernel (torch.ops.iris.attention_decode_rope) instead of as two
+        # Inductor kernels before it: two launches a layer fewer (kernels/NOTES.md, run v49).
+        self.rope_in_attention = self.fused and (True if rope_in_attention is None else bool(rope_in_attention))
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -249,7 +249,7 @@ def _inductor_has_pdl() -> bool:
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
-         rope_in_attention: bool = False) -> Decoder:
+         rope_in_attention: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -261,8 +261,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     nearly tie. programmatic (default: compile) launches Inductor's kernels as programmatic
     dependents, as iris's are (Decoder.__init__ says why). residual_norm (default: fused) runs
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
-    kernel. rope_in_attention (off by default, not yet measured) moves the rotary positions and
-    the KV-cache write into the attention kernel."""
+    kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
+    into the attention kernel."""
     import os
 
     if os.path.isdir(path):
@@ -273,7 +273,7 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
-                programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool = False) -> Decoder:
+                programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
