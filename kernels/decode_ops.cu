@@ -286,29 +286,34 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
 
 constexpr int kDenseWarps = 8;  // a warp per output row
 
-// B rows of x at once; each lane's chunks loaded four at a time before their sums.
-// Waits for its producer before any load (kernels/grid_dependency.cuh): its weight and
-// activation loads share one loop. (A bulk L2 prefetch of the row before the wait lost at the
+// B rows of x at once; each lane's chunks loaded four at a time, the next four issued before
+// the current four's sums. The first four of the row are loaded before the wait for the
+// producer (weights only: kernels/grid_dependency.cuh), so that they arrive while the kernel
+// before ends; the rest, and every activation, after it. (A bulk L2 prefetch of the row before the wait lost at the
 // quantized GEMVs' shapes in run v46 and was not kept.)
 template <int B>
 __global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector) {
   const int lane = threadIdx.x & 31;
   const uint32_t r = blockIdx.x * kDenseWarps + (threadIdx.x >> 5);
+  const uint16_t* w = a.w + uint64_t(r < a.n ? r : 0) * a.k;
+  const uint32_t chunks = a.k / 8;
+  const uint4* w8 = reinterpret_cast<const uint4*>(w);
+  uint4 wa[4];
+  const auto load_weights = [&](uint4 (&to)[4], uint32_t c0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c0 + i * 32 < chunks) to[i] = __ldcs(w8 + c0 + i * 32);  // streamed: read once
+  };
+  if (vector && r < a.n) load_weights(wa, lane);
   dev::wait_for_producer();
   dev::release_dependents();
   if (r >= a.n) return;
-  const uint16_t* w = a.w + uint64_t(r) * a.k;
-  const uint32_t chunks = a.k / 8;
   float acc[B];
 #pragma unroll
   for (int b = 0; b < B; ++b) acc[b] = 0.0f;
   if (vector) {
-    const uint4* w8 = reinterpret_cast<const uint4*>(w);
     for (uint32_t c0 = lane; c0 < chunks; c0 += 4 * 32) {
-      uint4 wa[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (c0 + i * 32 < chunks) wa[i] = __ldcs(w8 + c0 + i * 32);  // streamed: read once
+      if (c0 != uint32_t(lane)) load_weights(wa, c0);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if (c0 + i * 32 >= chunks) break;
