@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/atomic_output.h"
+#include "common/hashing.h"
 #include "converter/output_guard.h"
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
@@ -68,6 +69,7 @@ json ConvertReport::to_json() const {
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
   if (dry_run) j["dry_run"] = true;
+  if (part.active()) j["part"] = {{"index", part.index}, {"count", part.count}, {"total_tensors", total_tensors}};
   return j;
 }
 
@@ -106,6 +108,36 @@ void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
     report.outcomes[i].bytes = written.tensor_bytes[i];
     report.planned_bytes += written.tensor_bytes[i];
   }
+}
+
+// A part run (converter/parts.h): the writer keeps the part's tensors and records where they
+// belong; the report keeps their outcomes.
+Status keep_part(IrisWriter& writer, PartSpec part, uint64_t plan, ConvertReport& report) {
+  PartRecord record;
+  record.spec = part;
+  record.plan = plan;
+  record.total_tensors = report.outcomes.size();
+  IRIS_ASSIGN_OR_RETURN(record.manifest_reserve, writer.manifest_reservation());
+  std::vector<uint64_t> bytes;
+  bytes.reserve(report.outcomes.size());
+  for (const auto& out : report.outcomes) bytes.push_back(out.bytes);
+  const auto [first, end] = part_range(bytes, part);
+  record.first_tensor = first;
+  record.tensors = end - first;
+  writer.keep_tensors(first, end);
+  writer.set_part(record.to_json());
+  report.outcomes.erase(report.outcomes.begin() + std::ptrdiff_t(end), report.outcomes.end());
+  report.outcomes.erase(report.outcomes.begin(), report.outcomes.begin() + std::ptrdiff_t(first));
+  report.part = part;
+  report.total_tensors = record.total_tensors;
+  report.tensors = report.outcomes.size();
+  report.quantized_tensors = 0;
+  report.planned_bytes = 0;
+  for (const auto& out : report.outcomes) {
+    report.planned_bytes += out.bytes;
+    if (out.layout.kind != LayoutKind::kRowMajor) ++report.quantized_tensors;  // (FORMAT.md: only quantized tensors are tiled or flat)
+  }
+  return Status::ok();
 }
 
 // A budget in MiB as given, not rounded down to "0 MiB" (one decimal below 100 MiB).
@@ -160,6 +192,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config) : Snapshot::open(o.source));
   IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
 
+  if (o.part.active() && o.dry_run) return usage_error("--part with --dry-run: the plan is the whole conversion's; drop --part");
   ConvertReport report;
   report.warnings = snap.warnings();
   for (const auto& t : sources)
@@ -190,11 +223,12 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   const std::string kind = o.source_kind.empty() ? resolved.substr(0, resolved.find(' ')) : o.source_kind;
   json source_ref = {{"kind", kind}};
   if (kind == "repo") source_ref["repo"] = o.source;
-  writer.set_provenance({{"source", source_ref},
-                         {"source_files", files},
-                         {"safetensors_metadata", snap.safetensors_metadata()},  // for export to write back
-                         {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
-                                      {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}});
+  const json provenance = {{"source", source_ref},
+                           {"source_files", files},
+                           {"safetensors_metadata", snap.safetensors_metadata()},  // for export to write back
+                           {"options", {{"quant", o.quant}, {"rules", o.rules}, {"skip", o.skips}, {"mxfp4_scale", o.mxfp4_scale},
+                                        {"tile_n", o.tile_n}, {"tile_k", o.tile_k}}}};
+  writer.set_provenance(provenance);
   // Every tensor's fate first, so that the memory the run needs is known before anything is
   // decoded (NF4 planning decodes): the chunk size is chosen to fit --max-rss.
   std::vector<QuantPolicy::Decision> decisions;
@@ -224,6 +258,16 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.workers = memory.workers;
   planned = {};
   report.outcomes.reserve(sources.size());
+  // The plan's fingerprint (converter/parts.h): what decides the archive's bytes.
+  StreamingHash plan_hash;
+  const auto hash_text = [&plan_hash](const std::string& s) { plan_hash.update(s.data(), s.size() + 1); };
+  if (o.part.active()) {
+    const uint64_t source = source_fingerprint(snap);
+    plan_hash.update(&source, sizeof source);
+    hash_text(snap.config().model_type);
+    hash_text(IRIS_VERSION);
+    hash_text(provenance.dump());
+  }
   for (size_t i = 0; i < sources.size(); ++i) {
     auto& st = sources[i];
     const auto& decision = decisions[i];
@@ -261,11 +305,20 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = OutcomeLayout::of(desc);
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
+    if (o.part.active()) hash_text(tensor_desc_to_json(desc).dump());
     writer.add_tensor(std::move(desc), std::move(source_record), std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
-  for (const auto& f : snap.aux_files()) writer.add_file(f.name, f.bytes);
+  for (const auto& f : snap.aux_files()) {
+    if (o.part.active()) {
+      hash_text(f.name);
+      const uint64_t h = xxh3_64(f.bytes.data(), f.bytes.size());
+      plan_hash.update(&h, sizeof h);
+    }
+    writer.add_file(f.name, f.bytes);
+  }
+  if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, plan_hash.digest(), report));
 
   // Outputs never replace an input, and the report is created (refused if it exists, unless
   // --force) before any archive byte is written.

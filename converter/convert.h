@@ -11,6 +11,7 @@
 #include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/iris_writer.h"
+#include "converter/parts.h"
 #include "converter/quality.h"
 #include "formats/tensor_desc.h"
 
@@ -41,6 +42,9 @@ struct ConvertOptions {
   // Set by the archive-source path for the snapshot it converts through (provenance names the
   // archive, not the intermediate folder); empty otherwise.
   std::string source_kind;
+  // --part i/n: only that part's tensors, in an archive that `iris merge` joins with the
+  // others into the archive this conversion writes whole (converter/parts.h).
+  PartSpec part;
 };
 
 // The layout a tensor gets, as the report shows it (tensor_desc_to_json()'s "layout"), kept
@@ -76,6 +80,8 @@ struct ConvertReport {
   uint64_t chunk_floats = 0;        // the requantization chunk chosen
   int workers = 0;                  // chunks requantized at once
   bool dry_run = false;             // a plan: nothing was written (the JSON says "dry_run": true)
+  PartSpec part;                    // a part run: the outcomes are its tensors'
+  size_t total_tensors = 0;         // a part run: the whole conversion's
   nlohmann::json to_json() const;
 };
 

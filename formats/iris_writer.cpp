@@ -214,6 +214,21 @@ WriteSummary summary(const Manifest& m, uint64_t data_offset, uint64_t data_size
 
 void IrisWriter::add_file(std::string name, std::string bytes) { files_.emplace_back(std::move(name), std::move(bytes)); }
 
+void IrisWriter::add_stored_file(StoredFile meta, std::string stored) { stored_.push_back({std::move(meta), std::move(stored)}); }
+
+Result<uint64_t> IrisWriter::manifest_reservation() const {
+  if (plan_) return internal_error("manifest_reservation: this writer only plans");
+  IRIS_ASSIGN_OR_RETURN(Layout l, layout());
+  return l.manifest_size;
+}
+
+void IrisWriter::keep_tensors(size_t first, size_t end) {
+  end = std::min(end, pending_.size());
+  first = std::min(first, end);
+  pending_.erase(pending_.begin() + std::ptrdiff_t(end), pending_.end());
+  pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(first));
+}
+
 Result<IrisWriter::Layout> IrisWriter::layout() const {
   // 1. Plan: every component's place in the data section.
   Layout l;
@@ -253,6 +268,7 @@ Result<IrisWriter::Layout> IrisWriter::layout() const {
   //    section can start right after a draft of it, plus the room late descriptors may take.
   l.manifest_size = manifest_text_size(m);
   for (const auto& p : pending_) l.manifest_size += p.late.manifest_room;
+  l.manifest_size = std::max(l.manifest_size, reserved_manifest_);
   l.data_offset = round_up(kPreambleSize + l.manifest_size, kIrisAlignment);
   return l;
 }
@@ -263,6 +279,12 @@ Result<std::vector<StoredFile>> IrisWriter::stored_files(std::vector<std::string
     IRIS_ASSIGN_OR_RETURN(std::string z, zstd_compress(bytes, name));
     out.push_back({name, "zstd", 0, z.size(), bytes.size(), xxh3_64(z.data(), z.size())});
     if (compressed) compressed->push_back(std::move(z));
+  }
+  for (const auto& s : stored_) {
+    StoredFile f = s.meta;
+    f.offset = 0;
+    out.push_back(std::move(f));
+    if (compressed) compressed->push_back(s.bytes);
   }
   return out;
 }
@@ -392,6 +414,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   if (manifest.size() > l.manifest_size) return internal_error("the manifest outgrew the room planned for it");
   IRIS_TRY(out.write_at(kPreambleSize, {reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()}));
   Preamble pre;
+  pre.version_minor = manifest_minor_version(m);
   pre.manifest_size = manifest.size();
   pre.data_offset = data_offset;
   pre.data_size = data_size;

@@ -110,6 +110,21 @@ class IrisWriter {
                   ProducerCost cost = ProducerCost::kCompute, LateDesc late = {});
   // Embedded small files (config, tokenizer): stored zstd-compressed.
   void add_file(std::string name, std::string bytes);
+  // An embedded file already stored (its encoding, sizes and checksum in `meta`, offset
+  // ignored): its bytes are written as given, so that a merge does not depend on the zstd
+  // version that compressed them.
+  void add_stored_file(StoredFile meta, std::string stored);
+
+  // Conversion parts (FORMAT.md section 9). The manifest room write() reserves before the data
+  // section for all the tensors added so far, late descriptors' room included: a part records
+  // it so that the merge of all parts places the data section where one writer would have.
+  Result<uint64_t> manifest_reservation() const;
+  // Keeps the tensors [first, end) of those added (a part's share), in order.
+  void keep_tensors(size_t first, size_t end);
+  // The manifest room write() reserves is at least `bytes` (a merge: the parts' recorded room).
+  void reserve_manifest(uint64_t bytes) { reserved_manifest_ = bytes; }
+  // The part record (null: a whole archive).
+  void set_part(nlohmann::json part) { manifest_.part = std::move(part); }
 
   Result<WriteSummary> write(const std::string& path, const WriteOptions& options);
   // What write() would produce, without writing: the file, data and manifest sizes exactly
@@ -138,6 +153,12 @@ class IrisWriter {
   Manifest manifest_;
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, std::string>> files_;
+  struct PreStored {
+    StoredFile meta;
+    std::string bytes;
+  };
+  std::vector<PreStored> stored_;  // add_stored_file(), written after files_
+  uint64_t reserved_manifest_ = 0;
   std::unique_ptr<ArchivePlan> plan_;  // Mode::kPlan
   Status plan_status_ = Status::ok();  // the first error planning a tensor (Mode::kPlan)
 };

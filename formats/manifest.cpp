@@ -80,6 +80,7 @@ uint64_t manifest_text_size(const Manifest& m) {
   empty.tool = m.tool;
   empty.provenance = m.provenance;
   empty.files = m.files;
+  empty.part = m.part;
   uint64_t size = manifest_to_json(empty).dump(1).size();
   if (m.tensors.empty()) return size;
   size -= 2;  // "[]"
@@ -91,10 +92,13 @@ uint64_t manifest_text_size(const Manifest& m) {
   return size + 3;  // "[\n" opens, the last ",\n" is "\n", then " ]"
 }
 
+uint16_t manifest_minor_version(const Manifest& m) { return m.part.is_null() ? kIrisVersionMinor : uint16_t(1); }
+
 json manifest_to_json(const Manifest& m) {
   json j;
   j["format"] = "iris";
-  j["format_version"] = {kIrisVersionMajor, kIrisVersionMinor};
+  j["format_version"] = {kIrisVersionMajor, manifest_minor_version(m)};
+  if (!m.part.is_null()) j["part"] = m.part;
   j["alignment"] = m.alignment;
   j["model_type"] = m.model_type;
   j["tool"] = m.tool;
@@ -334,6 +338,10 @@ Result<Manifest> ManifestReader::finish(json j) {
   }
   if (auto t = j.find("tool"); t != j.end()) m.tool = std::move(*t);
   if (auto p = j.find("provenance"); p != j.end()) m.provenance = std::move(*p);
+  if (auto p = j.find("part"); p != j.end()) {
+    if (!p->is_object()) return invalid_input(mctx + "'part' is not an object");
+    m.part = std::move(*p);
+  }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");
   // Entries not streamed in by add_tensor() (a document parsed whole) are read now, in order.

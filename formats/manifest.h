@@ -62,7 +62,14 @@ struct Manifest {
   nlohmann::json provenance = nlohmann::json::object();
   std::vector<ArchiveTensor> tensors;
   std::vector<StoredFile> files;
+  // A conversion part (FORMAT.md section 9, version 2.1): null in a whole archive. Its schema is
+  // checked where parts are merged (converter/parts.h); a reader only requires an object.
+  nlohmann::json part;
 };
+
+// The minor format version a manifest needs: 1 with a part record, else 0 (a whole archive is
+// written as 2.0, byte for byte what earlier writers wrote).
+uint16_t manifest_minor_version(const Manifest& m);
 
 nlohmann::json manifest_to_json(const Manifest& m);
 // One tensor's entry of manifest_to_json()'s "tensors" list.

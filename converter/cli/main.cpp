@@ -21,6 +21,7 @@
 #include "converter/export_folder.h"
 #include "converter/extract.h"
 #include "converter/inspect.h"
+#include "converter/merge.h"
 #include "converter/cli/progress.h"
 #include "converter/cli/report_print.h"
 #include "converter/cli/shell_docs.h"
@@ -104,13 +105,33 @@ int main(int argc, char** argv) {
   convert->add_flag("!--no-direct-io", co.direct_io,
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here (with --dry-run: the plan, \"dry_run\": true)");
+  std::string part;
+  auto* part_option = convert->add_option("--part", part,
+                      "I/N: write only part I of N of this conversion (a contiguous run of its tensors, the N balanced by bytes); "
+                      "`iris merge` joins the N parts into the archive this command writes without --part, byte for byte");
   convert->add_flag("-q,--quiet", quiet, "No progress bar or summary");
   convert->add_flag("--json", json_out, "Print a JSON summary on stdout");
   convert->footer("Examples:\n  iris convert ~/models/gpt-oss-20b -o gpt-oss-20b.iris\n  iris convert openai/gpt-oss-20b@main -o g.iris --force\n"
                   "  iris convert ~/models/llama -o llama-nf4.iris --quant nf4 --rule 'down_proj=fp8-block' --report q.json\n"
                   "  iris convert ~/models/llama -o x.iris --quant mxfp4 --dry-run\n"
+                  "  iris convert ~/models/llama -o part-2.iris --quant nf4 --part 2/4   # then: iris merge part-*.iris -o llama-nf4.iris\n"
                   "Defaults: --quant applies to the weight matrices of linear layers and expert stacks; norms, biases,\n"
                   "embeddings, lm_head, routers, 1-D tensors and the checkpoint's own skip list stay as they are.");
+
+  // merge
+  iris::MergeOptions mo;
+  bool merge_json = false, merge_quiet = false;
+  auto* merge = app.add_subcommand("merge", "Join the parts of one conversion (iris convert --part I/N) into its archive");
+  merge->add_option("PARTS", mo.parts, "Every part's archive, in any order")->required();
+  merge->add_option("-o,--output", mo.output, "Archive to write: byte for byte what the conversion writes without --part")->required();
+  merge->add_flag("--force", mo.overwrite, std::string("Replace OUTPUT if it exists") + kForceTargets);
+  merge->add_flag("!--no-direct-io", mo.direct_io, "Write the archive through the page cache");
+  merge->add_flag("-q,--quiet", merge_quiet, "No progress bar or summary");
+  merge->add_flag("--json", merge_json, "Print a JSON summary (or the error) on stdout");
+  merge->footer("Example:\n  for i in 1 2 3 4; do iris convert ~/models/llama -o p$i.iris --quant nf4 --part $i/4; done\n"
+                "  iris merge p1.iris p2.iris p3.iris p4.iris -o llama-nf4.iris\n"
+                "Refused, naming the file: a part missing or given twice, parts of another source, options or iris version,\n"
+                "a corrupt part (nothing is written then).");
 
   // inspect
   std::string inspect_path;
@@ -257,22 +278,23 @@ int main(int argc, char** argv) {
   iris::ThreadLimit codec_threads(threads);
 
   // An empty path is a usage error (exit 2), not a file the system cannot find (exit 5).
-  for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{exp, &eo.output},
+  for (const auto& [sub, path] : {std::pair{convert, &co.output}, std::pair{convert, &co.report_path}, std::pair{merge, &mo.output}, std::pair{exp, &eo.output},
                                   std::pair{extract, &xo.output}, std::pair{verify, &vo.junit_path}}) {
     const char* option = path == &co.report_path ? "--report" : path == &vo.junit_path ? "--junit" : "--output";
     if (sub->parsed() && path->empty() && sub->get_option(option)->count())
       return fail(iris::usage_error(std::string(option) + ": the path is empty"),
-                  (sub == convert && json_out) || (sub == exp && export_json) || (sub == extract && extract_json) || (sub == verify && vo.json)
+                  (sub == convert && json_out) || (sub == merge && merge_json) || (sub == exp && export_json) || (sub == extract && extract_json) || (sub == verify && vo.json)
                       ? sub->get_name().c_str()
                       : nullptr);
   }
   // "-" is standard output only where a command streams (extract); elsewhere it would be a
   // file named "-".
-  if ((convert->parsed() && co.output == "-") || (exp->parsed() && eo.output == "-")) {
-    const bool to_json = convert->parsed() ? json_out : export_json;
-    return fail(iris::usage_error(std::string(convert->parsed() ? "convert" : "export") +
+  if ((convert->parsed() && co.output == "-") || (exp->parsed() && eo.output == "-") || (merge->parsed() && mo.output == "-")) {
+    const char* name = convert->parsed() ? "convert" : merge->parsed() ? "merge" : "export";
+    const bool to_json = convert->parsed() ? json_out : merge->parsed() ? merge_json : export_json;
+    return fail(iris::usage_error(std::string(name) +
                                   ": -o -: writes an archive, file or folder, not standard output; give a path (`./-` for a file named -)"),
-                to_json ? (convert->parsed() ? "convert" : "export") : nullptr);
+                to_json ? name : nullptr);
   }
   if (convert->parsed()) {
     if (max_rss_option->count()) {  // given, even as '' (an error, not "no budget")
@@ -282,6 +304,11 @@ int main(int argc, char** argv) {
                                    " bytes, below the smallest budget iris can plan for (16 MiB); give a unit, e.g. 512MiB or 2GB");
       if (!budget.is_ok()) return fail(budget.status(), json_out ? "convert" : nullptr);
       co.max_rss = *budget;
+    }
+    if (part_option->count()) {
+      auto spec = iris::parse_part_spec(part);
+      if (!spec.is_ok()) return fail(spec.status(), json_out ? "convert" : nullptr);
+      co.part = *spec;
     }
     iris::ProgressBar bar("convert", !quiet);
     co.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
@@ -300,9 +327,26 @@ int main(int argc, char** argv) {
       iris::print_quality_summary(*r, stderr);
     }
     // The summary line goes to CI logs too (not terminals); the bar alone is terminal-only.
-    if (!json_out && !quiet && !co.dry_run)
-      std::fprintf(stderr, "wrote %s: %zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), r->tensors,
+    if (!json_out && !quiet && !co.dry_run) {
+      const std::string part_text = co.part.active() ? "part " + co.part.text() + " (of " + std::to_string(r->total_tensors) + " tensors), " : "";
+      std::fprintf(stderr, "wrote %s: %s%zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), part_text.c_str(), r->tensors,
                    r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
+    }
+    return 0;
+  }
+  if (merge->parsed()) {
+    iris::ProgressBar bar("merge", !merge_quiet && !merge_json);
+    mo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+    mo.partial_files = partial_files;
+    auto r = iris::run_merge(mo);
+    bar.finish();
+    if (!r.is_ok()) return fail(r.status(), merge_json ? "merge" : nullptr);
+    if (merge_json)
+      std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", mo.output}, {"parts", r->parts}, {"tensors", r->tensors},
+                                           {"file_bytes", r->written.file_bytes}, {"seconds", r->seconds}}, 2).c_str());
+    else if (!merge_quiet)
+      std::fprintf(stderr, "wrote %s: %zu parts, %zu tensors, %s in %.2f s\n", mo.output.c_str(), r->parts, r->tensors,
+                   iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
     return 0;
   }
   if (inspect->parsed()) {

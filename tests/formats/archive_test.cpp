@@ -72,6 +72,46 @@ std::string write_sample(const TempDir& d, std::map<std::string, std::vector<uin
   return d / "x.iris";
 }
 
+// The writer's part hooks (FORMAT.md section 9): a reserved manifest room moves the data
+// section to the page after it, a kept run of tensors is all that is written, a part record
+// makes the file version 2.1, and a stored file is written as given.
+TEST(Archive, PartHooksReserveRoomKeepTensorsAndStoreFilesAsGiven) {
+  TempDir d;
+  IrisWriter w;
+  for (int i = 0; i < 4; ++i) {
+    const TensorDesc desc = raw("t" + std::to_string(i), {2, 8});
+    w.add_tensor(desc, json::object(), {bytes_producer(random_bytes(32, uint32_t(i)))});
+  }
+  auto room = w.manifest_reservation();
+  ASSERT_TRUE(room.is_ok());
+  EXPECT_GT(*room, 300u);  // four tensor entries
+  w.keep_tensors(1, 3);
+  w.reserve_manifest(10000);
+  w.set_part({{"index", 1}});
+  const std::string stored = "not compressed by this writer";
+  w.add_stored_file({"notes.txt", "raw", 999, stored.size(), stored.size(), xxh3_64(stored.data(), stored.size())}, stored);
+  ASSERT_TRUE(w.write(d / "p.iris", {}).is_ok());
+  auto a = IrisArchive::open(d / "p.iris");
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_EQ(a->preamble().data_offset, 12288u);  // round_up(64 + 10000, 4096)
+  EXPECT_EQ(a->preamble().version_minor, 1);
+  ASSERT_EQ(a->manifest().tensors.size(), 2u);
+  EXPECT_EQ(a->manifest().tensors[0].desc.name, "t1");
+  EXPECT_EQ(a->manifest().tensors[1].desc.name, "t2");
+  EXPECT_EQ(a->manifest().part, json({{"index", 1}}));
+  auto f = a->read_file("notes.txt");
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_EQ(*f, stored);
+  // Without a part record: version 2.0, the data section right after the manifest.
+  IrisWriter plain;
+  plain.add_tensor(raw("t", {2, 8}), json::object(), {bytes_producer(random_bytes(32, 1))});
+  ASSERT_TRUE(plain.write(d / "w.iris", {}).is_ok());
+  auto b = IrisArchive::open(d / "w.iris");
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->preamble().version_minor, 0);
+  EXPECT_EQ(b->preamble().data_offset, 4096u);
+}
+
 TEST(Archive, WriteThenReadGivesBackEveryByteAndChecksum) {
   TempDir d;
   std::map<std::string, std::vector<uint8_t>> data;

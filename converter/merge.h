@@ -1,0 +1,37 @@
+// `iris merge`: the parts of one conversion (`iris convert --part i/n`, converter/parts.h)
+// joined into the archive that conversion writes in one process, byte for byte.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/atomic_output.h"
+#include "common/status.h"
+#include "formats/iris_writer.h"
+
+namespace iris {
+
+struct MergeOptions {
+  std::vector<std::string> parts;  // in any order
+  std::string output;
+  bool overwrite = false;
+  std::function<void(uint64_t, uint64_t)> progress;
+  PartialFileRegistry* partial_files = nullptr;
+  bool direct_io = true;
+};
+
+struct MergeReport {
+  size_t parts = 0;
+  size_t tensors = 0;
+  WriteSummary written;
+  double seconds = 0;
+};
+
+// Refuses, naming the file: an input that is not a part, parts of different conversions
+// (plan fingerprints differ: source, options or iris version), a part given twice or two files
+// of the same part, a missing part, parts whose tensor runs do not join, and a component or
+// embedded file whose bytes do not match its checksum (then nothing is written).
+Result<MergeReport> run_merge(const MergeOptions& o);
+
+}  // namespace iris
