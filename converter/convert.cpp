@@ -16,6 +16,7 @@
 #include "converter/memory_plan.h"
 #include "converter/temp_folder.h"
 #include "converter/requantize.h"
+#include "converter/resume.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
 #include "formats/json_text.h"
@@ -69,6 +70,7 @@ json ConvertReport::to_json() const {
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
   if (dry_run) j["dry_run"] = true;
+  if (resumed_segments) j["resumed_segments"] = resumed_segments;
   if (part.active()) j["part"] = {{"index", part.index}, {"count", part.count}, {"total_tensors", total_tensors}};
   return j;
 }
@@ -180,6 +182,7 @@ Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
 }
 
 Result<ConvertReport> run_convert(const ConvertOptions& o) {
+  if (o.resume && !o.plan_only) return run_convert_resumable(o);
   const auto t0 = std::chrono::steady_clock::now();
   const bool v1 = is_iris_v1_archive(o.source);
   if (o.source_kind.empty() && !v1 && is_iris_archive(o.source)) {
@@ -260,8 +263,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   report.outcomes.reserve(sources.size());
   // The plan's fingerprint (converter/parts.h): what decides the archive's bytes.
   StreamingHash plan_hash;
+  const bool fingerprint = o.part.active() || o.plan_only;
   const auto hash_text = [&plan_hash](const std::string& s) { plan_hash.update(s.data(), s.size() + 1); };
-  if (o.part.active()) {
+  if (fingerprint) {
     const uint64_t source = source_fingerprint(snap);
     plan_hash.update(&source, sizeof source);
     hash_text(snap.config().model_type);
@@ -305,19 +309,21 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = OutcomeLayout::of(desc);
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    if (o.part.active()) hash_text(tensor_desc_to_json(desc).dump());
+    if (fingerprint) hash_text(tensor_desc_to_json(desc).dump());
     writer.add_tensor(std::move(desc), std::move(source_record), std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
   for (const auto& f : snap.aux_files()) {
-    if (o.part.active()) {
+    if (fingerprint) {
       hash_text(f.name);
       const uint64_t h = xxh3_64(f.bytes.data(), f.bytes.size());
       plan_hash.update(&h, sizeof h);
     }
     writer.add_file(f.name, f.bytes);
   }
+  if (fingerprint) report.plan = plan_hash.digest();
+  if (o.plan_only) return report;  // (converter/resume.cpp: the plan, nothing read past the headers)
   if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, plan_hash.digest(), report));
 
   // Outputs never replace an input, and the report is created (refused if it exists, unless

@@ -45,6 +45,14 @@ struct ConvertOptions {
   // --part i/n: only that part's tensors, in an archive that `iris merge` joins with the
   // others into the archive this conversion writes whole (converter/parts.h).
   PartSpec part;
+  // --resume: the conversion is written as segments committed one by one in OUTPUT.resume/
+  // (each a part of at most about resume_every output bytes, or one tensor), then merged; a
+  // run started again with the same source and options converts only the segments missing
+  // (converter/resume.h).
+  bool resume = false;
+  uint64_t resume_every = uint64_t(1) << 30;
+  // Internal: plan every tensor and fingerprint the plan (ConvertReport::plan), write nothing.
+  bool plan_only = false;
 };
 
 // The layout a tensor gets, as the report shows it (tensor_desc_to_json()'s "layout"), kept
@@ -82,6 +90,8 @@ struct ConvertReport {
   bool dry_run = false;             // a plan: nothing was written (the JSON says "dry_run": true)
   PartSpec part;                    // a part run: the outcomes are its tensors'
   size_t total_tensors = 0;         // a part run: the whole conversion's
+  uint64_t plan = 0;                // the plan fingerprint (part and plan-only runs: converter/parts.h)
+  size_t resumed_segments = 0;      // --resume: segments a killed run had committed, reused
   nlohmann::json to_json() const;
 };
 

@@ -1,4 +1,4 @@
-// The `iris` command line: convert, inspect, export, verify.
+// The `iris` command line: convert (and its parts and resume), merge, inspect, export, verify.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
   convert->add_flag("!--no-direct-io", co.direct_io,
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here (with --dry-run: the plan, \"dry_run\": true)");
+  convert->add_flag("--resume", co.resume,
+                    "Survive a kill: commit the conversion in segments under OUTPUT.resume/ and merge them at the end; run the "
+                    "same command again after an interruption and only the missing segments are converted");
+  std::string resume_every;
+  auto* resume_every_option = convert->add_option("--resume-every", resume_every,
+                      "With --resume: the output bytes a segment holds at most, unless one tensor is larger (default 1GiB)");
   std::string part;
   auto* part_option = convert->add_option("--part", part,
                       "I/N: write only part I of N of this conversion (a contiguous run of its tensors, the N balanced by bytes); "
@@ -304,6 +310,13 @@ int main(int argc, char** argv) {
                                    " bytes, below the smallest budget iris can plan for (16 MiB); give a unit, e.g. 512MiB or 2GB");
       if (!budget.is_ok()) return fail(budget.status(), json_out ? "convert" : nullptr);
       co.max_rss = *budget;
+    }
+    if (resume_every_option->count()) {
+      auto every = iris::parse_byte_size(resume_every, "--resume-every");
+      if (every.is_ok() && *every == 0) every = iris::usage_error("--resume-every must be above 0 bytes");
+      if (!every.is_ok()) return fail(every.status(), json_out ? "convert" : nullptr);
+      if (!co.resume) return fail(iris::usage_error("--resume-every applies to --resume"), json_out ? "convert" : nullptr);
+      co.resume_every = *every;
     }
     if (part_option->count()) {
       auto spec = iris::parse_part_spec(part);

@@ -35,7 +35,7 @@ TEST(CliIdioms, AWordThatIsNoCommandGetsTheClosestOne) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   auto far = run("frobnicate");
   EXPECT_EQ(far.rc, 2);
-  EXPECT_TRUE(has(far.out, "unknown command 'frobnicate' (commands: convert, inspect")) << far.out;
+  EXPECT_TRUE(has(far.out, "unknown command 'frobnicate' (commands: convert, merge, inspect")) << far.out;
   EXPECT_FALSE(has(far.out, "did you mean")) << far.out;
   auto none = run("");
   EXPECT_EQ(none.rc, 2);

@@ -1,0 +1,139 @@
+// `iris convert --resume`: killed with SIGKILL at random points and started again, the
+// conversion ends with the bytes of an uninterrupted one; a journal of other options or another
+// source is refused naming it; a damaged segment is made again; the user's files are never
+// replaced.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/cli_runner.h"
+#include "tests/test_files.h"
+#include "tests/test_paths.h"
+
+namespace iris {
+namespace {
+
+using namespace testing_files;
+using testing_cli::run;
+using testing_cli::run_shell;
+namespace fs = std::filesystem;
+const std::string kFix = test_paths::fixtures();
+const std::string kSrc = kFix + "llama-bf16";
+const std::string kOpts = " --quant nf4 --resume --resume-every 16KiB";  // a segment a tensor
+
+std::string whole_archive(const TempDir& d) {
+  EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "whole.iris") + " -q --quant nf4").rc, 0);
+  return read_all(d / "whole.iris");
+}
+
+TEST(Resume, AnUninterruptedResumableRunIsThePlainArchiveAndLeavesNoJournal) {
+  TempDir d;
+  const std::string whole = whole_archive(d);
+  const auto r = run("convert " + kSrc + " -o " + (d / "r.iris") + " -q" + kOpts);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(read_all(d / "r.iris") == whole);
+  EXPECT_FALSE(fs::exists(d / "r.iris.resume"));
+}
+
+TEST(Resume, KilledAtRandomPointsAndStartedAgainEndsWithTheSameBytes) {
+  TempDir d;
+  const std::string whole = whole_archive(d);
+  int killed_midway = 0;
+  for (int trial = 0; trial < 10; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    fs::remove_all(d / "k.iris.resume");
+    fs::remove(d / "k.iris");
+    // One thread (a slower run), killed after 5..140 ms: before, between or inside segments.
+    const std::string delay = std::to_string(0.005 + 0.015 * trial);
+    run_shell("(" + test_paths::iris_binary() + " convert " + kSrc + " -o " + (d / "k.iris") + " -q --threads 1" + kOpts +
+              " & pid=$!; sleep " + delay + "; kill -9 $pid; wait $pid) > /dev/null 2>&1");
+    const bool journal = fs::exists(d / "k.iris.resume");
+    if (journal && !fs::exists(d / "k.iris")) ++killed_midway;
+    if (!journal && fs::exists(d / "k.iris")) {  // it ended before the kill (or was removing its journal)
+      EXPECT_TRUE(read_all(d / "k.iris") == whole);
+      continue;
+    }
+    const auto again = run("convert " + kSrc + " -o " + (d / "k.iris") + " -q" + kOpts);
+    ASSERT_EQ(again.rc, 0) << again.out;
+    EXPECT_TRUE(read_all(d / "k.iris") == whole);
+    EXPECT_FALSE(fs::exists(d / "k.iris.resume"));
+  }
+  EXPECT_GE(killed_midway, 1) << "no trial killed the conversion while it ran: the test did not test resuming";
+}
+
+// A journal with committed segments, left as a kill leaves it: a run stopped by a read-only
+// output folder after its first segments would need root to set up, so the journal is made by
+// a killed run and checked to hold at least one segment.
+bool killed_with_segments(const TempDir& d, const std::string& out) {
+  for (int trial = 0; trial < 20; ++trial) {
+    fs::remove_all(d / (out + ".resume"));
+    fs::remove(d / out);
+    run_shell("(" + test_paths::iris_binary() + " convert " + kSrc + " -o " + (d / out) + " -q --threads 1" + kOpts +
+              " & pid=$!; while [ $(ls " + (d / (out + ".resume")) + " 2>/dev/null | grep -c segment) -lt 2 ]; do sleep 0.002; done; "
+              "kill -9 $pid; wait $pid) > /dev/null 2>&1");
+    if (fs::exists(d / (out + ".resume")) && !fs::exists(d / out)) return true;
+  }
+  return false;
+}
+
+TEST(Resume, RefusesAJournalOfOtherOptionsOrAnotherSourceNamingIt) {
+  TempDir d;
+  ASSERT_TRUE(killed_with_segments(d, "k.iris"));
+  const auto names_before = names_in(d / "k.iris.resume");
+  for (const std::string other : {" --quant mxfp4 --resume --resume-every 16KiB", " --quant nf4 --resume --resume-every 32KiB"}) {
+    const auto r = run("convert " + kSrc + " -o " + (d / "k.iris") + other);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("k.iris.resume"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+  fs::copy(kSrc, d / "changed");
+  const std::string shard = d / "changed/model-00001-of-00004.safetensors";
+  std::string bytes = read_all(shard);
+  bytes[bytes.size() - 2] ^= 0x01;
+  write_bytes(shard, bytes);
+  const auto r = run("convert " + (d / "changed") + " -o " + (d / "k.iris") + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("k.iris.resume"), std::string::npos) << r.out;
+  EXPECT_EQ(names_in(d / "k.iris.resume"), names_before);  // the journal is left as it was
+  EXPECT_FALSE(fs::exists(d / "k.iris"));
+}
+
+TEST(Resume, ADamagedSegmentIsMadeAgain) {
+  TempDir d;
+  const std::string whole = whole_archive(d);
+  ASSERT_TRUE(killed_with_segments(d, "k.iris"));
+  for (const auto& name : names_in(d / "k.iris.resume"))
+    if (name.find("segment-1-") == 0) {
+      const std::string path = d / ("k.iris.resume/" + name);
+      std::string b = read_all(path);
+      b[b.size() - 1] ^= 0x20;
+      write_bytes(path, b);
+    }
+  const auto r = run("convert " + kSrc + " -o " + (d / "k.iris") + " -q" + kOpts);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(read_all(d / "k.iris") == whole);
+}
+
+TEST(Resume, NeverReplacesTheUsersFiles) {
+  TempDir d;
+  // An output folder of that name that is not a journal.
+  fs::create_directory(d / "a.iris.resume");
+  write_bytes(d / "a.iris.resume/mine.txt", "mine");
+  auto r = run("convert " + kSrc + " -o " + (d / "a.iris") + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("not an iris resume journal"), std::string::npos) << r.out;
+  EXPECT_EQ(read_all(d / "a.iris.resume/mine.txt"), "mine");
+  // A journal, and a file of the user's under the output's name (not the journal's merge).
+  ASSERT_TRUE(killed_with_segments(d, "k.iris"));
+  write_bytes(d / "k.iris", "mine");
+  r = run("convert " + kSrc + " -o " + (d / "k.iris") + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(read_all(d / "k.iris"), "mine");
+  // --resume-every without --resume, and a zero size, are usage errors.
+  EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume-every 1MiB").rc, 2);
+  EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume --resume-every 0").rc, 2);
+  EXPECT_FALSE(fs::exists(d / "x.iris"));
+}
+
+}  // namespace
+}  // namespace iris
