@@ -30,11 +30,24 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# `test` also runs the Slurm example on a one-node cluster of Debian's Slurm and munge
+# (examples/slurm/local_slurm_test.sh); where they cannot be installed, that test skips and says so.
+if [ "$mode" = test ]; then
+  slurm_missing=()
+  for p in slurmctld slurmd slurm-client munge; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || slurm_missing+=("$p")
+  done
+  if [ ${#slurm_missing[@]} -gt 0 ]; then
+    echo "installing: ${slurm_missing[*]}" >&2
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}"; } >/dev/null 2>&1 ||
+      echo "could not install ${slurm_missing[*]}: the Slurm example test will skip" >&2
+  fi
 fi
 
 # 2. Configure and build (CUDA kernels too when nvcc is at /usr/local/cuda or on PATH). GPU
