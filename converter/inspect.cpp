@@ -67,6 +67,7 @@ Result<Inspection> inspect_archive(const std::string& path) {
                        {"tensor_count", m.tensors.size()},
                        {"formats", by_format},
                        {"files", files}};
+  if (!m.part.is_null()) summary["part"] = m.part;  // a conversion part (FORMAT.md section 9)
   return b.done(std::move(summary), m.tensors.size(), [a](size_t i) { return archive_tensor(*a, a->manifest().tensors[i]); });
 }
 

@@ -56,6 +56,13 @@ void print_inspection(const Inspection& in) {
   std::string mt = j.value("model_type", "");
   std::printf(", model_type %s\n", mt.empty() ? "(none)" : mt.c_str());
   if (j.contains("note")) std::printf("%s\n", j["note"].get<std::string>().c_str());
+  if (j.contains("part") && j["part"].is_object()) {  // printed only as far as its fields are what they should be
+    const json& p = j["part"];
+    const auto u = [&](const char* k) { return p.contains(k) && p[k].is_number_unsigned() ? std::to_string(p[k].get<uint64_t>()) : std::string("?"); };
+    std::printf("part %s/%s of a conversion (iris merge joins the parts): its tensors %s.. of %s, plan %s\n", u("index").c_str(),
+                u("count").c_str(), u("first_tensor").c_str(), u("total_tensors").c_str(),
+                p.contains("plan") && p["plan"].is_string() ? p["plan"].get<std::string>().c_str() : "?");
+  }
   if (j.contains("provenance") && j["provenance"].is_object() && j["provenance"].contains("safetensors_metadata") &&
       !j["provenance"]["safetensors_metadata"].empty())
     std::printf("source safetensors metadata: %s\n", dump_json(j["provenance"]["safetensors_metadata"]).c_str());

@@ -178,7 +178,10 @@ class ManifestReader:
         tensors = m.get("tensors")
         if not isinstance(tensors, list):
             raise IrisError(P + "'tensors' missing or not a list")
-        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version") if k in m}
+        if "part" in m and not isinstance(m["part"], dict):
+            raise IrisError(P + "'part' is not an object")
+        # "part": a conversion part's record (FORMAT.md section 9), when the file is one.
+        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version", "part") if k in m}
         self.model_type = m.get("model_type", "")
         try:
             self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)

@@ -85,3 +85,24 @@ def test_open_leaves_the_collector_as_it_found_it(converted):
     finally:
         gc.unfreeze()
     del kept
+
+
+def test_a_conversion_part_reads_as_its_tensors_with_its_record(tmp_path):
+    """A part (`iris convert --part`, FORMAT.md section 9) is an archive of its tensors: the
+    reader opens it (version 2.1), verifies it, and gives its part record; the parts' tensors,
+    together and in order, are the whole archive's."""
+    whole = tmp_path / "whole.iris"
+    run_iris("convert", str(FIXTURES / "llama-bf16"), "-o", str(whole), "-q", "--quant", "nf4")
+    names = []
+    for i in (1, 2, 3):
+        part = tmp_path / f"p{i}.iris"
+        run_iris("convert", str(FIXTURES / "llama-bf16"), "-o", str(part), "-q", "--quant", "nf4", "--part", f"{i}/3")
+        a = iris.open(part)
+        a.verify()
+        assert a.version == (2, 1)
+        assert a.metadata["part"]["index"] == i and a.metadata["part"]["count"] == 3
+        assert a.metadata["part"]["first_tensor"] == len(names)
+        names += list(a.tensors)
+    w = iris.open(whole)
+    assert w.version == (2, 0) and "part" not in w.metadata
+    assert names == list(w.tensors)
