@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "converter/parts.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
@@ -62,6 +64,47 @@ TEST(PartRange, PartsAreContiguousCoverEveryTensorOnceAndBalanceBytes) {
       EXPECT_EQ(next, n) << "trial " << trial << " count " << count;
     }
   }
+}
+
+// The part record as merge reads it from a file: every field's type and range, hostile values
+// included, refused naming the file; a good record read back as written.
+TEST(PartRecord, ReadsWhatItWritesAndRefusesHostileFields) {
+  PartRecord r;
+  r.spec = {2, 4};
+  r.plan = 0x0123456789abcdefull;
+  r.first_tensor = 10;
+  r.tensors = 5;
+  r.total_tensors = 20;
+  r.manifest_reserve = 12345;
+  auto back = PartRecord::from_json(r.to_json(), "f.iris");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->spec.index, 2u);
+  EXPECT_EQ(back->spec.count, 4u);
+  EXPECT_EQ(back->plan, r.plan);
+  EXPECT_EQ(back->first_tensor, 10u);
+  EXPECT_EQ(back->tensors, 5u);
+  EXPECT_EQ(back->total_tensors, 20u);
+  EXPECT_EQ(back->manifest_reserve, 12345u);
+  const nlohmann::json good = r.to_json();
+  const std::vector<std::pair<std::string, nlohmann::json>> bad = {
+      {"index", 0},          {"index", 5},           {"index", -1},          {"index", 2.5},          {"index", "2"},
+      {"count", 0},          {"count", 65537},       {"count", nullptr},     {"plan", "0123"},        {"plan", "xyz3456789abcdef"},
+      {"plan", 7},           {"first_tensor", 21},   {"tensors", 11},        {"tensors", -5},         {"total_tensors", 3},
+      {"manifest_reserve", "big"}, {"first_tensor", 18446744073709551615ull}};
+  for (const auto& [key, value] : bad) {
+    nlohmann::json j = good;
+    j[key] = value;
+    auto got = PartRecord::from_json(j, "f.iris");
+    EXPECT_FALSE(got.is_ok()) << key << " = " << value.dump();
+    if (!got.is_ok()) EXPECT_NE(got.status().message().find("f.iris"), std::string::npos) << got.status().message();
+  }
+  for (const char* key : {"index", "count", "plan", "first_tensor", "tensors", "total_tensors", "manifest_reserve"}) {
+    nlohmann::json j = good;
+    j.erase(key);
+    EXPECT_FALSE(PartRecord::from_json(j, "f.iris").is_ok()) << "without " << key;
+  }
+  EXPECT_FALSE(PartRecord::from_json(nlohmann::json(), "f.iris").is_ok());
+  EXPECT_FALSE(PartRecord::from_json(nlohmann::json::array(), "f.iris").is_ok());
 }
 
 std::string parts_of(const TempDir& d, const std::string& source, const std::string& options, uint32_t count, const std::string& tag) {
