@@ -114,20 +114,24 @@ void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
 
 // A part run (converter/parts.h): the writer keeps the part's tensors and records where they
 // belong; the report keeps their outcomes.
-Status keep_part(IrisWriter& writer, PartSpec part, uint64_t plan, ConvertReport& report) {
+// A segment (converter/resume.h) gives its own range and place instead of the part's.
+Status keep_part(IrisWriter& writer, PartSpec part, const ConvertOptions::Segment& segment, uint64_t plan, ConvertReport& report) {
   PartRecord record;
-  record.spec = part;
+  record.spec = segment.active ? segment.spec : part;
   record.plan = plan;
   record.total_tensors = report.outcomes.size();
   IRIS_ASSIGN_OR_RETURN(record.manifest_reserve, writer.manifest_reservation());
   std::vector<uint64_t> bytes;
   bytes.reserve(report.outcomes.size());
   for (const auto& out : report.outcomes) bytes.push_back(out.bytes);
-  const auto [first, end] = part_range(bytes, part);
+  const auto [first, end] = segment.active ? std::pair{segment.first, segment.end} : part_range(bytes, part);
+  if (first > end || end > bytes.size()) return internal_error("a segment outside the conversion's tensors");
   record.first_tensor = first;
   record.tensors = end - first;
   writer.keep_tensors(first, end);
-  writer.set_part(record.to_json());
+  report.part_record = record.to_json();
+  writer.set_part(report.part_record);
+  IRIS_ASSIGN_OR_RETURN(report.part_file_reserve, writer.manifest_reservation());
   report.outcomes.erase(report.outcomes.begin() + std::ptrdiff_t(end), report.outcomes.end());
   report.outcomes.erase(report.outcomes.begin(), report.outcomes.begin() + std::ptrdiff_t(first));
   report.part = part;
@@ -323,8 +327,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     writer.add_file(f.name, f.bytes);
   }
   if (fingerprint) report.plan = plan_hash.digest();
+  if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, o.segment, plan_hash.digest(), report));
   if (o.plan_only) return report;  // (converter/resume.cpp: the plan, nothing read past the headers)
-  if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, plan_hash.digest(), report));
 
   // Outputs never replace an input, and the report is created (refused if it exists, unless
   // --force) before any archive byte is written.

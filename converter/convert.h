@@ -53,6 +53,13 @@ struct ConvertOptions {
   uint64_t resume_every = uint64_t(1) << 30;
   // Internal: plan every tensor and fingerprint the plan (ConvertReport::plan), write nothing.
   bool plan_only = false;
+  // Internal (--resume of a --part run): write the tensors [first, end) of the whole
+  // conversion as segment `spec` of that run instead of a part's own range.
+  struct Segment {
+    bool active = false;
+    size_t first = 0, end = 0;
+    PartSpec spec;
+  } segment;
 };
 
 // The layout a tensor gets, as the report shows it (tensor_desc_to_json()'s "layout"), kept
@@ -91,6 +98,8 @@ struct ConvertReport {
   PartSpec part;                    // a part run: the outcomes are its tensors'
   size_t total_tensors = 0;         // a part run: the whole conversion's
   uint64_t plan = 0;                // the plan fingerprint (part and plan-only runs: converter/parts.h)
+  nlohmann::json part_record;       // a part run: the record its file carries
+  uint64_t part_file_reserve = 0;   // a part run: the manifest room its own file reserves
   size_t resumed_segments = 0;      // --resume: segments a killed run had committed, reused
   nlohmann::json to_json() const;
 };

@@ -52,7 +52,9 @@ struct OpenPart {
 
 }  // namespace
 
-Result<MergeReport> run_merge(const MergeOptions& o) {
+Result<MergeReport> run_merge(const MergeOptions& o) { return merge_parts(o, nullptr); }
+
+Result<MergeReport> merge_parts(const MergeOptions& o, const MergeTarget* target) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.parts.empty()) return usage_error("merge: no parts given");
   IRIS_TRY(refuse_input_as_output(o.output, o.parts, "output"));
@@ -87,16 +89,18 @@ Result<MergeReport> run_merge(const MergeOptions& o) {
     if (!by_index.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(count);
   if (!missing.empty()) return invalid_input("merge: part " + missing + " missing (" + std::to_string(parts.size()) + " of " +
                                              std::to_string(count) + " given)");
-  uint64_t next = 0;
+  const uint64_t first = target ? target->first_tensor : 0;
+  const uint64_t want = target ? target->tensors : ref.record.total_tensors;
+  uint64_t next = first;
   for (const auto& [i, p] : by_index) {
     if (p->record.first_tensor != next)
       return invalid_input(p->archive.path() + ": part " + p->record.spec.text() + " starts at tensor " +
                            std::to_string(p->record.first_tensor) + ", the parts before it end at " + std::to_string(next));
     next += p->record.tensors;
   }
-  if (next != ref.record.total_tensors)
-    return invalid_input("merge: the parts hold " + std::to_string(next) + " tensors of the conversion's " +
-                         std::to_string(ref.record.total_tensors));
+  if (next - first != want)
+    return invalid_input("merge: the parts hold " + std::to_string(next - first) + " tensors of the " + std::to_string(want) +
+                         (target ? " to join" : " of the conversion"));
   // What every part carries alike (the plan covers it; checked, so that no file is trusted blindly).
   const Manifest& rm = ref.archive.manifest();
   for (const auto& p : parts) {
@@ -114,7 +118,8 @@ Result<MergeReport> run_merge(const MergeOptions& o) {
   writer.set_model_type(rm.model_type);
   writer.set_tool(rm.tool);
   writer.set_provenance(rm.provenance);
-  writer.reserve_manifest(ref.record.manifest_reserve);
+  writer.reserve_manifest(target ? target->manifest_reserve : ref.record.manifest_reserve);
+  if (target) writer.set_part(target->part);
   size_t tensors = 0;
   for (const auto& [i, p] : by_index) {
     for (const auto& t : p->archive.manifest().tensors) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/iris_writer.h"
@@ -33,5 +35,15 @@ struct MergeReport {
 // of the same part, a missing part, parts whose tensor runs do not join, and a component or
 // embedded file whose bytes do not match its checksum (then nothing is written).
 Result<MergeReport> run_merge(const MergeOptions& o);
+
+// What a merge writes when it is not the whole conversion (converter/resume.cpp: the segments
+// of a resumed --part run joined into that part's file): the run of tensors the inputs must
+// cover, the manifest room of the file, and the part record it carries.
+struct MergeTarget {
+  uint64_t first_tensor = 0, tensors = 0;
+  uint64_t manifest_reserve = 0;
+  nlohmann::json part;
+};
+Result<MergeReport> merge_parts(const MergeOptions& o, const MergeTarget* target);
 
 }  // namespace iris

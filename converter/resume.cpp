@@ -69,9 +69,9 @@ Result<uint64_t> segments_digest(const std::vector<std::string>& segments) {
 }
 
 // The archive the merge committed: every byte checks and its tensors are the segments'.
-bool output_is_the_merge(const std::string& output, uint64_t digest) {
+bool output_is_the_merge(const std::string& output, uint64_t digest, const json& part) {
   auto out = IrisArchive::open(output);
-  if (!out.is_ok() || !out->manifest().part.is_null()) return false;
+  if (!out.is_ok() || out->manifest().part != part) return false;
   StreamingHash h;
   digest_manifest(out->manifest(), h);
   if (h.digest() != digest) return false;
@@ -117,7 +117,6 @@ Status write_journal(const fs::path& dir, const json& j, bool replace, PartialFi
 
 Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   if (o.dry_run) return usage_error("--resume with --dry-run: a dry run writes nothing to resume");
-  if (o.part.active()) return usage_error("--resume with --part: resume the part's own conversion by running it again with --resume alone");
   if (o.resume_every == 0) return usage_error("--resume-every must be above 0 bytes");
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir = o.output + ".resume";
@@ -142,20 +141,26 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   probe.resume = false;
   probe.plan_only = true;
   IRIS_ASSIGN_OR_RETURN(ConvertReport report, run_convert(probe));
+  // The run of tensors this output holds: the whole conversion's, or a part's (its file then
+  // carries the part record, and the segments are cut from the part's run).
+  const bool part = o.part.active();
+  const uint64_t run_first = part ? report.part_record["first_tensor"].get<uint64_t>() : 0;
   const uint64_t segments64 = std::clamp<uint64_t>((report.planned_bytes + o.resume_every - 1) / o.resume_every, 1,
                                                    std::max<uint64_t>(1, std::min<uint64_t>(report.tensors, kMaxParts)));
   const uint32_t segments = uint32_t(segments64);
   json journal = {{"iris_resume_journal", 1}, {"plan", hash_hex(report.plan)}, {"segments", segments},
-                  {"resume_every", o.resume_every}, {"output", fs::path(o.output).filename().string()}};
+                  {"resume_every", o.resume_every}, {"output", fs::path(o.output).filename().string()},
+                  {"part", part ? o.part.text() : std::string("whole")}};
   if (journal_exists) {
     if (was.value("plan", "") != journal["plan"] || was.value("segments", 0u) != segments ||
-        was.value("resume_every", uint64_t(0)) != o.resume_every)
-      return usage_error(where + ": the journal of a conversion with another source, options or --resume-every (plan " +
+        was.value("resume_every", uint64_t(0)) != o.resume_every || was.value("part", "") != journal["part"])
+      return usage_error(where + ": the journal of a conversion with another source, options, --part or --resume-every (plan " +
                          was.value("plan", std::string("?")) + ", now " + hash_hex(report.plan) +
                          "); run that conversion again, or remove the folder to start over");
     if (merged_before) {
       uint64_t digest = 0;
-      if (!was["merging"].is_string() || !parse_hash_hex(was["merging"].get<std::string>(), &digest) || !output_is_the_merge(o.output, digest))
+      if (!was["merging"].is_string() || !parse_hash_hex(was["merging"].get<std::string>(), &digest) ||
+          !output_is_the_merge(o.output, digest, part ? report.part_record : json()))
         return usage_error(o.output + ": already exists and is not the archive " + where + " was merging (use --force to replace it)");
       remove_journal(dir);
       report.resumed_segments = segments;
@@ -181,7 +186,7 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   uint64_t done = 0;
   for (uint32_t i = 1; i <= segments; ++i) {
     const PartSpec spec{i, segments};
-    const auto [first, end] = part_range(sizes, spec);
+    const auto [first, end] = part_range(sizes, spec);  // within this output's run
     uint64_t share = 0;
     for (size_t t = first; t < end; ++t) share += sizes[t];
     const std::string& path = paths[i - 1];
@@ -196,7 +201,8 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
     }
     ConvertOptions seg = o;
     seg.resume = false;
-    seg.part = spec;
+    if (part) seg.segment = {true, size_t(run_first + first), size_t(run_first + end), spec};  // the part's own spec kept
+    else seg.part = spec;
     seg.output = path;
     seg.overwrite = false;
     seg.report_path.clear();
@@ -216,7 +222,9 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   mo.overwrite = o.overwrite;
   mo.partial_files = o.partial_files;
   mo.direct_io = o.direct_io;
-  IRIS_ASSIGN_OR_RETURN(MergeReport merged, run_merge(mo));
+  MergeTarget target;
+  if (part) target = {run_first, report.part_record["tensors"].get<uint64_t>(), report.part_file_reserve, report.part_record};
+  IRIS_ASSIGN_OR_RETURN(MergeReport merged, merge_parts(mo, part ? &target : nullptr));
   remove_journal(dir);  // the archive is complete under its name: the journal has served
   report.outcomes = std::move(outcomes);
   report.written = merged.written;

@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here (with --dry-run: the plan, \"dry_run\": true)");
   convert->add_flag("--resume", co.resume,
-                    "Survive a kill: commit the conversion in segments under OUTPUT.resume/ and merge them at the end; run the "
-                    "same command again after an interruption and only the missing segments are converted");
+                    "Survive a kill: commit the conversion (or the --part) in segments under OUTPUT.resume/ and merge them at the "
+                    "end; run the same command again after an interruption and only the missing segments are converted");
   std::string resume_every;
   auto* resume_every_option = convert->add_option("--resume-every", resume_every,
                       "With --resume: the output bytes a segment holds at most, unless one tensor is larger (default 1GiB)");

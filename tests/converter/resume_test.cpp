@@ -64,11 +64,11 @@ TEST(Resume, KilledAtRandomPointsAndStartedAgainEndsWithTheSameBytes) {
 // A journal with committed segments, left as a kill leaves it: a run stopped by a read-only
 // output folder after its first segments would need root to set up, so the journal is made by
 // a killed run and checked to hold at least one segment.
-bool killed_with_segments(const TempDir& d, const std::string& out) {
+bool killed_with_segments(const TempDir& d, const std::string& out, const std::string& extra = "") {
   for (int trial = 0; trial < 20; ++trial) {
     fs::remove_all(d / (out + ".resume"));
     fs::remove(d / out);
-    run_shell("(" + test_paths::iris_binary() + " convert " + kSrc + " -o " + (d / out) + " -q --threads 1" + kOpts +
+    run_shell("(" + test_paths::iris_binary() + " convert " + kSrc + " -o " + (d / out) + " -q --threads 1" + kOpts + extra +
               " & pid=$!; while [ $(ls " + (d / (out + ".resume")) + " 2>/dev/null | grep -c segment) -lt 2 ]; do sleep 0.002; done; "
               "kill -9 $pid; wait $pid) > /dev/null 2>&1");
     if (fs::exists(d / (out + ".resume")) && !fs::exists(d / out)) return true;
@@ -112,6 +112,28 @@ TEST(Resume, ADamagedSegmentIsMadeAgain) {
   const auto r = run("convert " + kSrc + " -o " + (d / "k.iris") + " -q" + kOpts);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(read_all(d / "k.iris") == whole);
+}
+
+// A part run (--part) resumed: its segments are cut from the part's run of tensors and joined
+// into the part's own file, the bytes `convert --part` writes; with the other parts it merges
+// into the whole archive. A journal of another part is refused.
+TEST(Resume, AResumedPartIsThePartByteForByte) {
+  TempDir d;
+  const std::string whole = whole_archive(d);
+  ASSERT_EQ(run("convert " + kSrc + " -o " + (d / "p2.iris") + " -q --quant nf4 --part 2/3").rc, 0);
+  ASSERT_TRUE(killed_with_segments(d, "k2.iris", " --part 2/3"));
+  const auto other = run("convert " + kSrc + " -o " + (d / "k2.iris") + kOpts + " --part 3/3");
+  EXPECT_EQ(other.rc, 2) << other.out;
+  EXPECT_NE(other.out.find("k2.iris.resume"), std::string::npos) << other.out;
+  const auto again = run("convert " + kSrc + " -o " + (d / "k2.iris") + " -q" + kOpts + " --part 2/3");
+  ASSERT_EQ(again.rc, 0) << again.out;
+  EXPECT_TRUE(read_all(d / "k2.iris") == read_all(d / "p2.iris"));
+  EXPECT_FALSE(fs::exists(d / "k2.iris.resume"));
+  ASSERT_EQ(run("convert " + kSrc + " -o " + (d / "p1.iris") + " -q --quant nf4 --part 1/3").rc, 0);
+  ASSERT_EQ(run("convert " + kSrc + " -o " + (d / "p3.iris") + " -q" + kOpts + " --part 3/3").rc, 0);
+  const auto m = run("merge " + (d / "p3.iris") + " " + (d / "k2.iris") + " " + (d / "p1.iris") + " -o " + (d / "m.iris") + " -q");
+  ASSERT_EQ(m.rc, 0) << m.out;
+  EXPECT_TRUE(read_all(d / "m.iris") == whole);
 }
 
 TEST(Resume, NeverReplacesTheUsersFiles) {
