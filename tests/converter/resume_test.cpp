@@ -151,6 +151,12 @@ TEST(Resume, NeverReplacesTheUsersFiles) {
   r = run("convert " + kSrc + " -o " + (d / "k.iris") + kOpts);
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_EQ(read_all(d / "k.iris"), "mine");
+  // An archive as the source (each segment would export it again) is refused before any work.
+  ASSERT_EQ(run("convert " + kSrc + " -o " + (d / "src.iris") + " -q").rc, 0);
+  r = run("convert " + (d / "src.iris") + " -o " + (d / "y.iris") + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("iris export"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "y.iris.resume"));
   // --resume-every without --resume, and a zero size, are usage errors.
   EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume-every 1MiB").rc, 2);
   EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume --resume-every 0").rc, 2);
