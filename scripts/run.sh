@@ -25,7 +25,7 @@ packages=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libzs
           libgtest-dev libgmock-dev libomp-dev python3 python3-pip python3-setuptools
           python3-numpy python3-pytest python3-xxhash python3-zstandard)
 # The sanitizer and fuzz build of `test`: clang with its sanitizer and libFuzzer runtimes.
-[ "$mode" = test ] && packages+=(clang libclang-rt-dev)
+[ "$mode" = test ] && packages+=(clang libclang-rt-dev python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
