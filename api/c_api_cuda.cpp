@@ -301,16 +301,28 @@ iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const
   });
 }
 
+namespace {
+
+// What both attention entry points fill alike; false when a size does not fit the kernel's 32 bits.
+bool attention_args(AttentionDecodeArgs& a, const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
+                    const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, uint64_t max_len, uint64_t window,
+                    float scale, uint16_t* out) {
+  if (heads > UINT32_MAX || kv_heads > UINT32_MAX || head_dim > UINT32_MAX || max_len > UINT32_MAX || window > UINT32_MAX) return false;
+  a.q = q, a.k_cache = k_cache, a.v_cache = v_cache, a.pos = pos, a.sinks = sinks, a.heads = uint32_t(heads);
+  a.kv_heads = uint32_t(kv_heads), a.head_dim = uint32_t(head_dim), a.max_len = uint32_t(max_len), a.window = uint32_t(window);
+  a.scale = scale, a.out = out;
+  return true;
+}
+
+}  // namespace
+
 iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
                                        const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, uint64_t max_len,
                                        uint64_t window, float scale, uint16_t* out, iris_cuda_stream stream, char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> iris_status {
-    if (heads > UINT32_MAX || kv_heads > UINT32_MAX || head_dim > UINT32_MAX || max_len > UINT32_MAX || window > UINT32_MAX)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode: a size over 2^32", msg, msg_size);
     AttentionDecodeArgs a;
-    a.q = q, a.k_cache = k_cache, a.v_cache = v_cache, a.pos = pos, a.sinks = sinks, a.heads = uint32_t(heads);
-    a.kv_heads = uint32_t(kv_heads), a.head_dim = uint32_t(head_dim), a.max_len = uint32_t(max_len), a.window = uint32_t(window);
-    a.scale = scale, a.out = out;
+    if (!attention_args(a, q, k_cache, v_cache, pos, sinks, heads, kv_heads, head_dim, max_len, window, scale, out))
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode: a size over 2^32", msg, msg_size);
     return report(cuda_attention_decode(a, stream).with_context("iris_cuda_attention_decode: "), msg, msg_size);
   });
 }
@@ -321,12 +333,10 @@ iris_status iris_cuda_attention_decode_rope(const uint16_t* q, const uint16_t* k
                                             uint64_t window, float scale, uint16_t* out, iris_cuda_stream stream, char* msg,
                                             size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> iris_status {
-    if (heads > UINT32_MAX || kv_heads > UINT32_MAX || head_dim > UINT32_MAX || max_len > UINT32_MAX || window > UINT32_MAX)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode_rope: a size over 2^32", msg, msg_size);
     AttentionDecodeArgs a;
-    a.q = q, a.k_cache = k_cache, a.v_cache = v_cache, a.pos = pos, a.sinks = sinks, a.heads = uint32_t(heads);
-    a.kv_heads = uint32_t(kv_heads), a.head_dim = uint32_t(head_dim), a.max_len = uint32_t(max_len), a.window = uint32_t(window);
-    a.scale = scale, a.out = out, a.cos = cos, a.sin = sin, a.k_new = k_new, a.v_new = v_new;
+    if (!attention_args(a, q, k_cache, v_cache, pos, sinks, heads, kv_heads, head_dim, max_len, window, scale, out))
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode_rope: a size over 2^32", msg, msg_size);
+    a.cos = cos, a.sin = sin, a.k_new = k_new, a.v_new = v_new;
     return report(cuda_attention_decode(a, stream).with_context("iris_cuda_attention_decode_rope: "), msg, msg_size);
   });
 }

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "common/atomic_output.h"
-#include "common/hashing.h"
 #include "converter/output_guard.h"
 #include "converter/producers.h"
 #include "converter/quant_policy.h"
@@ -75,6 +74,21 @@ json ConvertReport::to_json() const {
   return j;
 }
 
+void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
+  report.planned_bytes = 0;
+  for (size_t i = 0; i < report.outcomes.size() && i < written.tensor_bytes.size(); ++i) {
+    report.outcomes[i].bytes = written.tensor_bytes[i];
+    report.planned_bytes += written.tensor_bytes[i];
+  }
+}
+
+Status write_report_file(const std::string& path, const ConvertReport& report, bool overwrite, PartialFileRegistry* registry) {
+  IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(path, overwrite, registry));
+  const std::string text = dump_json(report.to_json(), 2) + "\n";
+  IRIS_TRY(rf.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+  return rf.commit();
+}
+
 namespace {
 
 // One producer per component, taking each from the source part of the same role.
@@ -102,15 +116,6 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
   return out;
 }
 
-// The tensors' final sizes, as the writer settled them (an NF4 tensor's late descriptor
-// may change its later components' sizes): the outcomes are in the writer's tensor order.
-void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
-  report.planned_bytes = 0;
-  for (size_t i = 0; i < report.outcomes.size() && i < written.tensor_bytes.size(); ++i) {
-    report.outcomes[i].bytes = written.tensor_bytes[i];
-    report.planned_bytes += written.tensor_bytes[i];
-  }
-}
 
 // A part run (converter/parts.h): the writer keeps the part's tensors and records where they
 // belong; the report keeps their outcomes.
@@ -265,17 +270,9 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.workers = memory.workers;
   planned = {};
   report.outcomes.reserve(sources.size());
-  // The plan's fingerprint (converter/parts.h): what decides the archive's bytes.
-  StreamingHash plan_hash;
-  const bool fingerprint = o.part.active() || o.plan_only;
-  const auto hash_text = [&plan_hash](const std::string& s) { plan_hash.update(s.data(), s.size() + 1); };
-  if (fingerprint) {
-    const uint64_t source = source_fingerprint(snap);
-    plan_hash.update(&source, sizeof source);
-    hash_text(snap.config().model_type);
-    hash_text(IRIS_VERSION);
-    hash_text(provenance.dump());
-  }
+  // Parts and resumable runs identify the conversion by its plan (converter/parts.h).
+  std::optional<PlanFingerprint> plan;
+  if (o.part.active() || o.plan_only) plan.emplace(snap, snap.config().model_type, provenance);
   for (size_t i = 0; i < sources.size(); ++i) {
     auto& st = sources[i];
     const auto& decision = decisions[i];
@@ -313,21 +310,17 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     out.layout = OutcomeLayout::of(desc);
     report.planned_bytes += out.bytes;
     if (is_quantized(desc.format)) ++report.quantized_tensors;
-    if (fingerprint) hash_text(tensor_desc_to_json(desc).dump());
+    if (plan) plan->tensor(desc);
     writer.add_tensor(std::move(desc), std::move(source_record), std::move(producers), cost, std::move(late));
     report.outcomes.push_back(std::move(out));
     ++report.tensors;
   }
   for (const auto& f : snap.aux_files()) {
-    if (fingerprint) {
-      hash_text(f.name);
-      const uint64_t h = xxh3_64(f.bytes.data(), f.bytes.size());
-      plan_hash.update(&h, sizeof h);
-    }
+    if (plan) plan->file(f.name, f.bytes);
     writer.add_file(f.name, f.bytes);
   }
-  if (fingerprint) report.plan = plan_hash.digest();
-  if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, o.segment, plan_hash.digest(), report));
+  if (plan) report.plan = plan->digest();
+  if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, o.segment, report.plan, report));
   if (o.plan_only) return report;  // (converter/resume.cpp: the plan, nothing read past the headers)
 
   // Outputs never replace an input, and the report is created (refused if it exists, unless
@@ -347,10 +340,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.report_path.empty()) {  // the plan, in the shape of the real run's report
       IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
-      IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
-      const std::string text = dump_json(report.to_json(), 2) + "\n";
-      IRIS_TRY(rf.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
-      IRIS_TRY(rf.commit());
+      IRIS_TRY(write_report_file(o.report_path, report, o.overwrite, o.partial_files));
     }
     return report;
   }

@@ -110,4 +110,10 @@ struct ConvertReport {
 // about the archive's size of free disk while it runs).
 Result<ConvertReport> run_convert(const ConvertOptions& options);
 
+// The tensors' final sizes, as the writer settled them (an NF4 tensor's late descriptor may
+// change its later components' sizes): the outcomes are in the writer's tensor order.
+void take_final_sizes(const WriteSummary& written, ConvertReport& report);
+// The report as JSON (`--report FILE`), written whole or not at all.
+Status write_report_file(const std::string& path, const ConvertReport& report, bool overwrite, PartialFileRegistry* registry);
+
 }  // namespace iris

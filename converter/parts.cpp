@@ -6,6 +6,8 @@
 
 #include "common/hashing.h"
 #include "converter/hf/snapshot.h"
+#include "formats/json_text.h"
+#include "formats/manifest.h"
 
 namespace iris {
 
@@ -70,6 +72,22 @@ uint64_t source_fingerprint(const Snapshot& snap) {
     }
   }
   return h.digest();
+}
+
+PlanFingerprint::PlanFingerprint(const Snapshot& snap, const std::string& model_type, const nlohmann::json& provenance) {
+  const uint64_t source = source_fingerprint(snap);
+  hash_.update(&source, sizeof source);
+  text(model_type);
+  text(IRIS_VERSION);
+  text(dump_json(provenance));
+}
+
+void PlanFingerprint::tensor(const TensorDesc& planned) { text(dump_json(tensor_desc_to_json(planned))); }
+
+void PlanFingerprint::file(const std::string& name, const std::string& bytes) {
+  text(name);
+  const uint64_t h = xxh3_64(bytes.data(), bytes.size());
+  hash_.update(&h, sizeof h);
 }
 
 nlohmann::json PartRecord::to_json() const {

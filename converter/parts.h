@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/hashing.h"
 #include "common/status.h"
+#include "formats/tensor_desc.h"
 
 namespace iris {
 
@@ -46,6 +48,21 @@ std::pair<size_t, size_t> part_range(const std::vector<uint64_t>& bytes, PartSpe
 // header and tensor bytes from three places). It tells a different checkpoint (other weights of the
 // same shapes included) from the same; it is not a checksum of every byte.
 uint64_t source_fingerprint(const Snapshot& snap);
+
+// The plan fingerprint (FORMAT.md section 9): what decides the archive's bytes, fed in the
+// conversion's order -- the source, model type, iris version and provenance (options
+// included) at construction, then every planned tensor descriptor and embedded file.
+class PlanFingerprint {
+ public:
+  PlanFingerprint(const Snapshot& snap, const std::string& model_type, const nlohmann::json& provenance);
+  void tensor(const TensorDesc& planned);
+  void file(const std::string& name, const std::string& bytes);
+  uint64_t digest() const { return hash_.digest(); }
+
+ private:
+  void text(const std::string& s) { hash_.update(s.data(), s.size() + 1); }
+  StreamingHash hash_;
+};
 
 // The part record (FORMAT.md section 9) and its reading: the schema every field must meet.
 struct PartRecord {

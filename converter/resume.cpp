@@ -16,6 +16,7 @@
 #include "converter/parts.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_v1.h"
+#include "formats/json_text.h"
 
 // The journal folder OUTPUT.resume/ and its states, each left whole by a kill at any point:
 //   none                     -> a new run: the folder is made, then journal.json written
@@ -109,7 +110,7 @@ void remove_renamed_away(const fs::path& dir) {
 
 Status write_journal(const fs::path& dir, const json& j, bool replace, PartialFileRegistry* registry) {
   IRIS_ASSIGN_OR_RETURN(AtomicOutputFile f, AtomicOutputFile::create((dir / kJournal).string(), replace, registry));
-  const std::string text = j.dump(1) + "\n";
+  const std::string text = dump_json(j, 1) + "\n";  // (a file name need not be UTF-8)
   IRIS_TRY(f.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
   return f.commit();
 }
@@ -234,19 +235,9 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   remove_journal(dir);  // the archive is complete under its name: the journal has served
   report.outcomes = std::move(outcomes);
   report.written = merged.written;
-  report.planned_bytes = 0;
-  for (size_t t = 0; t < report.outcomes.size() && t < merged.written.tensor_bytes.size(); ++t) {
-    report.outcomes[t].bytes = merged.written.tensor_bytes[t];
-    report.planned_bytes += report.outcomes[t].bytes;
-  }
-  report.plan = 0;
+  take_final_sizes(merged.written, report);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!o.report_path.empty()) {
-    IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
-    const std::string text = report.to_json().dump(2) + "\n";
-    IRIS_TRY(rf.append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
-    IRIS_TRY(rf.commit());
-  }
+  if (!o.report_path.empty()) IRIS_TRY(write_report_file(o.report_path, report, o.overwrite, o.partial_files));
   return report;
 }
 
