@@ -151,6 +151,17 @@ Status keep_part(IrisWriter& writer, PartSpec part, const ConvertOptions::Segmen
   return Status::ok();
 }
 
+// Neither the archive nor the report may be an input, nor the report the archive.
+Status refuse_outputs_over_inputs(const ConvertOptions& o, const std::vector<std::string>& inputs) {
+  IRIS_TRY(refuse_input_as_output(o.output, inputs, "output"));
+  if (o.report_path.empty()) return Status::ok();
+  IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
+  std::error_code ec;
+  if (std::filesystem::absolute(o.report_path, ec) == std::filesystem::absolute(o.output, ec))
+    return usage_error("--report '" + o.report_path + "' is the output archive");
+  return Status::ok();
+}
+
 // A budget in MiB as given, not rounded down to "0 MiB" (one decimal below 100 MiB).
 std::string mib_text(uint64_t bytes) {
   char buf[64];
@@ -321,8 +332,6 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   }
   if (plan) report.plan = plan->digest();
   if (o.part.active()) IRIS_TRY(keep_part(writer, o.part, o.segment, report.plan, report));
-  if (o.plan_only) return report;  // (converter/resume.cpp: the plan, nothing read past the headers)
-
   // Outputs never replace an input, and the report is created (refused if it exists, unless
   // --force) before any archive byte is written.
   std::vector<std::string> inputs;
@@ -331,6 +340,12 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     std::error_code ec;
     for (std::filesystem::directory_iterator it(snap.folder(), ec), end; !ec && it != end; it.increment(ec))
       inputs.push_back(it->path().string());
+  }
+  // A resumable run's probe (converter/resume.cpp: the plan, nothing read past the headers)
+  // checks the run's output and report here, as the run itself never sees the inputs.
+  if (o.plan_only) {
+    if (!o.dry_run) IRIS_TRY(refuse_outputs_over_inputs(o, inputs));
+    return report;
   }
   if (o.dry_run) {
     // The sizes the real run would write, exactly (formats/iris_writer.h: planned()).
@@ -348,10 +363,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   IRIS_TRY(AtomicOutputFile::destination(o.output, o.overwrite, /*in_order=*/false).status());  // before the report is opened
   std::optional<AtomicOutputFile> report_file;
   if (!o.report_path.empty()) {
-    IRIS_TRY(refuse_input_as_output(o.report_path, inputs, "--report"));
-    std::error_code ec;
-    if (std::filesystem::absolute(o.report_path, ec) == std::filesystem::absolute(o.output, ec))
-      return usage_error("--report '" + o.report_path + "' is the output archive");
+    IRIS_TRY(refuse_outputs_over_inputs(o, inputs));
     IRIS_ASSIGN_OR_RETURN(AtomicOutputFile rf, AtomicOutputFile::create(o.report_path, o.overwrite, o.partial_files));
     report_file = std::move(rf);
   }

@@ -157,6 +157,17 @@ TEST(Resume, NeverReplacesTheUsersFiles) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("iris export"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d / "y.iris.resume"));
+  // An output or report that is one of the source's files is refused, --force or not.
+  fs::copy(kSrc, d / "src");
+  const std::string shard = d / "src/model-00001-of-00004.safetensors", config = d / "src/config.json";
+  const std::string shard_bytes = read_all(shard), config_bytes = read_all(config);
+  r = run("convert " + (d / "src") + " -o " + shard + " --force" + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  r = run("convert " + (d / "src") + " -o " + (d / "z.iris") + " --report " + config + " --force" + kOpts);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(read_all(shard), shard_bytes);
+  EXPECT_EQ(read_all(config), config_bytes);
+  EXPECT_FALSE(fs::exists(d / "z.iris"));
   // --resume-every without --resume, and a zero size, are usage errors.
   EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume-every 1MiB").rc, 2);
   EXPECT_EQ(run("convert " + kSrc + " -o " + (d / "x.iris") + " --resume --resume-every 0").rc, 2);
