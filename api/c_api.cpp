@@ -137,6 +137,7 @@ Result<const ArchiveTensor*> tensor_at(const iris_archive* a, uint64_t index) {
 void fill_component(const iris_archive* a, const StoredComponent& c, iris_component_info* info) {
   fill_component_info(c.spec, info);
   info->file_offset = a->archive.absolute_offset(c);
+  info->file = c.file;
   info->xxh3 = c.xxh3;
   info->data = a->archive.bytes(c).data();
 }
@@ -221,6 +222,13 @@ const char* iris_archive_manifest(const iris_archive* a, size_t* size) {
   const Preamble& p = a->archive.preamble();
   if (size) *size = p.manifest_size;
   return reinterpret_cast<const char*>(a->archive.mapping().data() + p.manifest_offset);
+}
+
+uint32_t iris_archive_data_file_count(const iris_archive* a) { return a ? uint32_t(a->archive.file_count()) : 0; }
+
+const char* iris_archive_data_file_path(const iris_archive* a, uint32_t file) {
+  if (!a || file >= a->archive.file_count()) return nullptr;
+  return a->archive.file_path(file).c_str();
 }
 
 void iris_archive_format_version(const iris_archive* a, uint32_t* major, uint32_t* minor) {

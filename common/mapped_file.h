@@ -39,6 +39,7 @@ class MappedFile {
   ~MappedFile();
 
   const std::string& path() const { return path_; }
+  bool borrowed() const { return borrowed_; }  // a view of the caller's bytes (borrow()), not a file
   uint64_t size() const { return size_; }
   const uint8_t* data() const { return data_; }
   std::span<const uint8_t> bytes(uint64_t offset, uint64_t n) const { return {data_ + offset, size_t(n)}; }

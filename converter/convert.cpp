@@ -69,9 +69,16 @@ json ConvertReport::to_json() const {
           {"source_bytes", source_bytes}, {"tensors", tensors}, {"quantized_tensors", quantized_tensors},
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
   if (dry_run) j["dry_run"] = true;
+  if (!written.set_files.empty()) j["set_files"] = set_files_json(written);
   if (resumed_segments) j["resumed_segments"] = resumed_segments;
   if (part.active()) j["part"] = {{"index", part.index}, {"count", part.count}, {"total_tensors", total_tensors}};
   return j;
+}
+
+nlohmann::json set_files_json(const WriteSummary& written) {
+  json files = json::array();
+  for (const auto& [path, bytes] : written.set_files) files.push_back({{"path", path}, {"bytes", bytes}});
+  return files;
 }
 
 void take_final_sizes(const WriteSummary& written, ConvertReport& report) {
@@ -216,6 +223,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
 
   if (o.part.active() && o.dry_run) return usage_error("--part with --dry-run: the plan is the whole conversion's; drop --part");
+  if (o.max_file_size && (o.part.active() || o.segment.active))
+    return usage_error("--max-file-size with --part: parts are single files; give --max-file-size to iris merge, which writes the set");
   ConvertReport report;
   report.warnings = snap.warnings();
   for (const auto& t : sources)
@@ -283,7 +292,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   report.outcomes.reserve(sources.size());
   // Parts and resumable runs identify the conversion by its plan (converter/parts.h).
   std::optional<PlanFingerprint> plan;
-  if (o.part.active() || o.plan_only) plan.emplace(snap, snap.config().model_type, provenance);
+  if (o.part.active() || o.plan_only || o.max_file_size) plan.emplace(snap, snap.config().model_type, provenance);
   for (size_t i = 0; i < sources.size(); ++i) {
     auto& st = sources[i];
     const auto& decision = decisions[i];
@@ -381,7 +390,12 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
     const std::string text = dump_json(report.to_json(), 2) + "\n";
     return report_file->append({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
   };
-  IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
+  // A set is identified by the conversion's plan: a merge of parts writes the same set.
+  if (o.max_file_size) {
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.write_set(o.output, o.max_file_size, report.plan, wo));
+  } else {
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
+  }
   if (report_file) IRIS_TRY(report_file->commit());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

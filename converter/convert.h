@@ -39,6 +39,9 @@ struct ConvertOptions {
   std::string report_path;          // --report FILE.json
   uint64_t max_rss = 0;             // bytes; 0: no budget. Smaller chunks are chosen to fit, or the run is refused up front
   bool direct_io = true;            // the archive's data by direct I/O where the filesystem allows (WriteOptions::direct_io)
+  // --max-file-size: write an archive set (FORMAT.md section 10): `output` is its index, the
+  // tensors go to members of at most this many bytes each. 0: one file.
+  uint64_t max_file_size = 0;
   // Set by the archive-source path for the snapshot it converts through (provenance names the
   // archive, not the intermediate folder); empty otherwise.
   std::string source_kind;
@@ -112,6 +115,8 @@ Result<ConvertReport> run_convert(const ConvertOptions& options);
 
 // The tensors' final sizes, as the writer settled them (an NF4 tensor's late descriptor may
 // change its later components' sizes): the outcomes are in the writer's tensor order.
+// An archive set's files (WriteSummary::set_files) as the reports list them: [{path, bytes}].
+nlohmann::json set_files_json(const WriteSummary& written);
 void take_final_sizes(const WriteSummary& written, ConvertReport& report);
 // The report as JSON (`--report FILE`), written whole or not at all.
 Status write_report_file(const std::string& path, const ConvertReport& report, bool overwrite, PartialFileRegistry* registry);

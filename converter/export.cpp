@@ -40,7 +40,7 @@ ComponentProducer copy_component(const IrisArchive& a, const StoredComponent& c)
     for (uint64_t pos = 0; pos < bytes.size(); pos += kChunk) {
       uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - pos);
       IRIS_TRY(sink.write(bytes.subspan(pos, n)));
-      a.mapping().release(a.absolute_offset(c) + pos, n);
+      a.mapping(c).release(a.absolute_offset(c) + pos, n);
     }
     return Status::ok();
   };

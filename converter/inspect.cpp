@@ -39,6 +39,7 @@ json archive_tensor(const IrisArchive& a, const ArchiveTensor& t) {
   tj["bytes"] = bytes;
   tj["offset"] = t.components.empty() ? 0 : a.absolute_offset(t.components[0]);
   tj["components"] = comps;
+  if (a.is_set() && !t.components.empty()) tj["file"] = a.file_path(t.components[0].file);  // its member (a tensor is in one)
   return tj;
 }
 
@@ -56,18 +57,27 @@ Result<Inspection> inspect_archive(const std::string& path) {
   }
   json files = json::array();
   for (const auto& f : m.files) files.push_back({{"name", f.name}, {"bytes", f.raw_size}, {"stored_bytes", f.size}});
+  uint64_t set_bytes = 0;  // every file of the archive (a set: the index and its members)
+  for (size_t f = 0; f < a->file_count(); ++f) set_bytes += a->file_mapping(f).size();
   json summary = json{{"kind", "archive"},
                        {"path", path},
                        {"format_version", std::to_string(a->preamble().version_major) + "." + std::to_string(a->preamble().version_minor)},
                        {"model_type", m.model_type},
                        {"tool", m.tool},
                        {"provenance", m.provenance},
-                       {"file_bytes", a->mapping().size()},
+                       {"file_bytes", set_bytes},
                        {"tensor_bytes", total},
                        {"tensor_count", m.tensors.size()},
                        {"formats", by_format},
                        {"files", files}};
   if (!m.part.is_null()) summary["part"] = m.part;  // a conversion part (FORMAT.md section 9)
+  if (a->is_set()) {  // an archive set (section 10): its files, the index first
+    json set_files = json::array();
+    for (size_t f = 0; f < a->file_count(); ++f)
+      set_files.push_back({{"path", a->file_path(f)}, {"bytes", a->file_mapping(f).size()}});
+    summary["set"] = {{"id", m.set.value("id", "")}, {"files", set_files}};
+  }
+  if (!m.set_member.is_null()) summary["set_member"] = m.set_member;  // a member opened alone
   return b.done(std::move(summary), m.tensors.size(), [a](size_t i) { return archive_tensor(*a, a->manifest().tensors[i]); });
 }
 

@@ -36,7 +36,7 @@ class HashingSink : public ByteSink {
 };
 
 ComponentProducer checked_copy(const IrisArchive& part, const StoredComponent& c, std::string what) {
-  ComponentProducer copy = copy_producer(part.mapping(), part.absolute_offset(c), c.spec.bytes);
+  ComponentProducer copy = copy_producer(part.mapping(c), part.absolute_offset(c), c.spec.bytes);
   return [copy = std::move(copy), expect = c.xxh3, what = std::move(what)](ByteSink& sink) -> Status {
     HashingSink hashing(sink);
     IRIS_TRY(copy(hashing));
@@ -140,7 +140,13 @@ Result<MergeReport> merge_parts(const MergeOptions& o, const MergeTarget* target
   wo.partial_files = o.partial_files;
   wo.direct_io = o.direct_io;
   MergeReport report;
-  IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
+  if (o.max_file_size && target) return internal_error("merge: a set from the segments of a part");
+  if (o.max_file_size) {
+    // The set a conversion with --max-file-size writes: identified by the same plan.
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.write_set(o.output, o.max_file_size, ref.record.plan, wo));
+  } else {
+    IRIS_ASSIGN_OR_RETURN(report.written, writer.write(o.output, wo));
+  }
   report.parts = parts.size();
   report.tensors = tensors;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -21,6 +21,8 @@ struct MergeOptions {
   std::function<void(uint64_t, uint64_t)> progress;
   PartialFileRegistry* partial_files = nullptr;
   bool direct_io = true;
+  // Write the archive set the conversion writes with this --max-file-size (0: one file).
+  uint64_t max_file_size = 0;
 };
 
 struct MergeReport {

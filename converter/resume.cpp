@@ -211,6 +211,7 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
     if (part) seg.segment = {true, size_t(run_first + first), size_t(run_first + end), spec};  // the part's own spec kept
     else seg.part = spec;
     seg.output = path;
+    seg.max_file_size = 0;  // segments are single files; the merge writes the set
     seg.overwrite = false;
     seg.report_path.clear();
     if (o.progress) seg.progress = [&o, done, &report](uint64_t d, uint64_t) { o.progress(done + d, report.planned_bytes); };
@@ -229,6 +230,7 @@ Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   mo.overwrite = o.overwrite;
   mo.partial_files = o.partial_files;
   mo.direct_io = o.direct_io;
+  mo.max_file_size = o.max_file_size;  // (0 for a part: refused with --part)
   MergeTarget target;
   if (part) target = {run_first, report.part_record["tensors"].get<uint64_t>(), report.part_file_reserve, report.part_record};
   IRIS_ASSIGN_OR_RETURN(MergeReport merged, merge_parts(mo, part ? &target : nullptr));

@@ -135,7 +135,9 @@ Result<WriteSummary> ArchivePlan::finish(const Manifest& header, const std::vect
   const size_t n = p.tensor_bytes_.size();
   const uint64_t manifest_room = manifest_length(planned, planned_text, n) + p.room_;
   const uint64_t data_offset = round_up(kPreambleSize + manifest_room, kIrisAlignment);
-  return WriteSummary{data_offset + final_end, final_end, manifest_length(final, final_text, n), p.tensor_bytes_};
+  WriteSummary w{data_offset + final_end, final_end, manifest_length(final, final_text, n)};
+  w.tensor_bytes = p.tensor_bytes_;
+  return w;
 }
 
 }  // namespace iris

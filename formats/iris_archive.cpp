@@ -5,14 +5,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <unordered_map>
 
 #include "common/file_magic.h"
 #include "common/hashing.h"
+#include "formats/archive_set.h"
 #include "formats/manifest_text.h"
 
 namespace iris {
 
-bool is_iris_archive(const std::string& path) { return file_starts_with(path, std::string_view(kIrisMagic.data(), 7)); }
+bool is_iris_archive(const std::string& path) {
+  return file_starts_with(path, std::string_view(kIrisMagic.data(), 7)) || file_starts_with(path, std::string_view(kIrisSetMagic.data(), 8));
+}
 
 Result<IrisArchive> IrisArchive::open(const std::string& path) {
   IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
@@ -34,7 +39,62 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
     return corrupt_data(path + ": manifest checksum mismatch (corrupt manifest)");
   IRIS_ASSIGN_OR_RETURN(a.manifest_, read_manifest(text, a.preamble_.data_size, a.preamble_.version_major,
                                                    a.preamble_.version_minor, path, &a.by_name_));
+  const bool has_set = !a.manifest_.set.is_null();
+  if (a.preamble_.set_index != has_set)
+    return invalid_input(path + (has_set ? ": a set record in a file that is not an archive set's index (its magic is IRISMDL2)"
+                                         : ": an archive set's index (IRISSET2) without a set record"));
+  if (!a.manifest_.set_member.is_null()) IRIS_TRY(SetMemberRecord::from_json(a.manifest_.set_member, path).status());
+  if (has_set) IRIS_TRY(a.open_members());
   return a;
+}
+
+Status IrisArchive::open_members() {
+  const std::string& path = map_.path();
+  if (map_.borrowed())
+    return unsupported(path + ": an archive set's index opened from memory: its members can only be opened as files");
+  if (preamble_.version_minor < 2 || !manifest_.tensors.empty() || !manifest_.set_member.is_null())
+    return invalid_input(path + ": an archive set's index must be version 2.2 or later, list no tensors and no member record");
+  IRIS_ASSIGN_OR_RETURN(SetRecord set, SetRecord::from_json(manifest_.set, path));
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const uint32_t count = uint32_t(set.files.size());
+  std::vector<ArchiveTensor> tensors;
+  tensors.reserve(set.tensors);
+  for (uint32_t i = 0; i < count; ++i) {
+    const SetFileRecord& f = set.files[i];
+    const std::string mpath = (folder / f.name).string();
+    const std::string ctx = path + ": member " + std::to_string(i + 1) + " of " + std::to_string(count) + " (" + f.name + "): ";
+    auto opened = IrisArchive::open(mpath);
+    if (!opened.is_ok()) return opened.status().with_context(ctx);
+    IrisArchive& m = *opened;
+    if (m.is_set() || m.preamble_.set_index) return invalid_input(ctx + "is itself an archive set's index");
+    if (m.map_.size() != f.bytes || m.preamble_.manifest_xxh3 != f.manifest_xxh3)
+      return invalid_input(ctx + "is not the file this index lists (" + std::to_string(m.map_.size()) + " bytes, manifest " +
+                           hash_hex(m.preamble_.manifest_xxh3) + "; the index records " + std::to_string(f.bytes) + " bytes, " +
+                           hash_hex(f.manifest_xxh3) + "): replaced, or from another conversion");
+    IRIS_ASSIGN_OR_RETURN(SetMemberRecord r, SetMemberRecord::from_json(m.manifest_.set_member, mpath));
+    if (r.id != set.id || r.index != i + 1 || r.count != count || r.first_tensor != f.first_tensor || r.tensors != f.tensors ||
+        r.total_tensors != set.tensors || m.manifest_.tensors.size() != f.tensors)
+      return invalid_input(ctx + "its member record (set " + hash_hex(r.id) + ", member " + std::to_string(r.index) + " of " +
+                           std::to_string(r.count) + ") does not match the index (set " + hash_hex(set.id) + ")");
+    if (!m.manifest_.files.empty()) return invalid_input(ctx + "a member holds embedded files (the index holds them)");
+    if (m.manifest_.model_type != manifest_.model_type)
+      return invalid_input(ctx + "model type '" + m.manifest_.model_type + "' differs from the index's '" + manifest_.model_type + "'");
+    for (auto& t : m.manifest_.tensors) {
+      for (auto& c : t.components) c.file = i + 1;
+      tensors.push_back(std::move(t));
+    }
+    members_.push_back({std::move(m.map_), m.preamble_});
+  }
+  manifest_.tensors = std::move(tensors);
+  if (!by_name_.build(manifest_.tensors)) {
+    std::unordered_map<std::string_view, size_t> seen;
+    for (const auto& t : manifest_.tensors) {
+      auto [it, fresh] = seen.emplace(t.desc.name, t.components.empty() ? 0 : t.components[0].file);
+      if (!fresh) return invalid_input(path + ": tensor '" + t.desc.name + "' is in two members of the set");
+    }
+    return invalid_input(path + ": a tensor name is listed twice in the set");
+  }
+  return Status::ok();
 }
 
 std::optional<size_t> IrisArchive::index_of(std::string_view name) const { return by_name_.find(manifest_.tensors, name); }
@@ -56,10 +116,11 @@ uint64_t IrisArchive::hash_component(const StoredComponent& c) const {
   constexpr uint64_t kWindow = 64ull << 20;
   StreamingHash h;
   const uint64_t offset = absolute_offset(c);
+  const MappedFile& map = mapping(c);
   for (uint64_t pos = 0; pos < c.spec.bytes; pos += kWindow) {
     const uint64_t n = std::min(kWindow, c.spec.bytes - pos);
-    h.update(map_.data() + offset + pos, n);
-    map_.release(offset + pos, n);
+    h.update(map.data() + offset + pos, n);
+    map.release(offset + pos, n);
   }
   return h.digest();
 }
@@ -67,7 +128,7 @@ uint64_t IrisArchive::hash_component(const StoredComponent& c) const {
 Status IrisArchive::verify_tensor(const ArchiveTensor& t) const {
   for (const auto& c : t.components) {
     if (hash_component(c) != c.xxh3)
-      return corrupt_data(path() + ": tensor '" + t.desc.name + "': component '" + role_name(c.spec.role) +
+      return corrupt_data(file_path(c.file) + ": tensor '" + t.desc.name + "': component '" + role_name(c.spec.role) +
                           "': checksum mismatch (the bytes were damaged)");
   }
   return Status::ok();

@@ -19,7 +19,7 @@ T get(const uint8_t* p) { T v; std::memcpy(&v, p, sizeof v); return v; }
 // 56 u64 xxh3 of bytes [0, 56).
 std::array<uint8_t, kPreambleSize> encode_preamble(const Preamble& p) {
   std::array<uint8_t, kPreambleSize> b{};
-  std::memcpy(b.data(), kIrisMagic.data(), 8);
+  std::memcpy(b.data(), p.set_index ? kIrisSetMagic.data() : kIrisMagic.data(), 8);
   put<uint16_t>(&b[8], p.version_major);
   put<uint16_t>(&b[10], p.version_minor);
   put<uint32_t>(&b[12], kPreambleSize);
@@ -35,7 +35,12 @@ std::array<uint8_t, kPreambleSize> encode_preamble(const Preamble& p) {
 Result<Preamble> decode_preamble(const uint8_t* b, uint64_t file_size, const std::string& path) {
   if (file_size < kPreambleSize)
     return invalid_input(path + ": " + std::to_string(file_size) + " bytes is too short for an .iris archive");
-  if (std::memcmp(b, kIrisMagic.data(), 7) != 0) return invalid_input(path + ": not an .iris archive (bad magic)");
+  if (std::memcmp(b, kIrisSetMagic.data(), 8) == 0) {
+    if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return corrupt_data(path + ": preamble checksum mismatch (corrupt header)");
+  } else if (std::memcmp(b, kIrisMagic.data(), 7) != 0) {
+    return invalid_input(path + ": not an .iris archive (bad magic)");
+  }
+  const bool set_index = b[4] == 'S';
   // Another generation digit is "unsupported" only when the preamble checksum vouches for it
   // (a later writer); a damaged magic byte fails the checksum and is corruption. v1 archives
   // (IRISMDL1) have no such checksum and are recognised by their magic alone.
@@ -49,6 +54,7 @@ Result<Preamble> decode_preamble(const uint8_t* b, uint64_t file_size, const std
     return unsupported(path + ": .iris format generation '" + std::string(1, char(b[7])) + "' is not supported (this reader reads v2)");
   if (get<uint64_t>(&b[56]) != xxh3_64(b, 56)) return corrupt_data(path + ": preamble checksum mismatch (corrupt header)");
   Preamble p;
+  p.set_index = set_index;
   p.version_major = get<uint16_t>(&b[8]);
   p.version_minor = get<uint16_t>(&b[10]);
   if (p.version_major != kIrisVersionMajor)

@@ -9,6 +9,10 @@
 namespace iris {
 
 constexpr std::array<char, 8> kIrisMagic = {'I', 'R', 'I', 'S', 'M', 'D', 'L', '2'};
+// An archive set's index (FORMAT.md section 10): the same preamble under another magic, so
+// that a reader older than sets refuses the index instead of reading it as an archive without
+// tensors.
+constexpr std::array<char, 8> kIrisSetMagic = {'I', 'R', 'I', 'S', 'S', 'E', 'T', '2'};
 constexpr uint16_t kIrisVersionMajor = 2;
 constexpr uint16_t kIrisVersionMinor = 0;
 constexpr uint32_t kPreambleSize = 64;
@@ -23,6 +27,7 @@ struct Preamble {
   uint64_t data_offset = 0;
   uint64_t data_size = 0;
   uint64_t manifest_xxh3 = 0;
+  bool set_index = false;  // the magic is kIrisSetMagic
 };
 
 std::array<uint8_t, kPreambleSize> encode_preamble(const Preamble& p);

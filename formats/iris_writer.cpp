@@ -201,7 +201,7 @@ uint64_t data_end(Manifest& m) {
 
 // What a write of manifest `m` (final) amounts to.
 WriteSummary summary(const Manifest& m, uint64_t data_offset, uint64_t data_size, uint64_t manifest_bytes) {
-  WriteSummary w{data_offset + data_size, data_size, manifest_bytes, {}};
+  WriteSummary w{data_offset + data_size, data_size, manifest_bytes};
   for (const auto& t : m.tensors) {
     uint64_t bytes = 0;
     for (const auto& c : t.components) bytes += c.spec.bytes;
@@ -414,6 +414,7 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   if (manifest.size() > l.manifest_size) return internal_error("the manifest outgrew the room planned for it");
   IRIS_TRY(out.write_at(kPreambleSize, {reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()}));
   Preamble pre;
+  pre.set_index = !m.set.is_null();
   pre.version_minor = manifest_minor_version(m);
   pre.manifest_size = manifest.size();
   pre.data_offset = data_offset;
@@ -424,7 +425,12 @@ Result<WriteSummary> IrisWriter::write(const std::string& path, const WriteOptio
   IRIS_TRY(out.pad_to(data_offset + data_size));
   IRIS_TRY(check_written_header(out.fd(), data_offset, data_offset + data_size, out.partial_path()));
   WriteSummary written = summary(m, data_offset, data_size, manifest.size());
+  written.manifest_xxh3 = pre.manifest_xxh3;
   if (options.before_commit) IRIS_TRY(options.before_commit(written));
+  if (options.held) {
+    options.held->push_back(std::move(out));
+    return written;
+  }
   IRIS_TRY(out.commit());
   return written;
 }

@@ -36,7 +36,11 @@ struct WriteSummary {
   uint64_t file_bytes = 0;
   uint64_t data_bytes = 0;
   uint64_t manifest_bytes = 0;
+  uint64_t manifest_xxh3 = 0;  // the preamble's checksum of the manifest (an archive set's index records it)
   std::vector<uint64_t> tensor_bytes;  // each tensor's components, in add_tensor order, late descriptors applied
+  // An archive set (write_set): each file's name (member files first, the index last) and size;
+  // file_bytes is then their sum.
+  std::vector<std::pair<std::string, uint64_t>> set_files;
 };
 
 struct WriteOptions {
@@ -55,6 +59,9 @@ struct WriteOptions {
   // Large kCopy tensors written on a second thread and stream, alongside the computed ones
   // (the same bytes either way). False: one stream, in file order.
   bool overlap_copies = true;
+  // When set, the complete, checked file is not put under its name but handed over here, still
+  // unnamed (or partial): the caller commits it. An archive set names its files together.
+  std::vector<AtomicOutputFile>* held = nullptr;
 };
 
 
@@ -127,6 +134,15 @@ class IrisWriter {
   void set_part(nlohmann::json part) { manifest_.part = std::move(part); }
 
   Result<WriteSummary> write(const std::string& path, const WriteOptions& options);
+  // Writes an archive set (FORMAT.md section 10) instead of one file: the tensors cut, in
+  // order, into members of at most `max_file_size` bytes each (formats/archive_set.h), named
+  // after `index_path` in its folder, and the index there, holding the embedded files and the
+  // set record with `id`. Each member's manifest room is the whole archive's plus the member
+  // record's, so that the same tensors give the same members from any writer (a merge of
+  // parts included). No file gets its name before all are complete and checked; then the
+  // members get theirs, and the index last. A tensor too large for any member is refused,
+  // naming it. Consumes the writer's tensors.
+  Result<WriteSummary> write_set(const std::string& index_path, uint64_t max_file_size, uint64_t id, const WriteOptions& options);
   // What write() would produce, without writing: the file, data and manifest sizes exactly
   // (the embedded files are compressed to know theirs). For dry runs.
   Result<WriteSummary> planned() const;

@@ -81,6 +81,8 @@ uint64_t manifest_text_size(const Manifest& m) {
   empty.provenance = m.provenance;
   empty.files = m.files;
   empty.part = m.part;
+  empty.set = m.set;
+  empty.set_member = m.set_member;
   uint64_t size = manifest_to_json(empty).dump(1).size();
   if (m.tensors.empty()) return size;
   size -= 2;  // "[]"
@@ -92,13 +94,18 @@ uint64_t manifest_text_size(const Manifest& m) {
   return size + 3;  // "[\n" opens, the last ",\n" is "\n", then " ]"
 }
 
-uint16_t manifest_minor_version(const Manifest& m) { return m.part.is_null() ? kIrisVersionMinor : uint16_t(1); }
+uint16_t manifest_minor_version(const Manifest& m) {
+  if (!m.set.is_null() || !m.set_member.is_null()) return 2;
+  return m.part.is_null() ? kIrisVersionMinor : uint16_t(1);
+}
 
 json manifest_to_json(const Manifest& m) {
   json j;
   j["format"] = "iris";
   j["format_version"] = {kIrisVersionMajor, manifest_minor_version(m)};
   if (!m.part.is_null()) j["part"] = m.part;
+  if (!m.set.is_null()) j["set"] = m.set;
+  if (!m.set_member.is_null()) j["set_member"] = m.set_member;
   j["alignment"] = m.alignment;
   j["model_type"] = m.model_type;
   j["tool"] = m.tool;
@@ -341,6 +348,14 @@ Result<Manifest> ManifestReader::finish(json j) {
   if (auto p = j.find("part"); p != j.end()) {
     if (!p->is_object()) return invalid_input(mctx + "'part' is not an object");
     m.part = std::move(*p);
+  }
+  if (auto p = j.find("set"); p != j.end()) {
+    if (!p->is_object()) return invalid_input(mctx + "'set' is not an object");
+    m.set = std::move(*p);
+  }
+  if (auto p = j.find("set_member"); p != j.end()) {
+    if (!p->is_object()) return invalid_input(mctx + "'set_member' is not an object");
+    m.set_member = std::move(*p);
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");

@@ -19,6 +19,9 @@ struct StoredComponent {
   ComponentSpec spec;
   uint64_t offset = 0;  // relative to the data section; a multiple of the alignment
   uint64_t xxh3 = 0;
+  // Which file of an archive set holds it (FORMAT.md section 10): 0 in a single archive, else
+  // the 1-based member. Set by IrisArchive when it opens a set; offset is within that file.
+  uint32_t file = 0;
 };
 
 // Where a tensor came from (file, original tensors: FORMAT.md section 3), a JSON object: as
@@ -65,10 +68,14 @@ struct Manifest {
   // A conversion part (FORMAT.md section 9, version 2.1): null in a whole archive. Its schema is
   // checked where parts are merged (converter/parts.h); a reader only requires an object.
   nlohmann::json part;
+  // An archive set (FORMAT.md section 10, version 2.2): the set record in its index, the member
+  // record in each member; null otherwise. Their schemas are formats/archive_set.h's; the
+  // index is opened as the set by IrisArchive, which checks them.
+  nlohmann::json set, set_member;
 };
 
-// The minor format version a manifest needs: 1 with a part record, else 0 (a whole archive is
-// written as 2.0, byte for byte what earlier writers wrote).
+// The minor format version a manifest needs: 2 with a set or set member record, 1 with a part
+// record, else 0 (a whole archive is written as 2.0, byte for byte what earlier writers wrote).
 uint16_t manifest_minor_version(const Manifest& m);
 
 nlohmann::json manifest_to_json(const Manifest& m);

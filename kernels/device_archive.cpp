@@ -25,6 +25,7 @@ constexpr uint64_t kDeviceAlign = 256;
 struct Segment {
   uint64_t stream_offset, file_offset, size;
   size_t tensor, component;
+  uint32_t file;  // which file of an archive set (StoredComponent::file)
 };
 
 }  // namespace
@@ -101,7 +102,7 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
     for (size_t ci = 0; ci < t.components.size(); ++ci) {
       const auto& c = t.components[ci];
       dt.specs.push_back(c.spec);
-      segs.push_back({stream_bytes, a.absolute_offset(c), c.spec.bytes, ti, ci});
+      segs.push_back({stream_bytes, a.absolute_offset(c), c.spec.bytes, ti, ci, c.file});
       stream_bytes = round_up(stream_bytes + c.spec.bytes, kDeviceAlign);
     }
     out.by_name_.emplace(t.desc.name, out.tensors_.size());
@@ -151,7 +152,7 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
         }
         if (at < seg_end) {
           const uint64_t n = std::min(seg_end, s1) - at;
-          Status st = a.mapping().read_at(sg.file_offset + (at - sg.stream_offset), buf + (at - pos), n);
+          Status st = a.file_mapping(sg.file).read_at(sg.file_offset + (at - sg.stream_offset), buf + (at - pos), n);
           if (!st.is_ok()) {
             slice_status[size_t(th)] = st;
             break;

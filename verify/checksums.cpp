@@ -32,6 +32,9 @@ void verify_checksums(const IrisArchive& a, VerifyReport* report, const std::fun
     auto st = a.read_file(f.name);
     report->files.push_back({f.name, st.is_ok(), st.is_ok() ? "" : st.status().message()});
   }
+  if (a.is_set())  // IrisArchive::open checked each member against the index: that the archive opened is the proof
+    report->archive.push_back({"set:members", true, std::to_string(a.file_count() - 1) + " members, each present, of its recorded size "
+                               "and manifest checksum, of this set and in its place"});
   verify_padding(a, report);
 }
 
@@ -40,32 +43,38 @@ void verify_checksums(const IrisArchive& a, VerifyReport* report, const std::fun
 // bit anywhere in the file fails some check (the preamble and manifest have their own
 // checksums, components and files theirs, and the rest must be zero).
 void verify_padding(const IrisArchive& a, VerifyReport* report) {
-  const Preamble& p = a.preamble();
-  const auto& map = a.mapping();
-  auto first_nonzero = [&](uint64_t begin, uint64_t end) -> std::optional<uint64_t> {
-    if (end <= begin) return std::nullopt;
-    const auto bytes = map.bytes(begin, end - begin);
-    for (uint64_t i = 0; i < bytes.size(); ++i)
-      if (bytes[i] != 0) return begin + i;
-    return std::nullopt;
-  };
-  auto check = [&](const std::string& name, uint64_t begin, uint64_t end, std::vector<CheckResult>* out) {
-    if (auto at = first_nonzero(begin, end))
-      out->push_back({name, false, "byte at file offset " + std::to_string(*at) + " is not zero (padding must be zero; data corrupted)"});
-  };
   std::vector<CheckResult> results;
-  check("padding:header", p.manifest_offset + p.manifest_size, p.data_offset, &results);
-  std::vector<std::pair<uint64_t, uint64_t>> used;  // absolute [begin, end) of components and files
-  for (const auto& t : a.manifest().tensors)
-    for (const auto& c : t.components) used.push_back({p.data_offset + c.offset, p.data_offset + c.offset + c.spec.bytes});
-  for (const auto& f : a.manifest().files) used.push_back({p.data_offset + f.offset, p.data_offset + f.offset + f.size});
-  std::sort(used.begin(), used.end());
-  uint64_t pos = p.data_offset;
-  for (const auto& [b, e] : used) {
-    check("padding:data", pos, b, &results);
-    pos = std::max(pos, e);
+  // Each file of the archive (an archive set: the index and every member) on its own.
+  for (size_t file = 0; file < a.file_count() && results.empty(); ++file) {
+    const Preamble& p = a.file_preamble(file);
+    const auto& map = a.file_mapping(file);
+    const std::string where = a.is_set() ? map.path() + ": " : "";
+    auto first_nonzero = [&](uint64_t begin, uint64_t end) -> std::optional<uint64_t> {
+      if (end <= begin) return std::nullopt;
+      const auto bytes = map.bytes(begin, end - begin);
+      for (uint64_t i = 0; i < bytes.size(); ++i)
+        if (bytes[i] != 0) return begin + i;
+      return std::nullopt;
+    };
+    auto check = [&](const std::string& name, uint64_t begin, uint64_t end) {
+      if (auto at = first_nonzero(begin, end))
+        results.push_back({name, false, where + "byte at file offset " + std::to_string(*at) + " is not zero (padding must be zero; data corrupted)"});
+    };
+    check("padding:header", p.manifest_offset + p.manifest_size, p.data_offset);
+    std::vector<std::pair<uint64_t, uint64_t>> used;  // absolute [begin, end) of components and files
+    for (const auto& t : a.manifest().tensors)
+      for (const auto& c : t.components)
+        if (c.file == file) used.push_back({p.data_offset + c.offset, p.data_offset + c.offset + c.spec.bytes});
+    if (file == 0)
+      for (const auto& f : a.manifest().files) used.push_back({p.data_offset + f.offset, p.data_offset + f.offset + f.size});
+    std::sort(used.begin(), used.end());
+    uint64_t pos = p.data_offset;
+    for (const auto& [b, e] : used) {
+      check("padding:data", pos, b);
+      pos = std::max(pos, e);
+    }
+    check("padding:data", pos, p.data_offset + p.data_size);
   }
-  check("padding:data", pos, p.data_offset + p.data_size, &results);
   if (results.empty()) results.push_back({"padding", true, ""});
   else results.resize(1);  // the first offending byte says enough
   for (auto& r : results) report->archive.push_back(std::move(r));

@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
                       "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");
   convert->add_flag("!--no-direct-io", co.direct_io,
                     "Write the archive through the page cache (slower; it then stays cached for a following read)");
+  std::string max_file_size;
+  auto* max_file_size_option = convert->add_option("--max-file-size", max_file_size,
+                      "Write an archive set: OUTPUT is a small index, the tensors go to OUTPUT's name -00001-of-0000N.iris beside it, "
+                      "each file at most SIZE (40GB, 2GiB, ...: the Hugging Face Hub takes 50 GB a file); every reader opens the index "
+                      "as the whole archive");
   convert->add_option("--report", co.report_path, "Write the per-tensor plan and quality report (JSON) here (with --dry-run: the plan, \"dry_run\": true)");
   convert->add_flag("--resume", co.resume,
                     "Survive a kill: commit the conversion (or the --part) in segments under OUTPUT.resume/ and merge them at the "
@@ -130,6 +135,9 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge", "Join the parts of one conversion (iris convert --part I/N) into its archive");
   merge->add_option("PARTS", mo.parts, "Every part's archive, in any order")->required();
   merge->add_option("-o,--output", mo.output, "Archive to write: byte for byte what the conversion writes without --part")->required();
+  std::string merge_max_file_size;
+  auto* merge_max_file_size_option = merge->add_option("--max-file-size", merge_max_file_size,
+                      "Write the archive set that the conversion writes with this --max-file-size (OUTPUT is its index)");
   merge->add_flag("--force", mo.overwrite, std::string("Replace OUTPUT if it exists") + kForceTargets);
   merge->add_flag("!--no-direct-io", mo.direct_io, "Write the archive through the page cache");
   merge->add_flag("-q,--quiet", merge_quiet, "No progress bar or summary");
@@ -318,6 +326,12 @@ int main(int argc, char** argv) {
       if (!co.resume) return fail(iris::usage_error("--resume-every applies to --resume"), json_out ? "convert" : nullptr);
       co.resume_every = *every;
     }
+    if (max_file_size_option->count()) {
+      auto limit = iris::parse_byte_size(max_file_size, "--max-file-size");
+      if (limit.is_ok() && *limit == 0) limit = iris::usage_error("--max-file-size must be above 0 bytes");
+      if (!limit.is_ok()) return fail(limit.status(), json_out ? "convert" : nullptr);
+      co.max_file_size = *limit;
+    }
     if (part_option->count()) {
       auto spec = iris::parse_part_spec(part);
       if (!spec.is_ok()) return fail(spec.status(), json_out ? "convert" : nullptr);
@@ -342,12 +356,20 @@ int main(int argc, char** argv) {
     // The summary line goes to CI logs too (not terminals); the bar alone is terminal-only.
     if (!json_out && !quiet && !co.dry_run) {
       const std::string part_text = co.part.active() ? "part " + co.part.text() + " (of " + std::to_string(r->total_tensors) + " tensors), " : "";
-      std::fprintf(stderr, "wrote %s: %s%zu tensors (%zu quantized), %s in %.2f s\n", co.output.c_str(), part_text.c_str(), r->tensors,
-                   r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);
+      const std::string set_text =
+          r->written.set_files.empty() ? "" : " in " + std::to_string(r->written.set_files.size()) + " files (an index and its members)";
+      std::fprintf(stderr, "wrote %s: %s%zu tensors (%zu quantized), %s%s in %.2f s\n", co.output.c_str(), part_text.c_str(), r->tensors,
+                   r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), set_text.c_str(), r->seconds);
     }
     return 0;
   }
   if (merge->parsed()) {
+    if (merge_max_file_size_option->count()) {
+      auto limit = iris::parse_byte_size(merge_max_file_size, "--max-file-size");
+      if (limit.is_ok() && *limit == 0) limit = iris::usage_error("--max-file-size must be above 0 bytes");
+      if (!limit.is_ok()) return fail(limit.status(), merge_json ? "merge" : nullptr);
+      mo.max_file_size = *limit;
+    }
     iris::ProgressBar bar("merge", !merge_quiet && !merge_json);
     mo.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     mo.partial_files = partial_files;
@@ -356,7 +378,8 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.status(), merge_json ? "merge" : nullptr);
     if (merge_json)
       std::printf("%s\n", iris::dump_json({{"ok", true}, {"output", mo.output}, {"parts", r->parts}, {"tensors", r->tensors},
-                                           {"file_bytes", r->written.file_bytes}, {"seconds", r->seconds}}, 2).c_str());
+                                           {"file_bytes", r->written.file_bytes}, {"set_files", iris::set_files_json(r->written)},
+                                           {"seconds", r->seconds}}, 2).c_str());
     else if (!merge_quiet)
       std::fprintf(stderr, "wrote %s: %zu parts, %zu tensors, %s in %.2f s\n", mo.output.c_str(), r->parts, r->tensors,
                    iris::human_bytes(double(r->written.file_bytes)).c_str(), r->seconds);

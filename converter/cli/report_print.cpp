@@ -63,6 +63,19 @@ void print_inspection(const Inspection& in) {
                 u("count").c_str(), u("first_tensor").c_str(), u("total_tensors").c_str(),
                 p.contains("plan") && p["plan"].is_string() ? p["plan"].get<std::string>().c_str() : "?");
   }
+  if (j.contains("set") && j["set"].is_object() && j["set"].contains("files") && j["set"]["files"].is_array()) {
+    const json& files = j["set"]["files"];
+    std::printf("archive set %s: the index and %zu member files\n", j["set"].value("id", "?").c_str(), files.size() - 1);
+    for (const auto& f : files)
+      if (f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("bytes") && f["bytes"].is_number_unsigned())
+        std::printf("  %s  %s\n", f["path"].get<std::string>().c_str(), human_bytes(double(f["bytes"].get<uint64_t>())).c_str());
+  }
+  if (j.contains("set_member") && j["set_member"].is_object()) {
+    const json& p = j["set_member"];
+    const auto u = [&](const char* k) { return p.contains(k) && p[k].is_number_unsigned() ? std::to_string(p[k].get<uint64_t>()) : std::string("?"); };
+    std::printf("member %s/%s of an archive set (open its index to read the whole archive): its tensors %s.. of %s\n", u("index").c_str(),
+                u("count").c_str(), u("first_tensor").c_str(), u("total_tensors").c_str());
+  }
   if (j.contains("provenance") && j["provenance"].is_object() && j["provenance"].contains("safetensors_metadata") &&
       !j["provenance"]["safetensors_metadata"].empty())
     std::printf("source safetensors metadata: %s\n", dump_json(j["provenance"]["safetensors_metadata"]).c_str());

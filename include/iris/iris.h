@@ -186,11 +186,14 @@ typedef struct iris_component_info {
   iris_dtype dtype;
   uint32_t ndim;
   uint64_t shape[IRIS_MAX_DIMS];
-  uint64_t file_offset;  /* absolute offset in the archive file (a multiple of 4096) */
+  uint64_t file_offset;  /* absolute offset in the file that holds it (a multiple of 4096) */
   uint64_t size;         /* bytes */
   uint64_t xxh3;         /* XXH3-64 of the bytes, as recorded in the manifest */
   const void* data;      /* into the read-only mapping; valid until iris_archive_close */
-  uint64_t reserved[2];
+  uint32_t file;         /* that file: 0 for a single archive, else the archive set's member
+                            (iris_archive_data_file_path names it) */
+  uint32_t reserved32;
+  uint64_t reserved[1];
 } iris_component_info;
 
 typedef struct iris_archive iris_archive;
@@ -200,7 +203,10 @@ typedef struct iris_archive iris_archive;
 
 /* Maps `path` read-only and validates everything that can be validated without reading the
  * tensor data: preamble, manifest checksum, every descriptor, offset, size and overlap. With
- * IRIS_OPEN_VERIFY, also every checksum (IRIS_ERR_CORRUPT on a mismatch). */
+ * IRIS_OPEN_VERIFY, also every checksum (IRIS_ERR_CORRUPT on a mismatch). `path` may be an
+ * archive set's index (FORMAT.md section 10, `iris convert --max-file-size`): the set opens
+ * as one archive, every member mapped and checked against the index (an error names a member
+ * that is missing, replaced or of another set). */
 IRIS_API iris_status iris_archive_open(const char* path, uint32_t flags, iris_archive** out, char* msg, size_t msg_size);
 /* Unmaps and frees; NULL is a no-op. Pointers obtained from the archive become invalid. */
 IRIS_API void iris_archive_close(iris_archive* archive);
@@ -208,9 +214,15 @@ IRIS_API void iris_archive_close(iris_archive* archive);
 IRIS_API const char* iris_archive_path(const iris_archive* archive);
 /* config.json's model_type, "" when the archive records none. */
 IRIS_API const char* iris_archive_model_type(const iris_archive* archive);
-/* The manifest as the archive stores it (JSON text, not NUL-terminated; *size receives its length). */
+/* The manifest as the archive stores it (JSON text, not NUL-terminated; *size receives its length).
+ * Of an archive set, the index's: the set record and embedded files, no tensors. */
 IRIS_API const char* iris_archive_manifest(const iris_archive* archive, size_t* size);
-/* Archive format version (2.x for this library). */
+/* The files an archive is made of: 1 for a single archive; for an archive set, 1 + its members
+ * (file 0 is the index, holding the embedded files; iris_component_info.file indexes these). */
+IRIS_API uint32_t iris_archive_data_file_count(const iris_archive* archive);
+/* The path of file `file` (0: the path opened); NULL if out of range. */
+IRIS_API const char* iris_archive_data_file_path(const iris_archive* archive, uint32_t file);
+/* Archive format version (2.x for this library; of an archive set, its index's). */
 IRIS_API void iris_archive_format_version(const iris_archive* archive, uint32_t* major, uint32_t* minor);
 
 IRIS_API uint64_t iris_archive_tensor_count(const iris_archive* archive);

@@ -12,13 +12,14 @@ import struct
 
 import numpy as np
 
-from . import _decode, _dtypes, _format, _manifest
+from . import _decode, _dtypes, _format, _manifest, _set
 from ._errors import CorruptError, IrisError, open_error
 from ._jsontext import shown
 from ._optional import optional as _optional
 from ._slice import TensorSlice
 
 MAGIC = b"IRISMDL2"
+SET_MAGIC = b"IRISSET2"  # an archive set's index (FORMAT.md section 10)
 PREAMBLE = 64
 ALIGNMENT, MAX_MANIFEST = _manifest.ALIGNMENT, _manifest.MAX_MANIFEST
 
@@ -222,7 +223,8 @@ class Archive:
         if size < PREAMBLE:
             self._fail(f"{size} bytes is too short for an .iris archive")
         head = b[:PREAMBLE].tobytes()
-        if head[:7] != MAGIC[:7]:
+        self._set_index = head[:8] == SET_MAGIC
+        if head[:7] != MAGIC[:7] and not self._set_index:
             self._fail("not an .iris archive (bad magic)")
         if head[7:8] != b"2":
             raise IrisError(f"{self.path}: .iris format generation {head[7:8]!r} is not supported (this reader reads v2)")
@@ -244,6 +246,7 @@ class Archive:
             self._fail(f"data section ({d_off} + {d_size} bytes) does not end at the end of the {size}-byte file (truncated?)")
         self.version = (major, minor)
         self._data_offset, self._data_size = d_off, d_size
+        self._file_size, self._manifest_xxh3 = size, f"{m_hash:016x}"
         text = b[m_off:m_off + m_size].tobytes()
         self._manifest_bytes = text
         if _xxh3(text) != m_hash:
@@ -253,6 +256,20 @@ class Archive:
         self.metadata, self.model_type, self.tensors = m.metadata, m.model_type, m.tensors
         self.files = Files(self, m.files)
         self._ranges = m.ranges  # for verify(): every other byte must be zero (numpy arrays: begin, end)
+        self._members = []
+        if self._set_index != ("set" in self.metadata):
+            self._fail("a set record in a file that is not an archive set's index (its magic is IRISMDL2)" if "set" in self.metadata
+                       else "an archive set's index (IRISSET2) without a set record")
+        if "set_member" in self.metadata:
+            _set.member_record(self.metadata["set_member"], self.path)
+        if self._set_index:
+            self._members = _set.open_members(self, Archive)
+
+    @property
+    def data_files(self) -> list:
+        """The paths of the files the archive is made of: [path] for a single archive; for an
+        archive set (FORMAT.md section 10), the index's path and then every member's."""
+        return [self.path] + [m.path for m in self._members]
 
     # -- access
     def _check_open(self) -> None:
@@ -323,8 +340,11 @@ class Archive:
         (the padding, FORMAT.md section 1) is zero, as `iris verify` does: raises CorruptError
         on a mismatch, so a flipped bit anywhere in the file is caught."""
         self._check_open()
+        for m in self._members:  # an archive set: each member as an archive of its own, then the index
+            m.verify()
         for t in self.tensors.values():
-            t.verify()
+            if t._archive is self:
+                t.verify()
         for name in self.files:
             self.files[name]
         m_end = PREAMBLE + len(self._manifest_bytes)
@@ -344,6 +364,8 @@ class Archive:
         valid; any later read raises IrisError."""
         self.tensors = {}
         self._buf = None
+        for m in getattr(self, "_members", []):
+            m.close()
         native_close = getattr(self, "_native_close", None)
         if native_close is not None:
             native_close()  # a weakref.finalize: runs once, also if the archive is collected later

@@ -178,10 +178,13 @@ class ManifestReader:
         tensors = m.get("tensors")
         if not isinstance(tensors, list):
             raise IrisError(P + "'tensors' missing or not a list")
-        if "part" in m and not isinstance(m["part"], dict):
-            raise IrisError(P + "'part' is not an object")
-        # "part": a conversion part's record (FORMAT.md section 9), when the file is one.
-        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version", "part") if k in m}
+        for key in ("part", "set", "set_member"):
+            if key in m and not isinstance(m[key], dict):
+                raise IrisError(P + f"'{key}' is not an object")
+        # "part": a conversion part's record (FORMAT.md section 9), when the file is one; "set" and
+        # "set_member": an archive set's index and member records (section 10; iris._set checks them).
+        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version", "part", "set", "set_member")
+                         if k in m}
         self.model_type = m.get("model_type", "")
         try:
             self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)

@@ -2,6 +2,9 @@
 // index and by name, with checksums recomputed here by xxHash itself (an independent oracle).
 #include <xxhash.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <vector>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -166,6 +169,89 @@ TEST(CApi, CppWrapperThrowsWithTheStatus) {
   EXPECT_EQ(a.find("nope"), -1);
   EXPECT_EQ(a.dequantize_f32(uint64_t(i)).size(), a.info(uint64_t(i)).numel);
   EXPECT_FALSE(a.file("config.json").empty());
+}
+
+}  // namespace
+}  // namespace iris::capi_test
+
+namespace iris::capi_test {
+namespace {
+
+// An archive set (`iris convert --max-file-size`) opens through the C API as the whole archive:
+// the same tensors in order, each component's bytes those of the single-file archive, in the
+// member file the component names (read back from that file with stdio, an independent path),
+// the embedded files from the index; dequantization equal bit for bit.
+TEST(CApi, AnArchiveSetReadsAsTheWholeArchive) {
+  for (const char* fixture : {"llama-bf16", "gptoss-mxfp4"}) {
+    SCOPED_TRACE(fixture);
+    const std::string& whole_path = converted(fixture, "--quant nf4");
+    const std::string& set_path = converted(fixture, "--quant nf4 --max-file-size 1MB");
+    iris_status st;
+    std::string msg;
+    auto whole = open_archive(whole_path, &st, &msg);
+    ASSERT_EQ(st, IRIS_OK) << msg;
+    auto set = open_archive(set_path, &st, &msg, IRIS_OPEN_VERIFY);
+    ASSERT_EQ(st, IRIS_OK) << msg;
+    const uint32_t files = iris_archive_data_file_count(set.get());
+    ASSERT_GE(files, 3u);
+    EXPECT_EQ(iris_archive_data_file_count(whole.get()), 1u);
+    EXPECT_STREQ(iris_archive_data_file_path(set.get(), 0), set_path.c_str());
+    EXPECT_EQ(iris_archive_data_file_path(set.get(), files), nullptr);
+    ASSERT_EQ(iris_archive_tensor_count(set.get()), iris_archive_tensor_count(whole.get()));
+    ASSERT_EQ(iris_archive_file_count(set.get()), iris_archive_file_count(whole.get()));
+    for (uint64_t i = 0; i < iris_archive_tensor_count(whole.get()); ++i) {
+      iris_tensor_info a, b;
+      ASSERT_EQ(iris_archive_tensor_info(whole.get(), i, &a, nullptr, 0), IRIS_OK);
+      ASSERT_EQ(iris_archive_tensor_info(set.get(), i, &b, nullptr, 0), IRIS_OK);
+      ASSERT_STREQ(a.name, b.name);
+      ASSERT_EQ(a.n_components, b.n_components);
+      for (uint32_t c = 0; c < a.n_components; ++c) {
+        iris_component_info x, y;
+        ASSERT_EQ(iris_archive_component(whole.get(), i, c, &x, nullptr, 0), IRIS_OK);
+        ASSERT_EQ(iris_archive_component(set.get(), i, c, &y, nullptr, 0), IRIS_OK);
+        EXPECT_EQ(x.file, 0u);
+        ASSERT_GE(y.file, 1u);
+        ASSERT_LT(y.file, files);
+        ASSERT_EQ(x.size, y.size);
+        EXPECT_EQ(x.xxh3, y.xxh3);
+        EXPECT_EQ(std::memcmp(x.data, y.data, x.size), 0) << a.name;
+        // The bytes at file_offset of the named file are the component's.
+        std::string bytes(y.size, '\0');
+        FILE* f = std::fopen(iris_archive_data_file_path(set.get(), y.file), "rb");
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(std::fseek(f, long(y.file_offset), SEEK_SET), 0);
+        ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), f), bytes.size());
+        std::fclose(f);
+        EXPECT_EQ(XXH3_64bits(bytes.data(), bytes.size()), y.xxh3) << a.name;
+      }
+      if (a.format != IRIS_FORMAT_RAW) {
+        std::vector<float> p(a.numel), q(a.numel);
+        ASSERT_EQ(iris_dequantize(whole.get(), i, IRIS_DTYPE_F32, p.data(), p.size() * 4, 1, nullptr, 0), IRIS_OK);
+        ASSERT_EQ(iris_dequantize(set.get(), i, IRIS_DTYPE_F32, q.data(), q.size() * 4, 1, nullptr, 0), IRIS_OK);
+        EXPECT_EQ(std::memcmp(p.data(), q.data(), p.size() * 4), 0) << a.name;
+      }
+    }
+    size_t n = 0;
+    ASSERT_EQ(iris_archive_read_file(set.get(), "config.json", nullptr, 0, &n, nullptr, 0), IRIS_OK);
+    EXPECT_GT(n, 0u);
+    char buf[512];
+    EXPECT_EQ(iris_archive_verify(set.get(), 0, buf, sizeof buf), IRIS_OK) << buf;
+  }
+}
+
+// A member missing: the open fails with one line naming it.
+TEST(CApi, AnIncompleteArchiveSetDoesNotOpen) {
+  testing_files::TempDir d;
+  ASSERT_EQ(testing_cli::run("convert " + kFix + "llama-bf16 -o " + (d / "s.iris") + " -q --max-file-size 400KB").rc, 0);
+  const std::string second = d / "s-00002-of-00010.iris";
+  ASSERT_TRUE(std::filesystem::exists(second));
+  std::filesystem::remove(second);
+  iris_status st;
+  std::string msg;
+  auto a = open_archive(d / "s.iris", &st, &msg);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_NE(st, IRIS_OK);
+  EXPECT_NE(msg.find("s-00002-of-00010.iris"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+"""Archive sets (FORMAT.md section 10, `iris convert --max-file-size`) read by the Python package
+as the whole archive: the same tensors in order with the same bytes, values and embedded files;
+a set that is not complete and consistent is refused naming the member."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+import iris_archive as iris
+from conftest import run_iris, FIXTURES
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("set")
+    run_iris("convert", FIXTURES / "llama-bf16", "-o", d / "whole.iris", "-q", "--quant", "nf4")
+    run_iris("convert", FIXTURES / "llama-bf16", "-o", d / "s.iris", "-q", "--quant", "nf4", "--max-file-size", "320KB")
+    return d
+
+
+def test_a_set_reads_as_the_whole_archive(pair):
+    with iris.open(pair / "whole.iris") as w, iris.open(pair / "s.iris") as s:
+        assert s.version == (2, 2)
+        assert len(s.data_files) >= 3 and w.data_files == [str(pair / "whole.iris")]
+        assert list(s.keys()) == list(w.keys())
+        for name in w.keys():
+            a, b = w.tensors[name], s.tensors[name]
+            assert (a.shape, a.format, a.dtype, a.params, a.layout) == (b.shape, b.format, b.dtype, b.params, b.layout)
+            for role, x in a.components.items():
+                assert np.array_equal(x, b.components[role]), (name, role)
+            assert np.array_equal(w.get_tensor(name).view(np.uint8), s.get_tensor(name).view(np.uint8)), name
+            assert b.dequantize_rows(0, 1, backend="numpy").tobytes() == a.dequantize_rows(0, 1, backend="numpy").tobytes()
+        assert list(s.files) == list(w.files)
+        assert s.files["config.json"] == w.files["config.json"]
+        s.verify()
+
+
+def members(folder):
+    return sorted(folder.glob("s-*-of-*.iris"))
+
+
+def test_a_damaged_member_fails_verify(pair, tmp_path):
+    for f in pair.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    member = members(tmp_path)[1]
+    data = bytearray(member.read_bytes())
+    data[-10] ^= 0x40
+    member.write_bytes(bytes(data))
+    with iris.open(tmp_path / "s.iris") as s:
+        with pytest.raises(iris.CorruptError, match=member.name):
+            s.verify()
+
+
+def test_an_incomplete_or_mixed_set_is_refused_naming_the_member(pair, tmp_path):
+    for f in pair.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    member, other = members(tmp_path)[2], members(tmp_path)[1]
+    kept = member.read_bytes()
+    member.unlink()
+    with pytest.raises(FileNotFoundError, match=member.name):
+        iris.open(tmp_path / "s.iris")
+    member.write_bytes(other.read_bytes())  # another member under its name
+    with pytest.raises(iris.IrisError, match=rf"\({member.name}\): is not the file this index lists"):
+        iris.open(tmp_path / "s.iris")
+    member.write_bytes(kept)
+    iris.open(tmp_path / "s.iris").close()
+    # A member opened alone is an archive of its tensors, marked as a member.
+    with iris.open(member) as m:
+        assert m.metadata["set_member"]["index"] == 3 and 0 < len(m) < 21
