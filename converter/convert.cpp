@@ -16,6 +16,7 @@
 #include "converter/temp_folder.h"
 #include "converter/requantize.h"
 #include "converter/resume.h"
+#include "converter/shard/shard.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
 #include "formats/json_text.h"
@@ -70,6 +71,7 @@ json ConvertReport::to_json() const {
           {"warnings", warnings}, {"seconds", seconds}, {"per_tensor", per}};
   if (dry_run) j["dry_run"] = true;
   if (!written.set_files.empty()) j["set_files"] = set_files_json(written);
+  if (shard) j["shard"] = shard->to_json();
   if (resumed_segments) j["resumed_segments"] = resumed_segments;
   if (part.active()) j["part"] = {{"index", part.index}, {"count", part.count}, {"total_tensors", total_tensors}};
   return j;
@@ -208,7 +210,38 @@ Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
   return run_convert(inner);
 }
 
+// --tp/--ep: the whole conversion into a temporary file beside the ranks, then cut into them.
+// The cost: the whole archive is written once more than the ranks, and takes its size in the
+// output folder until the ranks are written.
+Result<ConvertReport> convert_sharded(const ConvertOptions& o) {
+  if (o.part.active() || o.resume || o.max_file_size || o.dry_run)
+    return usage_error("--tp/--ep write a folder of rank archives; they do not combine with --part, --resume, --max-file-size or --dry-run");
+  std::error_code ec;
+  std::filesystem::create_directories(o.output, ec);
+  if (ec) return io_error(o.output + ": cannot make the folder: " + ec.message());
+  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(std::filesystem::path(o.output) / "whole"));
+  ConvertOptions whole = o;
+  whole.tp = whole.ep = 1;
+  whole.output = (tmp.path() / "whole.iris").string();
+  whole.overwrite = false;
+  whole.report_path.clear();
+  IRIS_ASSIGN_OR_RETURN(ConvertReport report, run_convert(whole));
+  ShardOptions so;
+  so.archive = whole.output;
+  so.output = o.output;
+  so.spec = {o.tp, o.ep};
+  so.overwrite = o.overwrite;
+  so.direct_io = o.direct_io;
+  so.partial_files = o.partial_files;
+  IRIS_ASSIGN_OR_RETURN(report.shard, run_shard(so));
+  for (const auto& name : report.shard->unruled)
+    report.warnings.push_back("tensor '" + name + "': no split rule names this matrix: replicated on every rank");
+  if (!o.report_path.empty()) IRIS_TRY(write_report_file(o.report_path, report, o.overwrite, o.partial_files));
+  return report;
+}
+
 Result<ConvertReport> run_convert(const ConvertOptions& o) {
+  if (o.tp > 1 || o.ep > 1) return convert_sharded(o);
   if (o.resume && !o.plan_only) return run_convert_resumable(o);
   const auto t0 = std::chrono::steady_clock::now();
   const bool v1 = is_iris_v1_archive(o.source);

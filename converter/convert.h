@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "common/status.h"
 #include "formats/iris_writer.h"
 #include "converter/parts.h"
+#include "converter/shard/shard.h"
 #include "converter/quality.h"
 #include "formats/tensor_desc.h"
 
@@ -42,6 +44,9 @@ struct ConvertOptions {
   // --max-file-size: write an archive set (FORMAT.md section 10): `output` is its index, the
   // tensors go to members of at most this many bytes each. 0: one file.
   uint64_t max_file_size = 0;
+  // --tp N [--ep M]: `output` is a folder of one archive per rank (converter/shard/shard.h),
+  // cut from the whole conversion, which is written to a temporary file in that folder first.
+  uint32_t tp = 1, ep = 1;
   // Set by the archive-source path for the snapshot it converts through (provenance names the
   // archive, not the intermediate folder); empty otherwise.
   std::string source_kind;
@@ -103,6 +108,7 @@ struct ConvertReport {
   uint64_t plan = 0;                // the plan fingerprint (part and plan-only runs: converter/parts.h)
   nlohmann::json part_record;       // a part run: the record its file carries
   uint64_t part_file_reserve = 0;   // a part run: the manifest room its own file reserves
+  std::optional<ShardReport> shard;  // --tp/--ep: the rank archives written
   size_t resumed_segments = 0;      // --resume: segments a killed run had committed, reused
   nlohmann::json to_json() const;
 };

@@ -78,6 +78,11 @@ Result<Inspection> inspect_archive(const std::string& path) {
     summary["set"] = {{"id", m.set.value("id", "")}, {"files", set_files}};
   }
   if (!m.set_member.is_null()) summary["set_member"] = m.set_member;  // a member opened alone
+  if (!m.rank.is_null()) {  // a tensor-parallel rank's archive (section 11), less its list of boxes
+    json r = m.rank;
+    if (r.is_object()) r.erase("tensors");
+    summary["rank"] = r;
+  }
   return b.done(std::move(summary), m.tensors.size(), [a](size_t i) { return archive_tensor(*a, a->manifest().tensors[i]); });
 }
 

@@ -132,6 +132,8 @@ class IrisWriter {
   void reserve_manifest(uint64_t bytes) { reserved_manifest_ = bytes; }
   // The part record (null: a whole archive).
   void set_part(nlohmann::json part) { manifest_.part = std::move(part); }
+  // A tensor-parallel rank's record (FORMAT.md section 11; null: none).
+  void set_rank(nlohmann::json rank) { manifest_.rank = std::move(rank); }
 
   Result<WriteSummary> write(const std::string& path, const WriteOptions& options);
   // Writes an archive set (FORMAT.md section 10) instead of one file: the tensors cut, in

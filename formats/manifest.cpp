@@ -83,6 +83,7 @@ uint64_t manifest_text_size(const Manifest& m) {
   empty.part = m.part;
   empty.set = m.set;
   empty.set_member = m.set_member;
+  empty.rank = m.rank;
   uint64_t size = manifest_to_json(empty).dump(1).size();
   if (m.tensors.empty()) return size;
   size -= 2;  // "[]"
@@ -95,6 +96,7 @@ uint64_t manifest_text_size(const Manifest& m) {
 }
 
 uint16_t manifest_minor_version(const Manifest& m) {
+  if (!m.rank.is_null()) return 3;
   if (!m.set.is_null() || !m.set_member.is_null()) return 2;
   return m.part.is_null() ? kIrisVersionMinor : uint16_t(1);
 }
@@ -106,6 +108,7 @@ json manifest_to_json(const Manifest& m) {
   if (!m.part.is_null()) j["part"] = m.part;
   if (!m.set.is_null()) j["set"] = m.set;
   if (!m.set_member.is_null()) j["set_member"] = m.set_member;
+  if (!m.rank.is_null()) j["rank"] = m.rank;
   j["alignment"] = m.alignment;
   j["model_type"] = m.model_type;
   j["tool"] = m.tool;
@@ -356,6 +359,10 @@ Result<Manifest> ManifestReader::finish(json j) {
   if (auto p = j.find("set_member"); p != j.end()) {
     if (!p->is_object()) return invalid_input(mctx + "'set_member' is not an object");
     m.set_member = std::move(*p);
+  }
+  if (auto p = j.find("rank"); p != j.end()) {
+    if (!p->is_object()) return invalid_input(mctx + "'rank' is not an object");
+    m.rank = std::move(*p);
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return invalid_input(mctx + "'tensors' missing or not a list");

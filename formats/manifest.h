@@ -72,9 +72,12 @@ struct Manifest {
   // record in each member; null otherwise. Their schemas are formats/archive_set.h's; the
   // index is opened as the set by IrisArchive, which checks them.
   nlohmann::json set, set_member;
+  // A tensor-parallel rank's archive (FORMAT.md section 11, version 2.3): its place in the world
+  // and the box of each logical tensor it holds; null otherwise. Checked by `iris verify --ranks`.
+  nlohmann::json rank;
 };
 
-// The minor format version a manifest needs: 2 with a set or set member record, 1 with a part
+// The minor format version a manifest needs: 3 with a rank record, 2 with a set or set member record, 1 with a part
 // record, else 0 (a whole archive is written as 2.0, byte for byte what earlier writers wrote).
 uint16_t manifest_minor_version(const Manifest& m);
 

@@ -22,6 +22,7 @@
 #include "converter/extract.h"
 #include "converter/inspect.h"
 #include "converter/merge.h"
+#include "converter/shard/shard.h"
 #include "converter/cli/progress.h"
 #include "converter/cli/report_print.h"
 #include "converter/cli/shell_docs.h"
@@ -116,6 +117,9 @@ int main(int argc, char** argv) {
   std::string resume_every;
   auto* resume_every_option = convert->add_option("--resume-every", resume_every,
                       "With --resume: the output bytes a segment holds at most, unless one tensor is larger (default 1GiB)");
+  convert->add_option("--tp", co.tp, "Write OUTPUT as a folder of one archive per tensor-parallel rank (iris shard's split rules)")
+      ->check(CLI::Range(1u, 4096u));
+  convert->add_option("--ep", co.ep, "With --tp: expert groups (divides --tp), whole experts over the groups")->check(CLI::Range(1u, 4096u));
   std::string part;
   auto* part_option = convert->add_option("--part", part,
                       "I/N: write only part I of N of this conversion (a contiguous run of its tensors, the N balanced by bytes); "
@@ -192,7 +196,12 @@ int main(int argc, char** argv) {
   // verify
   iris::VerifyOptions vo;
   auto* verify = app.add_subcommand("verify", "Check an archive: structure, every checksum, and (with --device cuda) the GPU kernels");
-  verify->add_option("ARCHIVE", vo.archive, "The .iris archive")->required();
+  verify->add_option("ARCHIVE", vo.archive, "The .iris archive (or an archive set's index)");
+  std::string ranks_folder;
+  verify->add_option("--ranks", ranks_folder,
+                     "Instead of ARCHIVE: prove a folder of rank archives (iris shard, convert --tp) complete and consistent, every "
+                     "element of every tensor held once or replicated by rule; with --against WHOLE.iris, each rank's decode equal "
+                     "bit for bit to its box of WHOLE's");
   verify->add_option("--device", vo.device, "cpu: structure and checksums; cuda: also GPU dequant vs CPU reference")
       ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   verify->add_flag("--json", vo.json, "Print the report as JSON on stdout");
@@ -207,6 +216,21 @@ int main(int argc, char** argv) {
                      "lossless tensors bit for bit, requantized ones within the format's error limits");
   verify->add_option("--max-rel-l2", vo.max_rel_l2, "[REGEX=]LIMIT on the relative L2 error of requantized tensors (repeatable)");
   verify->add_option("--min-snr-db", vo.min_snr_db, "[REGEX=]LIMIT on the SNR of requantized tensors (repeatable)");
+
+  // shard
+  iris::ShardOptions so;
+  bool shard_json = false, shard_quiet = false;
+  auto* shard = app.add_subcommand("shard", "Cut an archive into one archive per tensor/expert-parallel rank");
+  shard->add_option("ARCHIVE", so.archive, "The whole archive (or an archive set's index)")->required();
+  shard->add_option("-o,--output", so.output, "Folder for the rank archives (rank-00000-of-0000N.iris, ...)")->required();
+  shard->add_option("--tp", so.spec.tp, "Ranks: attention and dense layers split this many ways")->required()->check(CLI::Range(1u, 4096u));
+  shard->add_option("--ep", so.spec.ep, "Expert groups (divides --tp): whole experts over the groups, each split over its group's ranks")
+      ->check(CLI::Range(1u, 4096u))->capture_default_str();
+  shard->add_flag("--force", so.overwrite, std::string("Replace rank archives that exist") + kForceTargets);
+  shard->add_flag("!--no-direct-io", so.direct_io, "Write through the page cache");
+  shard->add_flag("-q,--quiet", shard_quiet, "No progress bar or summary");
+  shard->add_flag("--json", shard_json, "Print a JSON summary (or the error) on stdout");
+  shard->footer("Example:\n  iris shard gpt-oss-120b.iris --tp 4 --ep 4 -o ranks/ && iris verify --ranks ranks/ --against gpt-oss-120b.iris");
 
   // diff
   iris::DiffOptions dfo;
@@ -358,8 +382,13 @@ int main(int argc, char** argv) {
       const std::string part_text = co.part.active() ? "part " + co.part.text() + " (of " + std::to_string(r->total_tensors) + " tensors), " : "";
       const std::string set_text =
           r->written.set_files.empty() ? "" : " in " + std::to_string(r->written.set_files.size()) + " files (an index and its members)";
-      std::fprintf(stderr, "wrote %s: %s%zu tensors (%zu quantized), %s%s in %.2f s\n", co.output.c_str(), part_text.c_str(), r->tensors,
-                   r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), set_text.c_str(), r->seconds);
+      if (r->shard)
+        std::fprintf(stderr, "wrote %s: %u rank archives of %zu tensors (%llu split, %llu replicated) in %.2f s\n", co.output.c_str(),
+                     r->shard->ranks, r->tensors, (unsigned long long)r->shard->split_tensors,
+                     (unsigned long long)r->shard->replicated_tensors, r->seconds + r->shard->seconds);
+      else
+        std::fprintf(stderr, "wrote %s: %s%zu tensors (%zu quantized), %s%s in %.2f s\n", co.output.c_str(), part_text.c_str(), r->tensors,
+                     r->quantized_tensors, iris::human_bytes(double(r->written.file_bytes)).c_str(), set_text.c_str(), r->seconds);
     }
     return 0;
   }
@@ -427,7 +456,30 @@ int main(int argc, char** argv) {
   }
   if (bench->parsed()) return iris::run_bench_command(bo);
   if (diff->parsed()) return iris::run_diff_command(dfo);
+  if (shard->parsed()) {
+    iris::ProgressBar bar("shard", !shard_quiet && !shard_json);
+    so.progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+    so.partial_files = partial_files;
+    auto r = iris::run_shard(so);
+    bar.finish();
+    if (!r.is_ok()) return fail(r.status(), shard_json ? "shard" : nullptr);
+    for (const auto& name : r->unruled)
+      std::fprintf(stderr, "iris: warning: tensor '%s': no split rule names this matrix: replicated on every rank\n", name.c_str());
+    if (shard_json) {
+      auto j = r->to_json();
+      j["ok"] = true;
+      std::printf("%s\n", iris::dump_json(j, 2).c_str());
+    } else if (!shard_quiet) {
+      std::fprintf(stderr, "wrote %s: %u ranks, %llu tensors (%llu split, %llu replicated) in %.2f s\n", so.output.c_str(), r->ranks,
+                   (unsigned long long)r->logical_tensors, (unsigned long long)r->split_tensors, (unsigned long long)r->replicated_tensors,
+                   r->seconds);
+    }
+    return 0;
+  }
   if (verify->parsed()) {
+    if (ranks_folder.empty() == vo.archive.empty())
+      return fail(iris::usage_error("verify: give ARCHIVE or --ranks DIR (one of them)"), vo.json ? "verify" : nullptr);
+    if (!ranks_folder.empty()) return iris::run_verify_ranks_command(ranks_folder, vo.against, vo.json);
     vo.show_progress = !quiet;
     return iris::run_verify_command(vo);
   }

@@ -17,6 +17,7 @@
 #include "common/atomic_output.h"
 #include "converter/output_guard.h"
 #include "verify/device_checks.h"
+#include "converter/shard/verify_ranks.h"
 #include "formats/json_text.h"
 
 namespace iris {
@@ -139,6 +140,28 @@ int run_diff_command(const DiffOptions& o) {
     }
   }
   return 0;
+}
+
+}  // namespace iris
+
+namespace iris {
+
+int run_verify_ranks_command(const std::string& folder, const std::string& against, bool json) {
+  const nlohmann::json where = {{"path", folder}};
+  auto r = verify_ranks({folder, against});
+  if (!r.is_ok()) return cli_fail(r.status(), json ? "verify" : nullptr, where);
+  if (json) {
+    auto j = r->to_json();
+    j["path"] = folder;
+    std::printf("%s\n", dump_json(j, 2).c_str());
+  } else {
+    for (const auto& f : r->failures) std::printf("FAIL %s\n", f.c_str());
+    std::fprintf(stderr, "%s: %s, %u ranks, %llu logical tensors in %llu boxes (%llu replicas)%s\n", folder.c_str(),
+                 r->ok() ? "OK" : "FAILED", r->world, (unsigned long long)r->logical_tensors, (unsigned long long)r->boxes,
+                 (unsigned long long)r->replicas,
+                 against.empty() ? "" : (", " + std::to_string(r->compared) + " compared with " + against + " bit for bit").c_str());
+  }
+  return r->ok() ? kExitOk : kExitVerifyFailed;
 }
 
 }  // namespace iris

@@ -1,0 +1,49 @@
+// Which part of each tensor a tensor- and expert-parallel rank holds (FORMAT.md section 11),
+// by model family, from the tensor's name and the model's config:
+// - column-parallel (rows split): q, k, v, gate, up, expert gate_up, lm_head, embed_tokens
+//   (by vocabulary); q by heads, k and v by key/value heads, each replicated over tp / n_kv
+//   ranks when there are more ranks than key/value heads (TensorRT-LLM's dup_kv_weight);
+// - row-parallel (columns split): o, down, expert down, by heads for o;
+// - experts: whole experts over the ep groups, each expert then split over the tp / ep ranks of
+//   its group as above;
+// - everything else (norms, routers, row-parallel biases, sinks split with q's heads aside):
+//   replicated on every rank.
+// The world is tp ranks; rank r is in expert group r / (tp / ep) and is rank r % (tp / ep) of it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "converter/shard/tensor_slice.h"
+
+namespace iris {
+
+struct ShardSpec {
+  uint32_t tp = 1;  // ranks (attention and dense layers split tp ways)
+  uint32_t ep = 1;  // expert groups; divides tp
+};
+
+struct ModelShape {
+  std::string model_type;
+  uint64_t heads = 0, kv_heads = 0, head_dim = 0;
+  uint64_t experts = 0;  // routed experts (0: a dense model)
+};
+
+// From the archive's config.json; refuses a family without rules and a spec its shape cannot
+// take (heads, key/value heads, experts not divisible), naming what.
+Result<ModelShape> model_shape_for_sharding(const std::string& config_json, const std::string& model_type, ShardSpec spec,
+                                            const std::string& where);
+
+struct RankShare {
+  bool present = true;  // false: the tensor belongs to another expert group
+  Box box;
+  bool split = false;   // the box is not the whole tensor
+  bool ruled = true;    // false: replicated for want of a rule (a matrix no rule names)
+};
+
+Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t>& shape, const ModelShape& m, ShardSpec spec,
+                             uint32_t rank);
+
+}  // namespace iris

@@ -1,0 +1,210 @@
+// Tensor- and expert-parallel rank archives (`iris shard`, `iris convert --tp/--ep`, FORMAT.md
+// section 11): for every fixture and format that can be split, the ranks decode bit for bit to
+// their boxes of the whole archive (`verify --ranks --against`, whose oracle is the whole
+// archive's own decode) and cover every element once or by a stated replication; the boxes are
+// the ones the split rules state (computed here from the config, not by the code under test); a
+// split through a quantization block, scale tile or double-quantization group, or one the
+// model's heads or experts cannot take, is refused naming it, with nothing written; and verify
+// finds every inconsistency planted in a folder of ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "tests/test_files.h"
+#include "tests/test_paths.h"
+
+namespace iris {
+namespace {
+
+using namespace testing_files;
+using testing_cli::run;
+namespace fs = std::filesystem;
+const std::string kFix = test_paths::fixtures();
+
+nlohmann::json rank_record(const std::string& path) {
+  const auto j = nlohmann::json::parse(run("inspect " + path + " --json").out);
+  return j;
+}
+
+TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
+  struct Case {
+    std::string fixture, options, spec;
+  };
+  const Case cases[] = {
+      {"llama-bf16", "", "--tp 2"},
+      {"llama-bf16", "", "--tp 4"},
+      {"llama-bf16", "--quant mxfp4", "--tp 2"},
+      {"llama-bf16", "--quant mxfp4", "--tp 4"},
+      {"llama-bf16", "--quant fp8-channel", "--tp 4"},
+      {"llama-bf16", "--quant fp8", "--tp 2"},
+      {"llama-bf16", "--quant nf4 --rule '(o_proj|down_proj)=bf16'", "--tp 2"},
+      {"llama-bf16", "--quant nf4 --rule '(o_proj|down_proj)=bf16'", "--tp 4"},
+      {"llama-bf16", "--quant fp8-block --rule '(k_proj|v_proj)=bf16'", "--tp 2"},
+      {"gptoss-mxfp4", "", "--tp 2"},
+      {"gptoss-mxfp4", "", "--tp 2 --ep 2"},
+      {"gptoss-mxfp4", "", "--tp 4 --ep 4"},
+      {"gptoss-mxfp4", "", "--tp 4 --ep 2"},
+      {"gptoss-mxfp4", "--quant fp8-channel", "--tp 2"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.fixture + " " + c.options + " " + c.spec);
+    TempDir d;
+    ASSERT_EQ(run("convert " + kFix + c.fixture + " -o " + (d / "w.iris") + " -q " + c.options).rc, 0);
+    const auto s = run("shard " + (d / "w.iris") + " -o " + (d / "r") + " -q " + c.spec);
+    ASSERT_EQ(s.rc, 0) << s.out;
+    const auto v = run("verify --ranks " + (d / "r") + " --against " + (d / "w.iris"));
+    EXPECT_EQ(v.rc, 0) << v.out;
+    EXPECT_NE(v.out.find("OK"), std::string::npos) << v.out;
+    // Each rank is a valid archive by itself, of version 2.3.
+    for (const auto& n : names_in(d / "r")) {
+      EXPECT_EQ(run("verify " + (d / "r/" + n) + " -q").rc, 0) << n;
+      EXPECT_EQ(rank_record(d / ("r/" + n))["format_version"], "2.3") << n;
+    }
+    // convert --tp writes the same ranks.
+    const auto t = run("convert " + kFix + c.fixture + " -o " + (d / "c") + " -q " + c.options + " " + c.spec);
+    ASSERT_EQ(t.rc, 0) << t.out;
+    const auto names = names_in(d / "r");
+    EXPECT_EQ(names, names_in(d / "c"));  // no temporary left behind
+    for (const auto& n : names) EXPECT_TRUE(read_all(d / ("r/" + n)) == read_all(d / ("c/" + n))) << n;
+  }
+}
+
+// The boxes the rules give (formats/FORMAT.md section 11), from the fixture's config: llama-bf16
+// has 4 heads and 2 key/value heads of 64, intermediate 512, vocabulary 512.
+TEST(Shard, TheBoxesAreTheStatedRules) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "w.iris") + " -q").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "w.iris") + " -o " + (d / "r") + " -q --tp 4").rc, 0);
+  for (uint64_t rank = 0; rank < 4; ++rank) {
+    std::map<std::string, nlohmann::json> box;
+    const auto listed = nlohmann::json::parse(run("inspect " + (d / ("r/rank-0000" + std::to_string(rank) + "-of-00004.iris")) + " --json").out);
+    EXPECT_EQ(listed["rank"]["index"], rank);
+    for (const auto& t : listed["tensors"]) box[t["name"].get<std::string>()] = t["shape"];
+    const std::string L = "model.layers.0.";
+    EXPECT_EQ(box[L + "self_attn.q_proj.weight"], nlohmann::json({64, 256})) << rank;  // one head of 64 rows
+    EXPECT_EQ(box[L + "self_attn.k_proj.weight"], nlohmann::json({64, 256})) << rank;  // key/value head rank / 2
+    EXPECT_EQ(box[L + "self_attn.o_proj.weight"], nlohmann::json({256, 64})) << rank;  // its head's columns
+    EXPECT_EQ(box[L + "mlp.gate_proj.weight"], nlohmann::json({128, 256})) << rank;
+    EXPECT_EQ(box[L + "mlp.down_proj.weight"], nlohmann::json({256, 128})) << rank;
+    EXPECT_EQ(box["lm_head.weight"], nlohmann::json({128, 256})) << rank;
+    EXPECT_EQ(box[L + "input_layernorm.weight"], nlohmann::json({256})) << rank;  // replicated
+  }
+  // The k_proj boxes start where the rule puts them: ranks 0 and 1 hold head 0, 2 and 3 head 1.
+  for (uint64_t rank = 0; rank < 4; ++rank) {
+    const std::string path = d / ("r/rank-0000" + std::to_string(rank) + "-of-00004.iris");
+    const std::string text = read_all(path);
+    uint64_t msize = 0;
+    std::memcpy(&msize, text.data() + 24, 8);
+    const auto m = nlohmann::json::parse(text.substr(64, msize));
+    EXPECT_EQ(m["rank"]["index"], rank);
+    EXPECT_EQ(m["rank"]["world"], 4);
+    for (const auto& t : m["rank"]["tensors"]) {
+      if (t["name"] == "model.layers.1.self_attn.k_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({rank / 2 * 64, 0})) << rank;
+      if (t["name"] == "model.layers.1.self_attn.q_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({rank * 64, 0})) << rank;
+      if (t["name"] == "model.layers.1.self_attn.o_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({0, rank * 64})) << rank;
+    }
+  }
+  // Expert groups: gpt-oss-mxfp4 has 4 experts; --ep 2 puts experts [0, 2) on group 0.
+  ASSERT_EQ(run("convert " + kFix + "gptoss-mxfp4 -o " + (d / "g.iris") + " -q").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "g.iris") + " -o " + (d / "e") + " -q --tp 2 --ep 2").rc, 0);
+  for (uint64_t rank = 0; rank < 2; ++rank) {
+    const std::string text = read_all(d / ("e/rank-0000" + std::to_string(rank) + "-of-00002.iris"));
+    uint64_t msize = 0;
+    std::memcpy(&msize, text.data() + 24, 8);
+    const auto m = nlohmann::json::parse(text.substr(64, msize));
+    bool seen = false;
+    for (const auto& t : m["rank"]["tensors"])
+      if (t["name"] == "model.layers.0.mlp.experts.gate_up_proj") {
+        EXPECT_EQ(t["start"][0], rank * 2);
+        EXPECT_EQ(t["count"][0], 2);
+        EXPECT_EQ(t["count"][1], t["shape"][1]);  // one rank per group: experts whole
+        seen = true;
+      }
+    EXPECT_TRUE(seen) << rank;
+  }
+}
+
+void expect_refused(const std::string& args, const std::string& named, const std::string& folder) {
+  const auto r = run(args);
+  EXPECT_NE(r.rc, 0) << args;
+  EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  if (fs::exists(folder))
+    for (const auto& e : fs::directory_iterator(folder)) ADD_FAILURE() << "left behind: " << e.path();
+}
+
+TEST(Shard, ASplitTheFormatOrTheModelCannotTakeIsRefusedNamingItAndNothingIsWritten) {
+  TempDir d;
+  const std::string src = kFix + "llama-bf16";
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "fb.iris") + " -q --quant fp8-block").rc, 0);
+  expect_refused("shard " + (d / "fb.iris") + " -o " + (d / "r1") + " --tp 2", "'model.layers.0.self_attn.k_proj.weight': rows [0, 64) cut its 128-row scale blocks", d / "r1");
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "nf.iris") + " -q --quant nf4").rc, 0);
+  expect_refused("shard " + (d / "nf.iris") + " -o " + (d / "r2") + " --tp 2", "double-quantization groups", d / "r2");
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "fo.iris") + " -q --quant fp8-block --rule '(q_proj|k_proj|v_proj|gate_proj|up_proj)=bf16'").rc, 0);
+  expect_refused("shard " + (d / "fo.iris") + " -o " + (d / "r3") + " --tp 4", "'model.layers.0.self_attn.o_proj.weight': columns [0, 64) cut its 128-column", d / "r3");
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "mx.iris") + " -q --quant mxfp4").rc, 0);
+  expect_refused("shard " + (d / "mx.iris") + " -o " + (d / "r4") + " --tp 3", "4 attention heads cannot be split over 3 ranks", d / "r4");
+  expect_refused("shard " + (d / "mx.iris") + " -o " + (d / "r5") + " --tp 2 --ep 2", "experts cannot be distributed", d / "r5");
+  expect_refused("shard " + (d / "mx.iris") + " -o " + (d / "r6") + " --tp 2 --ep 3", "--ep 3 must divide --tp 2", d / "r6");
+  // A family without rules.
+  fs::copy(src, d / "phi");
+  std::string config = read_all(d / "phi/config.json");
+  config.replace(config.find("\"llama\""), 7, "\"phi3\"");
+  write_bytes(d / "phi/config.json", config);
+  ASSERT_EQ(run("convert " + (d / "phi") + " -o " + (d / "phi.iris") + " -q").rc, 0);
+  expect_refused("shard " + (d / "phi.iris") + " -o " + (d / "r7") + " --tp 2", "no tensor-parallel split rules for model type 'phi3'", d / "r7");
+  // Rank files that exist: refused without --force, kept as they were.
+  ASSERT_EQ(run("shard " + (d / "mx.iris") + " -o " + (d / "r8") + " -q --tp 2").rc, 0);
+  const std::string kept = read_all(d / "r8/rank-00001-of-00002.iris");
+  const auto again = run("shard " + (d / "mx.iris") + " -o " + (d / "r8") + " --tp 2");
+  EXPECT_NE(again.rc, 0);
+  EXPECT_NE(again.out.find("rank-00000-of-00002.iris"), std::string::npos) << again.out;
+  EXPECT_TRUE(read_all(d / "r8/rank-00001-of-00002.iris") == kept);
+  EXPECT_EQ(run("shard " + (d / "mx.iris") + " -o " + (d / "r8") + " -q --tp 2 --force").rc, 0);
+}
+
+TEST(Shard, VerifyRanksFindsEveryPlantedInconsistency) {
+  TempDir d;
+  const std::string src = kFix + "llama-bf16";
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "mx.iris") + " -q --quant mxfp4").rc, 0);
+  ASSERT_EQ(run("convert " + src + " -o " + (d / "bf.iris") + " -q").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "mx.iris") + " -o " + (d / "r") + " -q --tp 2").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "bf.iris") + " -o " + (d / "o") + " -q --tp 2").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "mx.iris") + " -o " + (d / "four") + " -q --tp 4").rc, 0);
+  const std::string r0 = d / "r/rank-00000-of-00002.iris", r1 = d / "r/rank-00001-of-00002.iris";
+  const std::string k0 = read_all(r0), k1 = read_all(r1);
+  auto failed = [&](const std::string& args, const std::string& named) {
+    const auto v = run("verify --ranks " + (d / "r") + " " + args);
+    EXPECT_NE(v.rc, 0) << args;
+    EXPECT_NE(v.out.find(named), std::string::npos) << v.out;
+  };
+  EXPECT_EQ(run("verify --ranks " + (d / "r") + " --against " + (d / "mx.iris")).rc, 0);
+  fs::remove(r1);  // a rank missing
+  failed("", "rank 1 of 2 missing");
+  write_bytes(r1, read_all(d / "o/rank-00001-of-00002.iris"));  // a rank of another sharding (another source)
+  failed("", "of another sharding");
+  write_bytes(r1, k0);  // rank 0's archive under rank 1's name
+  failed("", "is also");
+  write_bytes(r1, read_all(d / "four/rank-00001-of-00004.iris"));  // a rank of another world
+  failed("", "of another sharding");
+  std::string damaged = k1;
+  damaged[damaged.size() - 5] ^= 0x10;  // a flipped byte
+  write_bytes(r1, damaged);
+  failed("", "checksum mismatch");
+  write_bytes(r1, k1);
+  failed("--against " + (d / "bf.iris"), "not the archive these ranks were cut from");
+  EXPECT_EQ(run("verify --ranks " + (d / "r") + " -q --against " + (d / "mx.iris") + " --json").rc, 0);
+  const auto none = run("verify --ranks " + (d / "mx.iris"));
+  EXPECT_NE(none.rc, 0) << none.out;
+  const auto both = run("verify " + (d / "mx.iris") + " --ranks " + (d / "r"));
+  EXPECT_EQ(both.rc, 2) << both.out;
+}
+
+}  // namespace
+}  // namespace iris
