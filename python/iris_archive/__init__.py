@@ -10,14 +10,14 @@
 `python -m iris_archive model.iris` (or iris-dump) lists what an archive holds. See python/README.md;
 the archive format is formats/FORMAT.md."""
 
-from ._archive import Archive, Files, Tensor, open  # noqa: A004
+from ._archive import Archive, Files, Tensor, open, open_rank  # noqa: A004
 from ._dtypes import bfloat16
 from ._errors import ArchiveNotFoundError, ArchiveOpenError, ArchivePermissionError, CorruptError, IrisError
 from ._slice import TensorSlice
 
 __version__ = "0.3.0"
 __all__ = ["Archive", "ArchiveNotFoundError", "ArchiveOpenError", "ArchivePermissionError", "CorruptError", "Files",
-           "IrisError", "Tensor", "TensorSlice", "bfloat16", "native_library", "open"]
+           "IrisError", "Tensor", "TensorSlice", "bfloat16", "native_library", "open", "open_rank"]
 
 
 def native_library() -> str:

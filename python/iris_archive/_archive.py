@@ -387,6 +387,23 @@ class Archive:
         return f"Archive({self.path!r}, {len(self.tensors)} tensors, model_type={self.model_type!r})"
 
 
+def open_rank(folder, rank: int, world_size: int) -> Archive:
+    """Opens rank `rank` of a folder of tensor-parallel rank archives (`iris shard`, `iris convert
+    --tp`, FORMAT.md section 11): FOLDER/rank-RRRRR-of-WWWWW.iris, checked to be that rank of a
+    world of `world_size`. Its tensors are the rank's boxes; `metadata["rank"]["tensors"]` gives
+    each one's logical shape and place. IrisError when the file is not that rank."""
+    rank, world_size = operator.index(rank), operator.index(world_size)
+    if not 0 <= rank < world_size:
+        raise IrisError(f"rank {rank} is not in a world of {world_size}")
+    a = Archive(os.path.join(os.fspath(folder), f"rank-{rank:05d}-of-{world_size:05d}.iris"))
+    rec = a.metadata.get("rank")
+    if type(rec) is not dict or rec.get("index") != rank or rec.get("world") != world_size:
+        a.close()
+        raise IrisError(f"{a.path}: not rank {rank} of a world of {world_size} (its rank record says "
+                        f"{rec.get('index') if type(rec) is dict else None} of {rec.get('world') if type(rec) is dict else None})")
+    return a
+
+
 def open(path) -> Archive:  # noqa: A001 - the package's entry point, as safetensors.safe_open / gguf
     """Opens and validates the archive at `path` (str or os.PathLike). A usable context
     manager: `with iris.open(p) as a:` closes it on the way out. A missing file raises

@@ -178,13 +178,14 @@ class ManifestReader:
         tensors = m.get("tensors")
         if not isinstance(tensors, list):
             raise IrisError(P + "'tensors' missing or not a list")
-        for key in ("part", "set", "set_member"):
+        for key in ("part", "set", "set_member", "rank"):
             if key in m and not isinstance(m[key], dict):
                 raise IrisError(P + f"'{key}' is not an object")
         # "part": a conversion part's record (FORMAT.md section 9), when the file is one; "set" and
         # "set_member": an archive set's index and member records (section 10; iris._set checks them).
-        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version", "part", "set", "set_member")
-                         if k in m}
+        # "rank": a tensor-parallel rank's record (section 11).
+        self.metadata = {k: m[k] for k in ("model_type", "tool", "provenance", "format_version", "part", "set", "set_member",
+                                           "rank") if k in m}
         self.model_type = m.get("model_type", "")
         try:
             self.tensors, keys, depth = _fastcheck.check_tensors(self, tensors)

@@ -291,15 +291,24 @@ class _Transposed:
     __torch_function__ = QuantTensor.__torch_function__
 
 
-def load(path, device="cuda", names=None) -> dict:
+def load(path, device="cuda", names=None, rank=None, world_size=None) -> dict:
     """Uploads the archive (or the named tensors) with libiris's pipeline; returns name ->
-    torch.Tensor (unquantized: views of the device copy) or QuantTensor (quantized)."""
+    torch.Tensor (unquantized: views of the device copy) or QuantTensor (quantized). With rank
+    and world_size, `path` is a folder of tensor-parallel rank archives (`iris shard`) and this
+    rank's is loaded (iris.open_rank checks it is that rank): its tensors are its boxes."""
     device = torch.device(device)
     if device.type != "cuda":
         raise IrisError("iris.torch.load uploads to a CUDA device; use iris.open() for the CPU")
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    archive = path if isinstance(path, Archive) else _open(path)
+    if (rank is None) != (world_size is None):
+        raise IrisError("iris.torch.load: give rank and world_size together")
+    if rank is not None:
+        from ._archive import open_rank
+
+        archive = open_rank(path, rank, world_size)
+    else:
+        archive = path if isinstance(path, Archive) else _open(path)
     owner = DeviceArchive(archive, device, names)
     lib = owner._lib
     out = {}

@@ -68,3 +68,30 @@ def test_an_incomplete_or_mixed_set_is_refused_naming_the_member(pair, tmp_path)
     # A member opened alone is an archive of its tensors, marked as a member.
     with iris.open(member) as m:
         assert m.metadata["set_member"]["index"] == 3 and 0 < len(m) < 21
+
+
+def test_a_rank_of_a_sharded_archive_holds_its_boxes(tmp_path):
+    """open_rank (what iris.torch.load(rank=, world_size=) opens): rank r of a folder of rank
+    archives, its tensors the boxes its record states, their values those boxes of the whole
+    archive's (numpy decoder on both sides)."""
+    run_iris("convert", FIXTURES / "llama-bf16", "-o", tmp_path / "w.iris", "-q", "--quant", "mxfp4")
+    run_iris("shard", tmp_path / "w.iris", "--tp", "2", "-o", tmp_path / "r", "-q")
+    with iris.open(tmp_path / "w.iris") as whole:
+        for rank in range(2):
+            with iris.open_rank(tmp_path / "r", rank, 2) as a:
+                rec = a.metadata["rank"]
+                assert rec["index"] == rank and rec["world"] == 2 and a.version == (2, 3)
+                boxes = {e["name"]: e for e in rec["tensors"]}
+                assert list(boxes) == list(a.keys())
+                for name in a.keys():
+                    e = boxes[name]
+                    box = tuple(slice(s, s + c) for s, c in zip(e["start"], e["count"]))
+                    want = whole.tensors[name].dequantize(backend="numpy")[box]
+                    got = a.tensors[name].dequantize(backend="numpy")
+                    assert got.shape == tuple(e["count"]) and got.tobytes() == want.tobytes(), name
+    with pytest.raises(iris.IrisError, match="not rank 1 of a world of 2"):
+        (tmp_path / "r" / "rank-00001-of-00002.iris").rename(tmp_path / "x.iris")
+        (tmp_path / "r" / "rank-00000-of-00002.iris").rename(tmp_path / "r" / "rank-00001-of-00002.iris")
+        iris.open_rank(tmp_path / "r", 1, 2)
+    with pytest.raises(iris.IrisError, match="rank 2 is not in a world of 2"):
+        iris.open_rank(tmp_path / "r", 2, 2)

@@ -202,6 +202,35 @@ def test_load_equals_the_cpu_reader(converted, fixture, options):
         assert got32.tobytes() == t.dequantize("float32").tobytes(), name
 
 
+def test_load_of_an_archive_set_and_of_a_rank(tmp_path):
+    """iris.torch.load of an archive set's index (FORMAT.md section 10) uploads every member's
+    tensors; with rank= and world_size=, a folder of rank archives (section 11) gives that
+    rank's boxes: each equal on the device, through the GPU dequant, to the box of the whole
+    archive's CPU decode."""
+    from conftest import FIXTURES, run_iris
+
+    run_iris("convert", FIXTURES / "gptoss-mxfp4", "-o", tmp_path / "w.iris", "-q")
+    run_iris("convert", FIXTURES / "gptoss-mxfp4", "-o", tmp_path / "s.iris", "-q", "--max-file-size", "1MB")
+    run_iris("shard", tmp_path / "w.iris", "--tp", "2", "--ep", "2", "-o", tmp_path / "r", "-q")
+    whole = iris.open(tmp_path / "w.iris")
+    sd = itorch.load(tmp_path / "s.iris")
+    assert set(sd) == set(whole.keys())
+    for name, t in whole.tensors.items():
+        if t.quantized:
+            got = sd[name].dequantize(torch.float32).cpu().numpy()
+            assert got.tobytes() == t.dequantize("float32").tobytes(), name
+    for rank in range(2):
+        part = itorch.load(tmp_path / "r", rank=rank, world_size=2)
+        boxes = {e["name"]: e for e in iris.open_rank(tmp_path / "r", rank, 2).metadata["rank"]["tensors"]}
+        assert set(part) == set(boxes)
+        for name, e in boxes.items():
+            box = tuple(slice(s, s + c) for s, c in zip(e["start"], e["count"]))
+            want = whole.tensors[name].dequantize("float32")[box]
+            v = part[name]
+            got = (v.dequantize(torch.float32) if isinstance(v, itorch.QuantTensor) else v.float()).cpu().numpy()
+            assert got.shape == want.shape and got.tobytes() == want.tobytes(), (rank, name)
+
+
 @pytest.mark.parametrize("fixture,options", ARCHIVES[1:])
 def test_linear_within_the_fp32_bound(converted, fixture, options):
     path = converted(fixture, *options)
