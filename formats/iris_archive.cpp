@@ -28,7 +28,7 @@ Result<IrisArchive> IrisArchive::open_memory(std::span<const uint8_t> bytes, con
   return from_map(MappedFile::borrow(bytes, name));
 }
 
-Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
+Result<IrisArchive> IrisArchive::from_map(MappedFile map, bool open_set) {
   IrisArchive a;
   a.map_ = std::move(map);
   const std::string path = a.map_.path();
@@ -44,7 +44,10 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map) {
     return invalid_input(path + (has_set ? ": a set record in a file that is not an archive set's index (its magic is IRISMDL2)"
                                          : ": an archive set's index (IRISSET2) without a set record"));
   if (!a.manifest_.set_member.is_null()) IRIS_TRY(SetMemberRecord::from_json(a.manifest_.set_member, path).status());
-  if (has_set) IRIS_TRY(a.open_members());
+  if (has_set) {
+    if (!open_set) return invalid_input(path + ": is itself an archive set's index, listed as a member of another");
+    IRIS_TRY(a.open_members());
+  }
   return a;
 }
 
@@ -63,7 +66,9 @@ Status IrisArchive::open_members() {
     const SetFileRecord& f = set.files[i];
     const std::string mpath = (folder / f.name).string();
     const std::string ctx = path + ": member " + std::to_string(i + 1) + " of " + std::to_string(count) + " (" + f.name + "): ";
-    auto opened = IrisArchive::open(mpath);
+    auto mapped = MappedFile::open(mpath);
+    if (!mapped.is_ok()) return mapped.status().with_context(ctx);
+    auto opened = from_map(std::move(*mapped), /*open_set=*/false);
     if (!opened.is_ok()) return opened.status().with_context(ctx);
     IrisArchive& m = *opened;
     if (m.is_set() || m.preamble_.set_index) return invalid_input(ctx + "is itself an archive set's index");

@@ -70,7 +70,9 @@ class IrisArchive {
   Status verify_file(const StoredFile& f) const;
 
  private:
-  static Result<IrisArchive> from_map(MappedFile map);
+  // `open_set`: an archive set's index opens its members (false: a member, which must not be an
+  // index itself, so that no chain or cycle of indexes is followed).
+  static Result<IrisArchive> from_map(MappedFile map, bool open_set = true);
   Status open_members();  // a set's index: maps and checks the members, takes their tensors
   struct Member {
     MappedFile map;

@@ -76,6 +76,12 @@ void print_inspection(const Inspection& in) {
     std::printf("member %s/%s of an archive set (open its index to read the whole archive): its tensors %s.. of %s\n", u("index").c_str(),
                 u("count").c_str(), u("first_tensor").c_str(), u("total_tensors").c_str());
   }
+  if (j.contains("rank") && j["rank"].is_object()) {
+    const json& p = j["rank"];
+    const auto u = [&](const char* k) { return p.contains(k) && p[k].is_number_unsigned() ? std::to_string(p[k].get<uint64_t>()) : std::string("?"); };
+    std::printf("rank %s of a world of %s (tp %s, ep %s): its tensors are boxes of %s logical tensors (iris verify --ranks proves the folder)\n",
+                u("index").c_str(), u("world").c_str(), u("tp").c_str(), u("ep").c_str(), u("logical_tensors").c_str());
+  }
   if (j.contains("provenance") && j["provenance"].is_object() && j["provenance"].contains("safetensors_metadata") &&
       !j["provenance"]["safetensors_metadata"].empty())
     std::printf("source safetensors metadata: %s\n", dump_json(j["provenance"]["safetensors_metadata"]).c_str());

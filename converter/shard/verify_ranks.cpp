@@ -220,12 +220,19 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
       if (!equal) fail(held[p.rank]->path + ": tensor '" + name + "': a replica whose bytes differ from " + held[same->rank]->path + "'s");
     }
     (void)first;
+    // Disjoint boxes inside the shape cover it iff their volumes add up to its own (no
+    // product or sum here can wrap: an overflow is a failure of its own).
     uint64_t numel = 1, held_elems = 0;
-    for (uint64_t v : ps[0].shape) numel *= v;
+    bool wraps = false;
+    for (uint64_t v : ps[0].shape) wraps = wraps || __builtin_mul_overflow(numel, v, &numel);
     for (const Piece* d : distinct) {
       uint64_t v = 1;
-      for (uint64_t c : d->count) v *= c;
-      held_elems += v;
+      for (uint64_t c : d->count) wraps = wraps || __builtin_mul_overflow(v, c, &v);
+      wraps = wraps || __builtin_add_overflow(held_elems, v, &held_elems);
+    }
+    if (wraps) {
+      fail(o.folder + ": tensor '" + name + "': its shape or boxes hold more than 2^64 elements");
+      continue;
     }
     rep.boxes += distinct.size();
     if (held_elems != numel)

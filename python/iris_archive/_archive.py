@@ -194,8 +194,11 @@ class Files:
 class Archive:
     """A read-only, memory-mapped .iris archive whose preamble and manifest have been checked."""
 
-    def __init__(self, path):
+    def __init__(self, path, _as_member: bool = False):
+        """_as_member: opened as a member of an archive set, which must not be an index itself
+        (no chain or cycle of indexes is followed)."""
         self.path = os.fspath(path)
+        self._as_member = _as_member
         try:
             # O_NONBLOCK: a FIFO or device must not wait for a writer; only regular files are read.
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -263,7 +266,9 @@ class Archive:
         if "set_member" in self.metadata:
             _set.member_record(self.metadata["set_member"], self.path)
         if self._set_index:
-            self._members = _set.open_members(self, Archive)
+            if self._as_member:
+                self._fail("is itself an archive set's index, listed as a member of another")
+            self._members = _set.open_members(self, functools.partial(Archive, _as_member=True))
 
     @property
     def data_files(self) -> list:

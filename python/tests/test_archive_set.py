@@ -70,6 +70,28 @@ def test_an_incomplete_or_mixed_set_is_refused_naming_the_member(pair, tmp_path)
         assert m.metadata["set_member"]["index"] == 3 and 0 < len(m) < 21
 
 
+def test_an_index_listed_as_a_member_is_refused_not_followed(pair, tmp_path):
+    """A cycle of indexes (the index names itself as a member, checksums made good) is refused,
+    not followed."""
+    import json
+    import struct
+
+    from iris_archive._archive import _xxh3
+
+    b = bytearray((pair / "s.iris").read_bytes())
+    msize, doff = struct.unpack_from("<Q", b, 24)[0], struct.unpack_from("<Q", b, 32)[0]
+    m = json.loads(bytes(b[64:64 + msize]))
+    m["set"]["files"][0]["name"] = "loop.iris"
+    text = json.dumps(m, indent=1, sort_keys=True).encode()
+    b[64:doff] = text + bytes(doff - 64 - len(text))
+    struct.pack_into("<Q", b, 24, len(text))
+    struct.pack_into("<Q", b, 48, _xxh3(text))
+    struct.pack_into("<Q", b, 56, _xxh3(bytes(b[:56])))
+    (tmp_path / "loop.iris").write_bytes(bytes(b))
+    with pytest.raises(iris.IrisError, match="is itself an archive set's index"):
+        iris.open(tmp_path / "loop.iris")
+
+
 def test_a_rank_of_a_sharded_archive_holds_its_boxes(tmp_path):
     """open_rank (what iris.torch.load(rank=, world_size=) opens): rank r of a folder of rank
     archives, its tensors the boxes its record states, their values those boxes of the whole

@@ -197,6 +197,31 @@ TEST(ArchiveSet, ASetThatIsNotCompleteAndConsistentIsRefusedNamingTheMember) {
   expect_refused("verify " + (d / "t.iris"), "not an archive set's index");
 }
 
+// An index whose set record lists an index (itself: a cycle) as a member, checksums made good:
+// refused naming it, not followed.
+TEST(ArchiveSet, AnIndexListedAsAMemberIsRefusedNotFollowed) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "s.iris") + " -q --max-file-size 400KB").rc, 0);
+  std::string b = read_all(d / "s.iris");
+  uint64_t msize = 0, doff = 0;
+  std::memcpy(&msize, b.data() + 24, 8);
+  std::memcpy(&doff, b.data() + 32, 8);
+  auto m = nlohmann::json::parse(b.substr(64, msize));
+  m["set"]["files"][0]["name"] = "loop.iris";
+  const std::string text = m.dump(1);
+  ASSERT_LE(64 + text.size(), doff);
+  b.replace(64, doff - 64, text + std::string(doff - 64 - text.size(), '\0'));
+  const uint64_t size = text.size(), mh = xxh3_64(text.data(), text.size());
+  std::memcpy(b.data() + 24, &size, 8);
+  std::memcpy(b.data() + 48, &mh, 8);
+  const uint64_t ph = xxh3_64(b.data(), 56);
+  std::memcpy(b.data() + 56, &ph, 8);
+  write_bytes(d / "loop.iris", b);
+  const auto r = run("verify " + (d / "loop.iris"));
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.out.find("is itself an archive set's index"), std::string::npos) << r.out;
+}
+
 TEST(ArchiveSet, NeverReplacesAFileWithoutForceAndWritesNothingOnRefusal) {
   TempDir d, names;
   const std::string src = kFix + "llama-bf16";
