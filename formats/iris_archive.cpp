@@ -28,7 +28,7 @@ Result<IrisArchive> IrisArchive::open_memory(std::span<const uint8_t> bytes, con
   return from_map(MappedFile::borrow(bytes, name));
 }
 
-Result<IrisArchive> IrisArchive::from_map(MappedFile map, bool open_set) {
+Result<IrisArchive> IrisArchive::from_map(MappedFile map, SetMode set_mode) {
   IrisArchive a;
   a.map_ = std::move(map);
   const std::string path = a.map_.path();
@@ -44,11 +44,19 @@ Result<IrisArchive> IrisArchive::from_map(MappedFile map, bool open_set) {
     return invalid_input(path + (has_set ? ": a set record in a file that is not an archive set's index (its magic is IRISMDL2)"
                                          : ": an archive set's index (IRISSET2) without a set record"));
   if (!a.manifest_.set_member.is_null()) IRIS_TRY(SetMemberRecord::from_json(a.manifest_.set_member, path).status());
-  if (has_set) {
-    if (!open_set) return invalid_input(path + ": is itself an archive set's index, listed as a member of another");
-    IRIS_TRY(a.open_members());
-  }
+  if (has_set && set_mode == SetMode::kRefuse) return invalid_input(path + ": is itself an archive set's index, listed as a member of another");
+  if (has_set && set_mode == SetMode::kOpen) IRIS_TRY(a.open_members());
   return a;
+}
+
+Result<std::vector<std::string>> set_member_paths(const std::string& path) {
+  IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
+  IRIS_ASSIGN_OR_RETURN(IrisArchive index, IrisArchive::from_map(std::move(map), IrisArchive::SetMode::kIndexOnly));
+  if (index.manifest().set.is_null()) return invalid_input(path + ": not an archive set's index");
+  IRIS_ASSIGN_OR_RETURN(SetRecord set, SetRecord::from_json(index.manifest().set, path));
+  std::vector<std::string> out;
+  for (const auto& f : set.files) out.push_back((std::filesystem::path(path).parent_path() / f.name).string());
+  return out;
 }
 
 Status IrisArchive::open_members() {
@@ -60,15 +68,14 @@ Status IrisArchive::open_members() {
   IRIS_ASSIGN_OR_RETURN(SetRecord set, SetRecord::from_json(manifest_.set, path));
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
   const uint32_t count = uint32_t(set.files.size());
-  std::vector<ArchiveTensor> tensors;
-  tensors.reserve(set.tensors);
+  std::vector<ArchiveTensor> tensors;  // (not reserved from the record: the members' manifests say how many)
   for (uint32_t i = 0; i < count; ++i) {
     const SetFileRecord& f = set.files[i];
     const std::string mpath = (folder / f.name).string();
     const std::string ctx = path + ": member " + std::to_string(i + 1) + " of " + std::to_string(count) + " (" + f.name + "): ";
     auto mapped = MappedFile::open(mpath);
     if (!mapped.is_ok()) return mapped.status().with_context(ctx);
-    auto opened = from_map(std::move(*mapped), /*open_set=*/false);
+    auto opened = from_map(std::move(*mapped), SetMode::kRefuse);
     if (!opened.is_ok()) return opened.status().with_context(ctx);
     IrisArchive& m = *opened;
     if (m.is_set() || m.preamble_.set_index) return invalid_input(ctx + "is itself an archive set's index");

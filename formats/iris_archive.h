@@ -28,6 +28,11 @@ namespace iris {
 // take archives or snapshots tell them apart before opening.
 bool is_iris_archive(const std::string& path);
 
+// The member files an archive set's index at `path` lists (their paths, in its folder), read
+// from the index alone: what a writer replacing that index removes with it. An error when
+// `path` is not a readable set index.
+Result<std::vector<std::string>> set_member_paths(const std::string& path);
+
 class IrisArchive {
  public:
   static Result<IrisArchive> open(const std::string& path);
@@ -70,9 +75,12 @@ class IrisArchive {
   Status verify_file(const StoredFile& f) const;
 
  private:
-  // `open_set`: an archive set's index opens its members (false: a member, which must not be an
-  // index itself, so that no chain or cycle of indexes is followed).
-  static Result<IrisArchive> from_map(MappedFile map, bool open_set = true);
+  // What an archive set's index does when it is opened: open its members (kOpen), be refused
+  // (kRefuse: a member, which must not be an index itself, so that no chain or cycle of indexes
+  // is followed), or stay an index without members (kIndexOnly: set_member_paths).
+  enum class SetMode { kOpen, kRefuse, kIndexOnly };
+  static Result<IrisArchive> from_map(MappedFile map, SetMode set_mode = SetMode::kOpen);
+  friend Result<std::vector<std::string>> set_member_paths(const std::string& path);
   Status open_members();  // a set's index: maps and checks the members, takes their tensors
   struct Member {
     MappedFile map;

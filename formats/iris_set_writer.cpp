@@ -1,8 +1,10 @@
 // IrisWriter::write_set: an archive as a set of member files and an index (FORMAT.md section 10).
+#include <algorithm>
 #include <filesystem>
 
 #include "common/checked_math.h"
 #include "formats/archive_set.h"
+#include "formats/iris_archive.h"
 #include "formats/iris_preamble.h"
 #include "formats/iris_writer.h"
 
@@ -105,8 +107,28 @@ Result<WriteSummary> IrisWriter::write_set(const std::string& index_path, uint64
   out.manifest_xxh3 = w.manifest_xxh3;
   out.set_files.push_back({index_path, w.file_bytes});
   if (options.before_commit) IRIS_TRY(options.before_commit(out));
-  // The members first, the index last: a reader never finds an index without its members.
-  for (auto& f : held) IRIS_TRY(f.commit());
+  // An index being replaced (--force) may list members this set does not write (another
+  // count): they go with it, once the new set is in place.
+  std::vector<std::string> stale;
+  if (options.overwrite)
+    if (auto old = set_member_paths(index_path); old.is_ok())
+      for (const auto& p : *old)
+        if (std::find(paths.begin(), paths.end(), p) == paths.end()) stale.push_back(p);
+  // The members first, the index last: a reader never finds an index without its members. A
+  // commit that fails takes back the files this call already named.
+  std::vector<std::string> named = paths;
+  named.push_back(index_path);
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (Status st = held[i].commit(); !st.is_ok()) {
+      std::error_code ec;
+      for (size_t j = 0; j < i; ++j) std::filesystem::remove(named[j], ec);
+      return st;
+    }
+  }
+  for (const auto& p : stale) {
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+  }
   return out;
 }
 

@@ -44,7 +44,18 @@ void verify_checksums(const IrisArchive& a, VerifyReport* report, const std::fun
 // checksums, components and files theirs, and the rest must be zero).
 void verify_padding(const IrisArchive& a, VerifyReport* report) {
   std::vector<CheckResult> results;
-  // Each file of the archive (an archive set: the index and every member) on its own.
+  // Absolute [begin, end) of the components and files of each file of the archive (an archive
+  // set: the index and every member), gathered in one pass.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> used_by_file(a.file_count());
+  for (const auto& t : a.manifest().tensors)
+    for (const auto& c : t.components) {
+      const uint64_t at = a.file_preamble(c.file).data_offset + c.offset;
+      used_by_file[c.file].push_back({at, at + c.spec.bytes});
+    }
+  for (const auto& f : a.manifest().files) {
+    const uint64_t at = a.preamble().data_offset + f.offset;
+    used_by_file[0].push_back({at, at + f.size});
+  }
   for (size_t file = 0; file < a.file_count() && results.empty(); ++file) {
     const Preamble& p = a.file_preamble(file);
     const auto& map = a.file_mapping(file);
@@ -61,12 +72,7 @@ void verify_padding(const IrisArchive& a, VerifyReport* report) {
         results.push_back({name, false, where + "byte at file offset " + std::to_string(*at) + " is not zero (padding must be zero; data corrupted)"});
     };
     check("padding:header", p.manifest_offset + p.manifest_size, p.data_offset);
-    std::vector<std::pair<uint64_t, uint64_t>> used;  // absolute [begin, end) of components and files
-    for (const auto& t : a.manifest().tensors)
-      for (const auto& c : t.components)
-        if (c.file == file) used.push_back({p.data_offset + c.offset, p.data_offset + c.offset + c.spec.bytes});
-    if (file == 0)
-      for (const auto& f : a.manifest().files) used.push_back({p.data_offset + f.offset, p.data_offset + f.offset + f.size});
+    auto& used = used_by_file[file];
     std::sort(used.begin(), used.end());
     uint64_t pos = p.data_offset;
     for (const auto& [b, e] : used) {

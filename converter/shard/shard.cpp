@@ -37,16 +37,19 @@ Result<ShardReport> run_shard(const ShardOptions& o) {
   IRIS_ASSIGN_OR_RETURN(std::string config, a.read_file("config.json"));
   IRIS_ASSIGN_OR_RETURN(ModelShape shape, model_shape_for_sharding(config, m.model_type, o.spec, o.archive));
   const uint32_t world = o.spec.tp;
+  // Every rank's file stays open (unnamed) until all are written: a bound on the descriptors.
+  if (world > kMaxShardRanks)
+    return usage_error("--tp " + std::to_string(world) + ": iris writes at most " + std::to_string(kMaxShardRanks) + " ranks");
   std::error_code ec;
   fs::create_directories(o.output, ec);
   if (ec) return io_error(o.output + ": cannot make the folder: " + ec.message());
-  std::vector<std::string> paths;
+  std::vector<std::string> inputs, paths;  // every file of the archive (a set: its index and members)
+  for (size_t f = 0; f < a.file_count(); ++f) inputs.push_back(a.file_path(f));
   for (uint32_t r = 0; r < world; ++r) {
     paths.push_back((fs::path(o.output) / rank_file_name(r, world)).string());
-    IRIS_TRY(refuse_input_as_output(paths.back(), std::vector<std::string>(a.file_count(), o.archive), "output"));
+    IRIS_TRY(refuse_input_as_output(paths.back(), inputs, "output"));
     IRIS_TRY(AtomicOutputFile::destination(paths.back(), o.overwrite, /*in_order=*/false).status());
   }
-  for (size_t f = 0; f < a.file_count(); ++f) IRIS_TRY(refuse_input_as_output(a.file_path(f), paths, "output"));
 
   // Every logical tensor, named and counted alike on every rank (verify --ranks checks that
   // the ranks cover them all).
@@ -103,7 +106,23 @@ Result<ShardReport> run_shard(const ShardOptions& o) {
     IRIS_ASSIGN_OR_RETURN(WriteSummary written, w.write(paths[r], wo));
     report.files.push_back({paths[r], written.file_bytes});
   }
-  for (auto& f : held) IRIS_TRY(f.commit());  // every rank complete and checked: named together
+  // Every rank complete and checked: named together; a commit that fails takes back the ranks
+  // this call named.
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (Status st = held[i].commit(); !st.is_ok()) {
+      for (size_t j = 0; j < i; ++j) fs::remove(paths[j], ec);
+      return st;
+    }
+  }
+  // Replacing (--force) a folder of another world's ranks: those would mix with these.
+  if (o.overwrite) {
+    const std::string suffix = "-of-" + rank_file_name(0, world).substr(rank_file_name(0, world).find("-of-") + 4);
+    for (fs::directory_iterator it(o.output, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (n.size() == suffix.size() + 10 && n.rfind("rank-", 0) == 0 && n.find("-of-") == 10 && n.compare(10, suffix.size(), suffix) != 0)
+        fs::remove(it->path(), ec);
+    }
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -33,6 +33,9 @@ struct ShardReport {
   nlohmann::json to_json() const;
 };
 
+// The most ranks one shard writes (each rank's file is held open until all are complete).
+constexpr uint32_t kMaxShardRanks = 512;
+
 // "rank-00001-of-00004.iris": rank 1 (0-based) of a world of 4.
 std::string rank_file_name(uint32_t rank, uint32_t world);
 

@@ -23,7 +23,8 @@ uint64_t get_u64(const nlohmann::json& c, const char* key) {
 
 // Part `p` of `parts` equal parts of [0, extent), each a multiple of `unit`.
 Status equal_part(uint64_t extent, uint64_t parts, uint64_t p, uint64_t unit, const std::string& what, uint64_t* start, uint64_t* count) {
-  if (extent % (parts * unit) != 0)
+  uint64_t pu = 0;
+  if (__builtin_mul_overflow(parts, unit, &pu) || pu == 0 || extent % pu != 0)
     return invalid_input(what + ": " + std::to_string(extent) + " cannot be split into " + std::to_string(parts) + " equal parts" +
                          (unit > 1 ? " of whole " + std::to_string(unit) + "-element units" : ""));
   *count = extent / parts;
@@ -65,6 +66,11 @@ Result<ModelShape> model_shape_for_sharding(const std::string& config_json, cons
   if (!m.head_dim && m.heads) m.head_dim = hidden / m.heads;
   m.experts = std::max(get_u64(c, "num_local_experts"), get_u64(c, "num_experts"));
   if (!m.heads || !m.head_dim) return invalid_input(where + ": config.json gives no num_attention_heads and head size");
+  uint64_t rows = 0;
+  if (m.heads > (uint64_t(1) << 32) || m.kv_heads > (uint64_t(1) << 32) || m.head_dim > (uint64_t(1) << 32) ||
+      __builtin_mul_overflow(m.heads, m.head_dim, &rows))
+    return invalid_input(where + ": config.json's heads (" + std::to_string(m.heads) + ", " + std::to_string(m.kv_heads) + " key/value) of " +
+                         std::to_string(m.head_dim) + " are out of range");
   if (m.heads % spec.tp != 0)
     return invalid_input(where + ": " + std::to_string(m.heads) + " attention heads cannot be split over " + std::to_string(spec.tp) + " ranks");
   if (spec.tp <= m.kv_heads ? m.kv_heads % spec.tp != 0 : spec.tp % m.kv_heads != 0)
@@ -86,6 +92,7 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
   // Cuts dimension d into `parts` equal parts and keeps part p.
   auto cut = [&](size_t d, uint64_t parts, uint64_t p, uint64_t unit) -> Status {
     if (parts <= 1) return Status::ok();
+    if (d >= r) return invalid_input(what + ": " + std::to_string(r) + " dimensions, too few for its split rule");
     IRIS_TRY(equal_part(shape[d], parts, p, unit, what, &s.box.start[d], &s.box.count[d]));
     s.split = true;
     return Status::ok();
@@ -104,7 +111,8 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
   if ((ends_with(name, ".k_proj.weight") || ends_with(name, ".k_proj.bias") || ends_with(name, ".v_proj.weight") ||
        ends_with(name, ".v_proj.bias")) && r >= 1) {
     const size_t d = r == 1 ? 0 : r - 2;
-    if (shape[d] != m.kv_heads * m.head_dim)
+    uint64_t kv_rows = 0;
+    if (__builtin_mul_overflow(m.kv_heads, m.head_dim, &kv_rows) || shape[d] != kv_rows)
       return invalid_input(what + ": " + std::to_string(shape[d]) + " rows are not " + std::to_string(m.kv_heads) + " key/value heads of " +
                            std::to_string(m.head_dim));
     if (tp <= m.kv_heads) {
@@ -126,6 +134,7 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
   }
   // Experts.
   if (expert >= 0) {
+    if (!matrix && weight) return invalid_input(what + ": an expert's weight must be a matrix, not " + std::to_string(r) + "-dimensional");
     if (!m.experts || uint64_t(expert) >= m.experts) return invalid_input(what + ": expert " + std::to_string(expert) + " of " + std::to_string(m.experts));
     s.present = uint64_t(expert) / (m.experts / spec.ep) == group;
     if (!s.present) return s;

@@ -157,6 +157,10 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
   const uint64_t world = u64_or(ref, "world", 0);
   if (world == 0 || world > 65536) return invalid_input(held.front()->path + ": rank record: world missing or out of range");
   rep.world = uint32_t(world);
+  const uint64_t tp = u64_or(ref, "tp", 0), ep = u64_or(ref, "ep", 0);
+  if (tp != world || ep == 0 || tp % ep != 0)
+    fail(held.front()->path + ": rank record: world " + std::to_string(world) + ", tp " + std::to_string(tp) + ", ep " + std::to_string(ep) +
+         " (FORMAT.md section 11: the world is tp ranks, and ep divides tp)");
   rep.logical_tensors = u64_or(ref, "logical_tensors", 0);
   for (uint32_t r = 0; r < rep.world; ++r) {
     if (!by_index.count(r)) fail(o.folder + ": " + rank_file_name(r, rep.world) + ": rank " + std::to_string(r) + " of " + std::to_string(rep.world) + " missing");
@@ -179,7 +183,7 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
       const json& e = list[i];
       if (!e.is_object() || str_or(e, "name") != tensors[i].desc.name || !u64s(field(e, "shape"), &p.shape) ||
           !u64s(field(e, "start"), &p.start) || !u64s(field(e, "count"), &p.count) || p.start.size() != p.shape.size() ||
-          p.count != tensors[i].desc.shape) {
+          p.count.size() != p.shape.size() || p.count != tensors[i].desc.shape) {
         fail(held[h]->path + ": tensor '" + tensors[i].desc.name + "': its box in the rank record does not describe the tensor stored");
         continue;
       }
@@ -204,6 +208,11 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
         fail(held[p.rank]->path + ": tensor '" + name + "': logical shape differs from " + held[ps[0].rank]->path + "'s");
         continue;
       }
+      if (t.desc.format != first.desc.format || t.desc.dtype != first.desc.dtype) {
+        fail(held[p.rank]->path + ": tensor '" + name + "': stored as " + storage_name(t.desc) + ", " + held[ps[0].rank]->path + " as " +
+             storage_name(first.desc));
+        continue;
+      }
       const Piece* same = nullptr;
       for (const Piece* d : distinct)
         if (d->start == p.start && d->count == p.count) same = d;
@@ -219,7 +228,6 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
       for (size_t c = 0; equal && c < t.components.size(); ++c) equal = st.components[c].xxh3 == t.components[c].xxh3;
       if (!equal) fail(held[p.rank]->path + ": tensor '" + name + "': a replica whose bytes differ from " + held[same->rank]->path + "'s");
     }
-    (void)first;
     // Disjoint boxes inside the shape cover it iff their volumes add up to its own (no
     // product or sum here can wrap: an overflow is a failure of its own).
     uint64_t numel = 1, held_elems = 0;

@@ -402,7 +402,8 @@ def open_rank(folder, rank: int, world_size: int) -> Archive:
         raise IrisError(f"rank {rank} is not in a world of {world_size}")
     a = Archive(os.path.join(os.fspath(folder), f"rank-{rank:05d}-of-{world_size:05d}.iris"))
     rec = a.metadata.get("rank")
-    if type(rec) is not dict or rec.get("index") != rank or rec.get("world") != world_size:
+    if (type(rec) is not dict or not _format.is_uint(rec.get("index")) or not _format.is_uint(rec.get("world"))
+            or rec["index"] != rank or rec["world"] != world_size):
         a.close()
         raise IrisError(f"{a.path}: not rank {rank} of a world of {world_size} (its rank record says "
                         f"{rec.get('index') if type(rec) is dict else None} of {rec.get('world') if type(rec) is dict else None})")

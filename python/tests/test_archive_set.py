@@ -70,24 +70,30 @@ def test_an_incomplete_or_mixed_set_is_refused_naming_the_member(pair, tmp_path)
         assert m.metadata["set_member"]["index"] == 3 and 0 < len(m) < 21
 
 
-def test_an_index_listed_as_a_member_is_refused_not_followed(pair, tmp_path):
-    """A cycle of indexes (the index names itself as a member, checksums made good) is refused,
-    not followed."""
+def rewrite_manifest(src, dst, edit):
+    """The archive at src with its manifest JSON edited and every checksum made good."""
     import json
     import struct
 
     from iris_archive._archive import _xxh3
 
-    b = bytearray((pair / "s.iris").read_bytes())
+    b = bytearray(src.read_bytes())
     msize, doff = struct.unpack_from("<Q", b, 24)[0], struct.unpack_from("<Q", b, 32)[0]
     m = json.loads(bytes(b[64:64 + msize]))
-    m["set"]["files"][0]["name"] = "loop.iris"
+    edit(m)
     text = json.dumps(m, indent=1, sort_keys=True).encode()
+    assert 64 + len(text) <= doff
     b[64:doff] = text + bytes(doff - 64 - len(text))
     struct.pack_into("<Q", b, 24, len(text))
     struct.pack_into("<Q", b, 48, _xxh3(text))
     struct.pack_into("<Q", b, 56, _xxh3(bytes(b[:56])))
-    (tmp_path / "loop.iris").write_bytes(bytes(b))
+    dst.write_bytes(bytes(b))
+
+
+def test_an_index_listed_as_a_member_is_refused_not_followed(pair, tmp_path):
+    """A cycle of indexes (the index names itself as a member, checksums made good) is refused,
+    not followed."""
+    rewrite_manifest(pair / "s.iris", tmp_path / "loop.iris", lambda m: m["set"]["files"][0].update(name="loop.iris"))
     with pytest.raises(iris.IrisError, match="is itself an archive set's index"):
         iris.open(tmp_path / "loop.iris")
 
@@ -117,3 +123,9 @@ def test_a_rank_of_a_sharded_archive_holds_its_boxes(tmp_path):
         iris.open_rank(tmp_path / "r", 1, 2)
     with pytest.raises(iris.IrisError, match="rank 2 is not in a world of 2"):
         iris.open_rank(tmp_path / "r", 2, 2)
+    # A record whose index is JSON true (equal to 1 in Python, not an unsigned integer): refused.
+    run_iris("shard", tmp_path / "w.iris", "--tp", "2", "-o", tmp_path / "t", "-q")
+    one = tmp_path / "t" / "rank-00001-of-00002.iris"
+    rewrite_manifest(one, one, lambda m: m["rank"].update(index=True))
+    with pytest.raises(iris.IrisError, match="not rank 1 of a world of 2"):
+        iris.open_rank(tmp_path / "t", 1, 2)

@@ -15,6 +15,7 @@
 #include "common/hashing.h"
 #include "formats/iris_archive.h"
 #include "tests/cli_runner.h"
+#include "tests/rewrite_manifest.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
 
@@ -202,24 +203,33 @@ TEST(ArchiveSet, ASetThatIsNotCompleteAndConsistentIsRefusedNamingTheMember) {
 TEST(ArchiveSet, AnIndexListedAsAMemberIsRefusedNotFollowed) {
   TempDir d;
   ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "s.iris") + " -q --max-file-size 400KB").rc, 0);
-  std::string b = read_all(d / "s.iris");
-  uint64_t msize = 0, doff = 0;
-  std::memcpy(&msize, b.data() + 24, 8);
-  std::memcpy(&doff, b.data() + 32, 8);
-  auto m = nlohmann::json::parse(b.substr(64, msize));
-  m["set"]["files"][0]["name"] = "loop.iris";
-  const std::string text = m.dump(1);
-  ASSERT_LE(64 + text.size(), doff);
-  b.replace(64, doff - 64, text + std::string(doff - 64 - text.size(), '\0'));
-  const uint64_t size = text.size(), mh = xxh3_64(text.data(), text.size());
-  std::memcpy(b.data() + 24, &size, 8);
-  std::memcpy(b.data() + 48, &mh, 8);
-  const uint64_t ph = xxh3_64(b.data(), 56);
-  std::memcpy(b.data() + 56, &ph, 8);
-  write_bytes(d / "loop.iris", b);
+  rewrite_manifest(d / "s.iris", d / "loop.iris", [](nlohmann::json& m) { m["set"]["files"][0]["name"] = "loop.iris"; });
   const auto r = run("verify " + (d / "loop.iris"));
   EXPECT_EQ(r.rc, 3) << r.out;
   EXPECT_NE(r.out.find("is itself an archive set's index"), std::string::npos) << r.out;
+  // A record that claims 2^40 tensors (the runs still adding up): refused by the members' counts,
+  // with no allocation sized by the claim.
+  rewrite_manifest(d / "s.iris", d / "huge.iris", [](nlohmann::json& m) {
+    const uint64_t extra = uint64_t(1) << 40;
+    m["set"]["tensors"] = m["set"]["tensors"].get<uint64_t>() + extra;
+    auto& last = m["set"]["files"].back();
+    last["tensors"] = last["tensors"].get<uint64_t>() + extra;
+  });
+  const auto h = run("verify " + (d / "huge.iris"));
+  EXPECT_EQ(h.rc, 3) << h.out;
+  EXPECT_NE(h.out.find("does not match the index"), std::string::npos) << h.out;
+}
+
+// --force over a set of another count: the old members go with the old index.
+TEST(ArchiveSet, ReplacingASetRemovesTheMembersOfTheOldOne) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "s.iris") + " -q --max-file-size 400KB").rc, 0);
+  const size_t before = set_files(d / "s.iris").size();
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "s.iris") + " -q --max-file-size 1MB --force").rc, 0);
+  const auto after = set_files(d / "s.iris");
+  EXPECT_LT(after.size(), before);
+  EXPECT_EQ(names_in(d.path).size(), after.size() + 1);  // the new members and the index, nothing else
+  EXPECT_EQ(run("verify " + (d / "s.iris") + " -q").rc, 0);
 }
 
 TEST(ArchiveSet, NeverReplacesAFileWithoutForceAndWritesNothingOnRefusal) {

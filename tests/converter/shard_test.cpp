@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.h"
+#include "tests/rewrite_manifest.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
 
@@ -204,6 +206,66 @@ TEST(Shard, VerifyRanksFindsEveryPlantedInconsistency) {
   EXPECT_NE(none.rc, 0) << none.out;
   const auto both = run("verify " + (d / "mx.iris") + " --ranks " + (d / "r"));
   EXPECT_EQ(both.rc, 2) << both.out;
+}
+
+// Hostile archives and rank folders (every checksum good): refused in one line, never a crash.
+TEST(Shard, HostileArchivesAndRankRecordsAreRefusedNotCrashedOn) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "gptoss-mxfp4 -o " + (d / "g.iris") + " -q").rc, 0);
+  // An expert's weight that is not a matrix (0-D and 1-D).
+  for (const auto& shape : {nlohmann::json::array(), nlohmann::json({256})}) {
+    rewrite_manifest(d / "g.iris", d / "e.iris", [&](nlohmann::json& m) {
+      for (auto& t : m["tensors"])
+        if (t["name"] == "model.layers.0.input_layernorm.weight") {
+          t["name"] = "model.layers.0.mlp.experts.0.w1.weight";
+          if (shape.empty()) {  // one element: a scalar of the same bytes' start
+            t["shape"] = shape;
+            t["components"][0]["shape"] = shape;
+            t["components"][0]["bytes"] = 2;
+          }
+        }
+    });
+    const auto r = run("shard " + (d / "e.iris") + " --tp 2 -o " + (d / "re"));
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_LT(r.rc, 64) << "killed by a signal: " << r.out;
+    EXPECT_NE(r.out.find("model.layers.0.mlp.experts.0.w1.weight"), std::string::npos) << r.out;
+  }
+  // A config whose head size is 2^62: refused, no division by a wrapped product.
+  fs::copy(kFix + "llama-bf16", d / "big");
+  std::string config = read_all(d / "big/config.json");
+  config.replace(config.find("\"head_dim\": 64"), 14, "\"head_dim\": 4611686018427387904");
+  write_bytes(d / "big/config.json", config);
+  ASSERT_EQ(run("convert " + (d / "big") + " -o " + (d / "big.iris") + " -q").rc, 0);
+  const auto h = run("shard " + (d / "big.iris") + " --tp 4 -o " + (d / "rh"));
+  EXPECT_NE(h.rc, 0) << h.out;
+  EXPECT_LT(h.rc, 64) << h.out;
+  EXPECT_NE(h.out.find("out of range"), std::string::npos) << h.out;
+  // Rank records: a box with more dimensions than its tensor, a world that is not tp.
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "w.iris") + " -q").rc, 0);
+  ASSERT_EQ(run("shard " + (d / "w.iris") + " --tp 2 -o " + (d / "r") + " -q").rc, 0);
+  const std::string r0 = d / "r/rank-00000-of-00002.iris", kept = read_all(r0);
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+      {"its box in the rank record does not describe", [](nlohmann::json& m) {
+         auto& e = m["rank"]["tensors"][0];
+         for (int i = 0; i < 20; ++i) e["shape"].push_back(9), e["start"].push_back(0);
+       }},
+      {"the world is tp ranks", [](nlohmann::json& m) { m["rank"]["tp"] = 3; }},
+      {"not a rank's archive", [](nlohmann::json& m) { m["rank"]["index"] = "0"; }},
+      {"its box lies outside", [](nlohmann::json& m) { m["rank"]["tensors"][0]["shape"][0] = 1; }},
+  };
+  for (const auto& [named, edit] : edits) {
+    write_bytes(r0, kept);
+    rewrite_manifest(r0, r0, edit);
+    const auto v = run("verify --ranks " + (d / "r"));
+    EXPECT_NE(v.rc, 0) << named;
+    EXPECT_LT(v.rc, 64) << v.out;
+    EXPECT_NE(v.out.find(named), std::string::npos) << v.out;
+  }
+  write_bytes(r0, kept);
+  // --force over a folder of another world: the old world's ranks go.
+  ASSERT_EQ(run("shard " + (d / "w.iris") + " --tp 4 -o " + (d / "r") + " -q --force").rc, 0);
+  EXPECT_EQ(names_in(d / "r").size(), 4u);
+  EXPECT_EQ(run("verify --ranks " + (d / "r") + " -q --against " + (d / "w.iris")).rc, 0);
 }
 
 }  // namespace
