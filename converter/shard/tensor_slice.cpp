@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,9 +22,18 @@ std::string range_text(uint64_t start, uint64_t count) {
   return "[" + std::to_string(start) + ", " + std::to_string(start + count) + ")";
 }
 
+// Drops [offset, offset + n) of a component's bytes from the process's resident set once read
+// (the page cache keeps them): slicing an archive larger than memory stays bounded by the
+// largest matrix, as export's reads are (converter/export.cpp).
+using Release = std::function<void(uint64_t offset, uint64_t n)>;
+
+Release releaser(const IrisArchive& a, const StoredComponent& c) {
+  return [&a, &c](uint64_t offset, uint64_t n) { a.mapping(c).release(a.absolute_offset(c) + offset, n); };
+}
+
 // The bytes of a row-major array of `shape` (elements of `elem` bytes) inside `box`, in order.
-ComponentProducer box_producer(std::span<const uint8_t> bytes, std::vector<uint64_t> shape, uint64_t elem, Box box) {
-  return [bytes, shape = std::move(shape), elem, box = std::move(box)](ByteSink& sink) -> Status {
+ComponentProducer box_producer(std::span<const uint8_t> bytes, std::vector<uint64_t> shape, uint64_t elem, Box box, Release release) {
+  return [bytes, shape = std::move(shape), elem, box = std::move(box), release = std::move(release)](ByteSink& sink) -> Status {
     const size_t rank = shape.size();
     if (rank == 0) return sink.write(bytes.subspan(0, elem));
     for (uint64_t c : box.count)
@@ -50,14 +60,16 @@ ComponentProducer box_producer(std::span<const uint8_t> bytes, std::vector<uint6
       }
       if (d == 0) break;
     }
-    return buf.empty() ? Status::ok() : sink.write({reinterpret_cast<const uint8_t*>(buf.data()), buf.size()});
+    if (!buf.empty()) IRIS_TRY(sink.write({reinterpret_cast<const uint8_t*>(buf.data()), buf.size()}));
+    release(0, bytes.size());
+    return Status::ok();
   };
 }
 
 // The tiled codes of rows [n0, n0 + dst.n) and packed bytes [k0_bytes, k0_bytes +
 // dst.row_bytes()) of matrices [b0, b0 + dst.batch), re-tiled in the destination's tiles.
 ComponentProducer tiled_producer(std::span<const uint8_t> codes, MatrixGeometry src, Layout sl, MatrixGeometry dst, Layout dl,
-                                 uint64_t b0, uint64_t n0, uint64_t k0_bytes) {
+                                 uint64_t b0, uint64_t n0, uint64_t k0_bytes, Release release) {
   return [=](ByteSink& sink) -> Status {
     const uint64_t src_stripe = stripe_bytes(src, sl.tile_n), dst_stripe = stripe_bytes(dst, dl.tile_n);
     const uint64_t src_matrix = src.padded_n * src.padded_row_bytes();
@@ -79,6 +91,7 @@ ComponentProducer tiled_producer(std::span<const uint8_t> codes, MatrixGeometry 
         tile_stripe(dst, dl.tile_n, dl.tile_k, dst_rows.data(), row0, out.data());
         IRIS_TRY(sink.write(out));
       }
+      release((b0 + b) * src_matrix, src_matrix);
     }
     return Status::ok();
   };
@@ -92,8 +105,8 @@ bool on_units(uint64_t start, uint64_t count, uint64_t extent, uint64_t unit) {
 
 // NF4/FP4 absmax of the box, in the box's own block order, and (double quantization) its
 // nested absmax, after checking that the box's blocks form whole nested groups.
-ComponentProducer gather_absmax(std::span<const uint8_t> absmax, uint64_t elem, std::vector<uint64_t> blocks) {
-  return [absmax, elem, blocks = std::move(blocks)](ByteSink& sink) -> Status {
+ComponentProducer gather_absmax(std::span<const uint8_t> absmax, uint64_t elem, std::vector<uint64_t> blocks, Release release) {
+  return [absmax, elem, blocks = std::move(blocks), release = std::move(release)](ByteSink& sink) -> Status {
     std::string buf;
     for (uint64_t b : blocks) {
       buf.append(reinterpret_cast<const char*>(absmax.data() + b * elem), elem);
@@ -102,7 +115,9 @@ ComponentProducer gather_absmax(std::span<const uint8_t> absmax, uint64_t elem, 
         buf.clear();
       }
     }
-    return buf.empty() ? Status::ok() : sink.write({reinterpret_cast<const uint8_t*>(buf.data()), buf.size()});
+    if (!buf.empty()) IRIS_TRY(sink.write({reinterpret_cast<const uint8_t*>(buf.data()), buf.size()}));
+    release(0, absmax.size());
+    return Status::ok();
   };
 }
 
@@ -120,10 +135,21 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
   out.desc.shape = box.count;
   const ComponentBytes bytes = a.component_bytes(t);
   auto comp = [&](Role r) { return bytes[static_cast<int>(r)]; };
-  if (box.covers(shape)) {  // whole: the components as they are
+  auto freed = [&](Role r) -> Release {
+    const StoredComponent* c = t.component(r);
+    return c ? releaser(a, *c) : Release([](uint64_t, uint64_t) {});
+  };
+  if (box.covers(shape)) {  // whole: the components as they are, in windows let go once written
     for (const auto& c : t.components) {
       auto b = a.bytes(c);
-      out.producers.push_back([b](ByteSink& sink) { return sink.write(b); });
+      out.producers.push_back([b, release = releaser(a, c)](ByteSink& sink) -> Status {
+        for (uint64_t pos = 0; pos < b.size(); pos += kFlush * 16) {
+          const uint64_t n = std::min<uint64_t>(kFlush * 16, b.size() - pos);
+          IRIS_TRY(sink.write(b.subspan(pos, n)));
+          release(pos, n);
+        }
+        return Status::ok();
+      });
     }
     return out;
   }
@@ -136,7 +162,7 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
   if (t.desc.format == Format::kRaw) {
     const uint32_t bits = dtype_bits(t.desc.dtype);
     if (bits % 8 != 0) return invalid_input(ctx(t) + storage_name(t.desc) + " is packed below a byte and cannot be split");
-    out.producers.push_back(box_producer(comp(Role::kData), shape, bits / 8, box));
+    out.producers.push_back(box_producer(comp(Role::kData), shape, bits / 8, box, freed(Role::kData)));
     return out;
   }
   if (rank < 2 || t.desc.layout.kind != LayoutKind::kTiled)
@@ -169,12 +195,12 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
   const uint64_t k0_bytes = k0 * src.code_bits / 8;
   const uint64_t B = src.batch, e = dst.batch;
   std::vector<ComponentProducer> producers;
-  producers.push_back(tiled_producer(comp(Role::kCodes), src, t.desc.layout, dst, out.desc.layout, b0, n0, k0_bytes));
+  producers.push_back(tiled_producer(comp(Role::kCodes), src, t.desc.layout, dst, out.desc.layout, b0, n0, k0_bytes, freed(Role::kCodes)));
 
   switch (t.desc.format) {
     case Format::kMxfp4: {
       const uint64_t kb = ceil_div(src.k, 32);
-      producers.push_back(box_producer(comp(Role::kScales), {B, src.n, kb}, 1, Box{{b0, n0, k0 / 32}, {e, n, ceil_div(k, 32)}}));
+      producers.push_back(box_producer(comp(Role::kScales), {B, src.n, kb}, 1, Box{{b0, n0, k0 / 32}, {e, n, ceil_div(k, 32)}}, freed(Role::kScales)));
       break;
     }
     case Format::kFp8E4M3: {
@@ -205,7 +231,7 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
       else if (ss.size() + 1 == want.size() && count[2] == 1) ss = {want.begin(), want.end() - 1};
       else if (!(ss.empty() && e * count[1] * count[2] == 1)) ss = {e * count[1] * count[2]};
       out.desc.params["scale_shape"] = ss;
-      producers.push_back(box_producer(comp(Role::kScales), sshape, es, Box{start, count}));
+      producers.push_back(box_producer(comp(Role::kScales), sshape, es, Box{start, count}, freed(Role::kScales)));
       break;
     }
     case Format::kNf4:
@@ -235,8 +261,8 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
           groups.push_back(blocks[i] / g);
         }
       }
-      producers.push_back(gather_absmax(comp(Role::kAbsmax), p.double_quant ? 1 : 4, blocks));
-      if (p.double_quant) producers.push_back(gather_absmax(comp(Role::kNestedAbsmax), 4, groups));
+      producers.push_back(gather_absmax(comp(Role::kAbsmax), p.double_quant ? 1 : 4, blocks, freed(Role::kAbsmax)));
+      if (p.double_quant) producers.push_back(gather_absmax(comp(Role::kNestedAbsmax), 4, groups, freed(Role::kNestedAbsmax)));
       auto table = comp(Role::kCodeTable);
       producers.push_back([table](ByteSink& s) { return s.write(table); });
       if (p.double_quant) {
