@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rank archives on N GPUs (issue 27): for each case, `iris shard` then `iris verify --ranks
-# --against`, then examples/tensor_parallel/tp_layers.py (every quantized weight's GEMV over the
+# --against --device cuda`, then examples/tensor_parallel/tp_layers.py (every quantized weight's GEMV over the
 # ranks against the whole archive's on one GPU). From the repository root on a machine of N
 # GPUs, with the static build carried in $B (bench/pack_device_bin.sh):
 #
@@ -27,7 +27,7 @@ run_case() {  # NAME ARCHIVE SHARD_OPTIONS
     echo "== $name: iris shard $* =="
     rm -rf "$W/ranks"
     "$B/iris" shard "$archive" -o "$W/ranks" -q "$@" &&
-      "$B/iris" verify --ranks "$W/ranks" --against "$archive" &&
+      "$B/iris" verify --ranks "$W/ranks" --against "$archive" --device cuda &&
       python3 examples/tensor_parallel/tp_layers.py "$archive" "$W/ranks" "$N"
   } > "$OUT/$name.log" 2>&1 || rc=1
   grep -E "^==|ranks|OK|FAIL|bound|error|Traceback" "$OUT/$name.log" | tail -n 6

@@ -123,6 +123,17 @@ Status run_device_checks(const IrisArchive& archive, VerifyReport* report) {
   auto uploader = Uploader::create(so);
   if (!uploader.is_ok()) return uploader.status();
   report->device = "cuda (" + uploader->device().name + ")";
+  // Each tensor's row of the report, made here when the caller has not made them (verify makes
+  // them in its checksum pass; verify --ranks runs these checks alone).
+  if (report->tensors.size() != archive.manifest().tensors.size()) {
+    report->tensors.clear();
+    for (const auto& t : archive.manifest().tensors) {
+      TensorReport tr;
+      tr.name = t.desc.name;
+      tr.format = storage_name(t.desc);
+      report->tensors.push_back(std::move(tr));
+    }
+  }
   for (size_t i = 0; i < archive.manifest().tensors.size(); ++i) {
     const auto& t = archive.manifest().tensors[i];
     if (!is_quantized(t.desc.format)) continue;

@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
   verify->add_option("--ranks", ranks_folder,
                      "Instead of ARCHIVE: prove a folder of rank archives (iris shard, convert --tp) complete and consistent, every "
                      "element of every tensor held once or replicated by rule; with --against WHOLE.iris, each rank's decode equal "
-                     "bit for bit to its box of WHOLE's");
+                     "bit for bit to its box of WHOLE's; with --device cuda, every rank's quantized tensors also through the GPU "
+                     "dequant, bit for bit their CPU decode");
   verify->add_option("--device", vo.device, "cpu: structure and checksums; cuda: also GPU dequant vs CPU reference")
       ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   verify->add_flag("--json", vo.json, "Print the report as JSON on stdout");
@@ -479,7 +480,7 @@ int main(int argc, char** argv) {
   if (verify->parsed()) {
     if (ranks_folder.empty() == vo.archive.empty())
       return fail(iris::usage_error("verify: give ARCHIVE or --ranks DIR (one of them)"), vo.json ? "verify" : nullptr);
-    if (!ranks_folder.empty()) return iris::run_verify_ranks_command(ranks_folder, vo.against, vo.json);
+    if (!ranks_folder.empty()) return iris::run_verify_ranks_command(ranks_folder, vo.against, vo.device, vo.json);
     vo.show_progress = !quiet;
     return iris::run_verify_command(vo);
   }

@@ -146,9 +146,9 @@ int run_diff_command(const DiffOptions& o) {
 
 namespace iris {
 
-int run_verify_ranks_command(const std::string& folder, const std::string& against, bool json) {
+int run_verify_ranks_command(const std::string& folder, const std::string& against, const std::string& device, bool json) {
   const nlohmann::json where = {{"path", folder}};
-  auto r = verify_ranks({folder, against});
+  auto r = verify_ranks({folder, against, device});
   if (!r.is_ok()) return cli_fail(r.status(), json ? "verify" : nullptr, where);
   if (json) {
     auto j = r->to_json();
@@ -156,10 +156,11 @@ int run_verify_ranks_command(const std::string& folder, const std::string& again
     std::printf("%s\n", dump_json(j, 2).c_str());
   } else {
     for (const auto& f : r->failures) std::printf("FAIL %s\n", f.c_str());
-    std::fprintf(stderr, "%s: %s, %u ranks, %llu logical tensors in %llu boxes (%llu replicas)%s\n", folder.c_str(),
+    const std::string compared = against.empty() ? "" : ", " + std::to_string(r->compared) + " compared with " + against + " bit for bit";
+    const std::string gpu = device == "cuda" ? ", " + std::to_string(r->gpu_checks) + " GPU dequant checks bit for bit" : "";
+    std::fprintf(stderr, "%s: %s, %u ranks, %llu logical tensors in %llu boxes (%llu replicas)%s%s\n", folder.c_str(),
                  r->ok() ? "OK" : "FAILED", r->world, (unsigned long long)r->logical_tensors, (unsigned long long)r->boxes,
-                 (unsigned long long)r->replicas,
-                 against.empty() ? "" : (", " + std::to_string(r->compared) + " compared with " + against + " bit for bit").c_str());
+                 (unsigned long long)r->replicas, compared.c_str(), gpu.c_str());
   }
   return r->ok() ? kExitOk : kExitVerifyFailed;
 }

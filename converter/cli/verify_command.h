@@ -22,7 +22,7 @@ struct VerifyOptions {
 // Returns the process exit code (0 all checks passed, 4 a check failed, 3 corrupt header...).
 int run_verify_command(const VerifyOptions& options);
 // `iris verify --ranks DIR [--against WHOLE]` (converter/shard/verify_ranks.h): the same exit codes.
-int run_verify_ranks_command(const std::string& folder, const std::string& against, bool json);
+int run_verify_ranks_command(const std::string& folder, const std::string& against, const std::string& device, bool json);
 
 struct DiffOptions {
   std::string a, b;

@@ -12,6 +12,7 @@
 #include "formats/iris_archive.h"
 #include "formats/tensor_decode.h"
 #include "verify/checksums.h"
+#include "verify/device_checks.h"
 
 namespace iris {
 
@@ -19,7 +20,7 @@ using nlohmann::json;
 
 json RanksVerifyReport::to_json() const {
   return {{"ok", ok()}, {"world", world}, {"logical_tensors", logical_tensors}, {"boxes", boxes}, {"replicas", replicas},
-          {"compared", compared}, {"failures", failures}};
+          {"compared", compared}, {"gpu_checks", gpu_checks}, {"failures", failures}};
 }
 
 namespace {
@@ -152,6 +153,15 @@ Result<RanksVerifyReport> verify_ranks(const RanksVerifyOptions& o) {
       if (!c.ok) fail(path + ": embedded file '" + c.check + "': " + c.detail);
     for (const auto& c : vr.archive)
       if (!c.ok) fail(path + ": " + c.check + ": " + c.detail);
+    if (o.device == "cuda") {  // every quantized tensor through the GPU dequant, against its CPU reference
+      VerifyReport gr;
+      IRIS_TRY(run_device_checks(h->archive, &gr));
+      for (const auto& t : gr.tensors)
+        for (const auto& c : t.checks) {
+          if (c.check.rfind("gpu:", 0) == 0) ++rep.gpu_checks;
+          if (!c.ok) fail(path + ": tensor '" + t.name + "': " + c.check + ": " + c.detail);
+        }
+    }
     held.push_back(std::move(h));
   }
   const uint64_t world = u64_or(ref, "world", 0);

@@ -20,11 +20,16 @@ namespace iris {
 struct RanksVerifyOptions {
   std::string folder;
   std::string against;  // the whole archive the ranks were cut from ("": not compared)
+  // "cuda": also every quantized tensor of every rank through the GPU dequant kernel, bit for
+  // bit its CPU reference decode (verify/device_checks.h); with `against`, the GPU decode of
+  // each box is then the whole archive's box too.
+  std::string device = "cpu";
 };
 
 struct RanksVerifyReport {
   uint32_t world = 0;
   uint64_t logical_tensors = 0, boxes = 0, replicas = 0, compared = 0;
+  uint64_t gpu_checks = 0;  // --device cuda: tensors checked on the GPU
   std::vector<std::string> failures;  // each names the rank file and the tensor
   bool ok() const { return failures.empty(); }
   nlohmann::json to_json() const;
