@@ -67,6 +67,13 @@ class Archive {
     return {p, n};
   }
   uint64_t tensor_count() const { return iris_archive_tensor_count(a_); }
+  // The files the archive is made of: 1, or an archive set's index and its members
+  // (iris_component_info::file indexes them).
+  uint32_t data_file_count() const { return iris_archive_data_file_count(a_); }
+  std::string_view data_file_path(uint32_t file) const {
+    const char* p = iris_archive_data_file_path(a_, file);
+    return p ? std::string_view(p) : std::string_view();
+  }
 
   // The index of `name`, or -1 when there is none.
   int64_t find(const std::string& name) const {

@@ -236,6 +236,11 @@ TEST(CApi, AnArchiveSetReadsAsTheWholeArchive) {
     EXPECT_GT(n, 0u);
     char buf[512];
     EXPECT_EQ(iris_archive_verify(set.get(), 0, buf, sizeof buf), IRIS_OK) << buf;
+    // The C++ wrapper names the same files.
+    iris::Archive wrapped(set_path);
+    ASSERT_EQ(wrapped.data_file_count(), files);
+    for (uint32_t f = 0; f < files; ++f) EXPECT_EQ(wrapped.data_file_path(f), iris_archive_data_file_path(set.get(), f));
+    EXPECT_TRUE(wrapped.data_file_path(files).empty());
   }
 }
 
