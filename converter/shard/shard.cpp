@@ -116,7 +116,8 @@ Result<ShardReport> run_shard(const ShardOptions& o) {
   }
   // Replacing (--force) a folder of another world's ranks: those would mix with these.
   if (o.overwrite) {
-    const std::string suffix = "-of-" + rank_file_name(0, world).substr(rank_file_name(0, world).find("-of-") + 4);
+    const std::string mine = rank_file_name(0, world);
+    const std::string suffix = mine.substr(mine.find("-of-"));  // "-of-0000N.iris"
     for (fs::directory_iterator it(o.output, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string n = it->path().filename().string();
       if (n.size() == suffix.size() + 10 && n.rfind("rank-", 0) == 0 && n.find("-of-") == 10 && n.compare(10, suffix.size(), suffix) != 0)
