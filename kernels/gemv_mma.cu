@@ -54,6 +54,7 @@ constexpr int kMaxWarps = 8;  // warps per block (one block per stripe): chosen 
 struct MmaGeometry {
   FastDiv chunks_per_tile;
   uint32_t chunks;          // per stripe: padded_k / chunk
+  uint32_t full_chunks;     // the leading chunks whose columns are all < K (K / chunk): no bounds to check
   uint32_t stripes;         // per matrix: padded_n / 16
   uint32_t tile_row_bytes;  // tile_k * bits / 8
   uint32_t tile_bytes;      // 16 rows
@@ -82,6 +83,23 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 
 // --- Per-format chunk decoders: a lane's chunk / 4 columns of one row -> bf16x2 pairs. ---
 
+// dev::e2m1_word_to_bf16x4 with the number of factors known to the caller (kTwo == (f.second
+// != 0)): the same bits, without apply_e8m0's per-pair test. That test is a predicated
+// multiply a pair when it cannot be hoisted, a fifth of the pair's instructions; MmaMxfp4
+// decodes a lane's four words under one scale and branches once instead (run v50).
+template <bool kTwo>
+__device__ __forceinline__ void e2m1_word_to_bf16x4_factors(uint32_t w, const dev::E8m0Factors& f, uint32_t* out) {
+  const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
+  out[0] = dev::mul_bf16x2(dev::e2m1_pair_scaled<0>(lo4, hi4), f.first);
+  out[1] = dev::mul_bf16x2(dev::e2m1_pair_scaled<1>(lo4, hi4), f.first);
+  out[2] = dev::mul_bf16x2(dev::e2m1_pair_scaled<2>(lo4, hi4), f.first);
+  out[3] = dev::mul_bf16x2(dev::e2m1_pair_scaled<3>(lo4, hi4), f.first);
+  if constexpr (kTwo) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = dev::mul_bf16x2(out[i], f.second);
+  }
+}
+
 struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, one scale block) per lane
@@ -95,21 +113,28 @@ struct MmaMxfp4 {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
-  // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding.
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
-    return !row_ok || kc >= v.k ? 127u : dev::Mxfp4::load_aux(v, nullptr, row, kc);
+  // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding (!ok: the row or
+  // the columns past the matrix).
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
+    return ok ? dev::Mxfp4::load_aux(v, nullptr, row, kc) : 127u;
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
-    if (e == 0xffu) {
-#pragma unroll
-      for (int i = 0; i < kPairs; ++i) a[0][i] = dev::kBf16x2CanonicalNan;
-      return;
-    }
-    const dev::E8m0Factors f = dev::e8m0_factors(e);
-    dev::e2m1_word_to_bf16x4(w.x, f, &a[0][0]);
-    dev::e2m1_word_to_bf16x4(w.y, f, &a[0][4]);
-    dev::e2m1_word_to_bf16x4(w.z, f, &a[0][8]);
-    dev::e2m1_word_to_bf16x4(w.w, f, &a[0][12]);
+    dev::E8m0Factors f = dev::e8m0_factors(e);
+    // Scale 0xFF (NaN): a NaN factor makes every pair NaN, and so the mma's sums of the row,
+    // as the reference's. A select, not a branch: filling the pairs with NaN on a path of
+    // their own had the compiler set all 16 to NaN ahead of every chunk's decode (run v50).
+    if (e == 0xffu) f = {dev::kBf16x2CanonicalNan, 0u};
+    // One branch for the lane's 32 columns: scales up to 2^1 (blocks of weights up to 12 in
+    // magnitude) take one multiply a pair; larger ones the second factor too.
+    if (f.second == 0) decode_words<false>(w, f, a);
+    else decode_words<true>(w, f, a);
+  }
+  template <bool kTwo>
+  static __device__ __forceinline__ void decode_words(const Word& w, const dev::E8m0Factors& f, uint32_t (&a)[kSplits][kPairs]) {
+    e2m1_word_to_bf16x4_factors<kTwo>(w.x, f, &a[0][0]);
+    e2m1_word_to_bf16x4_factors<kTwo>(w.y, f, &a[0][4]);
+    e2m1_word_to_bf16x4_factors<kTwo>(w.z, f, &a[0][8]);
+    e2m1_word_to_bf16x4_factors<kTwo>(w.w, f, &a[0][12]);
   }
 };
 
@@ -153,8 +178,8 @@ struct MmaNf4 {
     dev::Nf4::AbsmaxInputs in;
     bool ok;  // false for padding rows and columns: absmax 0
   };
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
-    if (!row_ok || kc >= v.k) return {{0u, 0.f}, false};
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
+    if (!ok) return {{0u, 0.f}, false};
     return {dev::Nf4::absmax_inputs(v, dev::div_by(row * v.k + kc, v.block_size, v.block_shift)), true};
   }
   static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
@@ -196,8 +221,8 @@ struct MmaFp8 {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool row_ok, uint64_t kc) {
-    if (!row_ok || kc >= v.k) return 0.f;
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
+    if (!ok) return 0.f;
     return dev::Fp8::scale_at(v, dev::Fp8::scale_index(v, row, kc));
   }
   static __device__ __forceinline__ void decode(Word w, Aux& scale, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
@@ -286,6 +311,26 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
 }
 
+// load_x for a lane whose columns [kc, kc + 2 * kPairs) all lie before K (a chunk below
+// MmaGeometry::full_chunks): no zero fill and no per-column test. With those on the path of
+// every chunk the compiler zeroed all 2 * kPairs registers ahead of each chunk's loads (run v50).
+template <int kPairs>
+__device__ __forceinline__ void load_x_in_k(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int nb, int batch, uint64_t kc,
+                                            uint32_t (&b)[kPairs]) {
+  nb = min(nb, batch - 1);
+  const uint16_t* p = x + uint64_t(nb) * k + kc;
+  if (vector_x) {
+#pragma unroll
+    for (int i = 0; i < kPairs; i += 4) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
+      b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) b[i] = uint32_t(p[2 * i]) | (uint32_t(p[2 * i + 1]) << 16);
+}
+
 // One chunk's codes and scale inputs of stripe rows g and g + 8 (lane-level).
 template <typename P>
 struct ChunkLoads {
@@ -360,30 +405,50 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-  auto load_chunk = [&](uint32_t c, ChunkLoads<P>& l) {
+  // in_k: a std::bool_constant, true when chunk c is one of the full chunks (every column < K).
+  auto load_chunk = [&](uint32_t c, ChunkLoads<P>& l, auto in_k) {
     const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
     const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
     l.wg = load_word<typename P::Word>(p);
     l.wh = load_word<typename P::Word>(p + h_off);
     const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
-    l.rg = P::aux(v, nested, row_g, ok_g, kc);
-    l.rh = P::aux(v, nested, row_h, ok_h, kc);
+    const bool cols_ok = decltype(in_k)::value || kc < v.k;
+    l.rg = P::aux(v, nested, row_g, ok_g && cols_ok, kc);
+    l.rh = P::aux(v, nested, row_h, ok_h && cols_ok, kc);
   };
   auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs]) {
 #pragma unroll
     for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[j]);
   };
+  auto load_x_full = [&](uint32_t c, uint32_t (&bx)[NT][kPairs]) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) load_x_in_k(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[j]);
+  };
+  constexpr std::true_type kInK{};
+  constexpr std::false_type kMaybePastK{};
 
   if constexpr (U == 0) {
     ChunkLoads<P> next;
-    if (uint32_t(warp) < g.chunks) load_chunk(warp, next);
+    if (uint32_t(warp) < g.chunks) load_chunk(warp, next, kMaybePastK);
     dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
-    for (uint32_t c = warp; c < g.chunks; c += warps) {
+    // The full chunks without bound tests, then the last (padded) ones: the same chunks in the
+    // same order, so the same sums bit for bit.
+    uint32_t c = warp;
+    for (; c < g.full_chunks; c += warps) {
+      const ChunkLoads<P> cur = next;
+      uint32_t bx[NT][kPairs];
+      load_x_full(c, bx);
+      const uint32_t n = c + warps;
+      if (n < g.full_chunks) load_chunk(n, next, kInK);
+      else if (n < g.chunks) load_chunk(n, next, kMaybePastK);
+      chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
+    }
+    for (; c < g.chunks; c += warps) {
       const ChunkLoads<P> cur = next;
       uint32_t bx[NT][kPairs];
       load_x_of(c, bx);
-      if (c + warps < g.chunks) load_chunk(c + warps, next);
+      if (c + warps < g.chunks) load_chunk(c + warps, next, kMaybePastK);
       chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
     }
   } else {
@@ -396,7 +461,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
       for (int u = 0; u < U; ++u) {
         const uint32_t c = c0 + u * warps;
         if (c >= g.chunks) break;
-        load_chunk(c, l[u]);
+        load_chunk(c, l[u], kMaybePastK);
         load_x_of(c, bx[u]);
       }
 #pragma unroll
@@ -551,6 +616,7 @@ MmaGeometry geometry_of(const QuantView& v, bool vector_x) {
   MmaGeometry g;
   g.chunks_per_tile = FastDiv(uint32_t(v.tile_k / P::kChunk));
   g.chunks = uint32_t(v.padded_k / P::kChunk);
+  g.full_chunks = uint32_t(std::min<uint64_t>(v.k / P::kChunk, g.chunks));
   g.stripes = uint32_t(v.padded_n / 16);
   g.tile_row_bytes = uint32_t(v.tile_k * P::kBits / 8);
   g.tile_bytes = 16 * g.tile_row_bytes;
