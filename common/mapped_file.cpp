@@ -10,11 +10,9 @@
 #include <cstring>
 #include <string>
 
-namespace iris {
+#include "common/page_size.h"
 
-namespace {
-constexpr uint64_t kPage = 4096;
-}
+namespace iris {
 
 Result<MappedFile> MappedFile::open(const std::string& path, Descriptor descriptor) {
   // O_NONBLOCK: opening a FIFO or a device must not wait for a writer (the S_ISREG check below
@@ -119,7 +117,7 @@ Status MappedFile::read_at(uint64_t offset, void* dst, uint64_t n) const {
 }
 
 static void page_range(uint64_t offset, uint64_t n, uint64_t size, uint64_t* begin, uint64_t* len) {
-  uint64_t b = offset & ~(kPage - 1);
+  uint64_t b = offset & ~(kPageBytes - 1);
   uint64_t e = std::min(offset + n, size);
   *begin = b;
   *len = e > b ? e - b : 0;

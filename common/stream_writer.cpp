@@ -8,11 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/page_size.h"
+
 namespace iris {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
 constexpr uint64_t kWritebackChunk = 32ull << 20;  // page-cache mode: writeback every 32 MiB
 
 std::string errno_message() { return std::strerror(errno); }
@@ -36,10 +37,10 @@ bool DirectIo::restore() {
 
 StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options options)
     : fd_(fd), what_(std::move(what)), options_(options), cursor_(start) {
-  options_.buffer_bytes = std::max<size_t>(kPage, options_.buffer_bytes / kPage * kPage);
+  options_.buffer_bytes = std::max<size_t>(kPageBytes, options_.buffer_bytes / kPageBytes * kPageBytes);
   options_.buffers = std::max(2, options_.buffers);
   for (int i = 0; i < options_.buffers; ++i) {
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kPage, options_.buffer_bytes));
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kPageBytes, options_.buffer_bytes));
     if (!p) {
       error_ = io_error(what_ + ": cannot allocate the write buffers");
       break;
@@ -55,7 +56,7 @@ StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options opt
   }
   writeback_from_ = start;
   // The first buffer begins at the page holding `start`.
-  current_.file_offset = start / kPage * kPage;
+  current_.file_offset = start / kPageBytes * kPageBytes;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -140,8 +141,8 @@ Status StreamWriter::commit(uint64_t n) {
 }
 
 Status StreamWriter::skip_to(uint64_t offset) {
-  const uint64_t page_end = (cursor_ + kPage - 1) / kPage * kPage;
-  if (offset % kPage != 0 || offset < page_end)
+  const uint64_t page_end = (cursor_ + kPageBytes - 1) / kPageBytes * kPageBytes;
+  if (offset % kPageBytes != 0 || offset < page_end)
     return internal_error(what_ + ": stream skip to " + std::to_string(offset) + ", not a page boundary at or after " + std::to_string(page_end));
   IRIS_TRY(append(nullptr, page_end - cursor_));
   if (offset == page_end) return Status::ok();
@@ -155,7 +156,7 @@ Status StreamWriter::finish(uint64_t end) {
   if (end > cursor_) IRIS_TRY(append(nullptr, end - cursor_));
   if (have_current_ && current_.used > 0) {
     // Whole pages for direct I/O: zeros after the end, truncated away by the owner.
-    const uint64_t padded = (current_.used + kPage - 1) / kPage * kPage;
+    const uint64_t padded = (current_.used + kPageBytes - 1) / kPageBytes * kPageBytes;
     std::memset(current_.data + current_.used, 0, padded - current_.used);
     current_.used = padded;
     IRIS_TRY(submit_current());

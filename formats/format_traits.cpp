@@ -57,8 +57,6 @@ constexpr FormatTraits kTraits[] = {
     {Format::kFp8E4M3, "fp8_e4m3", 8, 1, 0x00, kFp8Roles, kFp8Params},
 };
 
-std::string ctx(const TensorDesc& d) { return "tensor '" + d.name + "': "; }
-
 bool is_unsigned(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
 
 bool has_type(const json& v, ParamType t) {
@@ -90,12 +88,12 @@ const char* type_text(ParamType t) {
 bool present(const TensorDesc& d, const char* key) { return d.params.contains(key); }
 
 Status must_be_absent(const TensorDesc& d, const char* key, const std::string& unless) {
-  if (present(d, key)) return invalid_input(ctx(d) + "format parameter '" + key + "' is only valid " + unless);
+  if (present(d, key)) return invalid_input(tensor_context(d) + "format parameter '" + key + "' is only valid " + unless);
   return Status::ok();
 }
 
 Status must_be_present(const TensorDesc& d, const char* key, const std::string& because) {
-  if (!present(d, key)) return invalid_input(ctx(d) + "format parameter '" + key + "' is missing (required " + because + ")");
+  if (!present(d, key)) return invalid_input(tensor_context(d) + "format parameter '" + key + "' is missing (required " + because + ")");
   return Status::ok();
 }
 
@@ -130,46 +128,46 @@ std::optional<Format> format_from_name(std::string_view name) {
 
 Status check_param_keys(const TensorDesc& d) {
   const FormatTraits& t = format_traits(d.format);
-  if (!d.params.is_object()) return invalid_input(ctx(d) + "format parameters are not a JSON object");
+  if (!d.params.is_object()) return invalid_input(tensor_context(d) + "format parameters are not a JSON object");
   for (const auto& [key, value] : d.params.items()) {
     const ParamSpec* spec = nullptr;
     for (const auto& p : t.params)
       if (key == p.key) spec = &p;
-    if (!spec) return invalid_input(ctx(d) + "unknown " + t.name + " format parameter '" + key + "'");
+    if (!spec) return invalid_input(tensor_context(d) + "unknown " + t.name + " format parameter '" + key + "'");
     if (!has_type(value, spec->type))
-      return invalid_input(ctx(d) + "format parameter '" + key + "' is " + value.dump() + ", not " + type_text(spec->type));
+      return invalid_input(tensor_context(d) + "format parameter '" + key + "' is " + value.dump() + ", not " + type_text(spec->type));
     if (spec->fixed && value.get<std::string>() != spec->fixed)
-      return invalid_input(ctx(d) + "format parameter '" + key + "' is \"" + value.get<std::string>() + "\"; " + t.name +
+      return invalid_input(tensor_context(d) + "format parameter '" + key + "' is \"" + value.get<std::string>() + "\"; " + t.name +
                            " needs \"" + spec->fixed + "\"");
   }
   for (const auto& p : t.params)
-    if (p.required && !present(d, p.key)) return invalid_input(ctx(d) + "format parameter '" + p.key + "' is missing");
+    if (p.required && !present(d, p.key)) return invalid_input(tensor_context(d) + "format parameter '" + p.key + "' is missing");
   return Status::ok();
 }
 
 Result<Mxfp4Params> mxfp4_params(const TensorDesc& d) {
-  if (d.format != Format::kMxfp4) return internal_error(ctx(d) + "not an mxfp4 tensor");
+  if (d.format != Format::kMxfp4) return internal_error(tensor_context(d) + "not an mxfp4 tensor");
   IRIS_TRY(check_param_keys(d));
-  if (d.params["block_size"].get<uint64_t>() != 32) return invalid_input(ctx(d) + "mxfp4 block_size must be 32");
+  if (d.params["block_size"].get<uint64_t>() != 32) return invalid_input(tensor_context(d) + "mxfp4 block_size must be 32");
   Mxfp4Params p;
   if (present(d, "scale_rule")) {
     p.scale_rule = d.params["scale_rule"].get<std::string>();
     if (p.scale_rule != "ocp_floor" && p.scale_rule != "search")
-      return invalid_input(ctx(d) + "unknown scale_rule '" + p.scale_rule + "' (ocp_floor or search)");
+      return invalid_input(tensor_context(d) + "unknown scale_rule '" + p.scale_rule + "' (ocp_floor or search)");
   }
   return p;
 }
 
 Result<Bnb4Params> bnb4_params(const TensorDesc& d) {
-  if (d.format != Format::kNf4 && d.format != Format::kBnbFp4) return internal_error(ctx(d) + "not a bitsandbytes 4-bit tensor");
+  if (d.format != Format::kNf4 && d.format != Format::kBnbFp4) return internal_error(tensor_context(d) + "not a bitsandbytes 4-bit tensor");
   IRIS_TRY(check_param_keys(d));
   Bnb4Params p;
   p.block_size = d.params["block_size"].get<uint64_t>();
   if (p.block_size < 32 || p.block_size > 4096 || (p.block_size & (p.block_size - 1)))
-    return invalid_input(ctx(d) + "block_size " + std::to_string(p.block_size) + " is not a power of two in [32, 4096]");
+    return invalid_input(tensor_context(d) + "block_size " + std::to_string(p.block_size) + " is not a power of two in [32, 4096]");
   p.double_quant = d.params["double_quant"].get<bool>();
   p.quant_state_bytes = d.params["quant_state_bytes"].get<uint64_t>();
-  if (p.quant_state_bytes > (1u << 20)) return invalid_input(ctx(d) + "quant_state_bytes too large");
+  if (p.quant_state_bytes > (1u << 20)) return invalid_input(tensor_context(d) + "quant_state_bytes too large");
   if (!p.double_quant) {
     for (const char* k : {"nested_block_size", "nested_offset", "nested_offset_f32_bits"}) IRIS_TRY(must_be_absent(d, k, "with double_quant"));
     return p;
@@ -177,13 +175,13 @@ Result<Bnb4Params> bnb4_params(const TensorDesc& d) {
   IRIS_TRY(must_be_present(d, "nested_block_size", "with double_quant"));
   IRIS_TRY(must_be_present(d, "nested_offset", "with double_quant"));
   p.nested_block_size = d.params["nested_block_size"].get<uint64_t>();
-  if (p.nested_block_size == 0 || p.nested_block_size > 65536) return invalid_input(ctx(d) + "nested_block_size out of range");
+  if (p.nested_block_size == 0 || p.nested_block_size > 65536) return invalid_input(tensor_context(d) + "nested_block_size out of range");
   // Below FLT_MAX plus half an ulp it rounds to a finite FP32; past that the cast is undefined.
   const double offset = d.params["nested_offset"].get<double>();
   if (!(std::fabs(offset) < 0x1.ffffffp+127)) {
     char v[32];
     std::snprintf(v, sizeof v, "%g", offset);
-    return invalid_input(ctx(d) + "nested_offset " + v + " is not a finite FP32 value");
+    return invalid_input(tensor_context(d) + "nested_offset " + v + " is not a finite FP32 value");
   }
   p.nested_offset = float(offset);
   if (present(d, "nested_offset_f32_bits")) {
@@ -192,14 +190,14 @@ Result<Bnb4Params> bnb4_params(const TensorDesc& d) {
     std::memcpy(&bits, &p.nested_offset, 4);
     std::snprintf(want, sizeof want, "0x%08x", bits);
     if (d.params["nested_offset_f32_bits"].get<std::string>() != want)
-      return invalid_input(ctx(d) + "nested_offset_f32_bits " + d.params["nested_offset_f32_bits"].get<std::string>() +
+      return invalid_input(tensor_context(d) + "nested_offset_f32_bits " + d.params["nested_offset_f32_bits"].get<std::string>() +
                            " disagrees with nested_offset (" + want + ")");
   }
   return p;
 }
 
 Result<Fp8Params> fp8_params(const TensorDesc& d) {
-  if (d.format != Format::kFp8E4M3) return internal_error(ctx(d) + "not an fp8 tensor");
+  if (d.format != Format::kFp8E4M3) return internal_error(tensor_context(d) + "not an fp8 tensor");
   IRIS_TRY(check_param_keys(d));
   Fp8Params p;
   const std::string g = d.params["scale_granularity"].get<std::string>();
@@ -207,22 +205,22 @@ Result<Fp8Params> fp8_params(const TensorDesc& d) {
   else if (g == "channel") p.granularity = ScaleGranularity::kChannel;
   else if (g == "block") p.granularity = ScaleGranularity::kBlock;
   else if (g == "group") p.granularity = ScaleGranularity::kGroup;
-  else return invalid_input(ctx(d) + "unknown scale_granularity '" + g + "'");
+  else return invalid_input(tensor_context(d) + "unknown scale_granularity '" + g + "'");
   const bool block = p.granularity == ScaleGranularity::kBlock, group = p.granularity == ScaleGranularity::kGroup;
   for (const char* k : {"block_n", "block_k"}) IRIS_TRY(block ? must_be_present(d, k, "for block scales") : must_be_absent(d, k, "for block scales"));
   IRIS_TRY(group ? must_be_present(d, "group_size", "for group scales") : must_be_absent(d, "group_size", "for group scales"));
   if (block) {
     p.block_n = d.params["block_n"].get<uint64_t>();
     p.block_k = d.params["block_k"].get<uint64_t>();
-    if (!p.block_n || !p.block_k || p.block_n > 65536 || p.block_k > 65536) return invalid_input(ctx(d) + "FP8 block shape out of range");
+    if (!p.block_n || !p.block_k || p.block_n > 65536 || p.block_k > 65536) return invalid_input(tensor_context(d) + "FP8 block shape out of range");
   }
   if (group) {
     p.group_size = d.params["group_size"].get<uint64_t>();
-    if (!p.group_size || p.group_size > 65536) return invalid_input(ctx(d) + "FP8 group_size out of range");
+    if (!p.group_size || p.group_size > 65536) return invalid_input(tensor_context(d) + "FP8 group_size out of range");
   }
   auto sdt = dtype_from_archive_name(d.params["scale_dtype"].get<std::string>());
   if (!sdt || (*sdt != DType::kF32 && *sdt != DType::kBF16 && *sdt != DType::kF16))
-    return invalid_input(ctx(d) + "scale_dtype must be f32, bf16 or f16");
+    return invalid_input(tensor_context(d) + "scale_dtype must be f32, bf16 or f16");
   p.scale_dtype = *sdt;
   p.scale_shape = d.params["scale_shape"].get<std::vector<uint64_t>>();
   p.scale_name = d.params["scale_name"].get<std::string>();

@@ -17,8 +17,6 @@ const T* as(const ComponentBytes& c, Role role) {
   return s.empty() ? nullptr : reinterpret_cast<const T*>(s.data());
 }
 
-std::string ctx(const TensorDesc& d) { return "tensor '" + d.name + "': "; }
-
 uint64_t out_size(DType d) { return dtype_bits(d) / 8; }
 
 float load_float(DType d, const uint8_t* p) {
@@ -44,7 +42,7 @@ void store_floats(const float* in, uint64_t n, DType to, uint8_t* out) {
 }
 
 Status decode_raw_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t row0, uint64_t row1, uint64_t k, DType to, uint8_t* out) {
-  if (!is_float_dtype(d.dtype)) return unsupported(ctx(d) + std::string(dtype_archive_name(d.dtype)) + " is not a float type to convert");
+  if (!is_float_dtype(d.dtype)) return unsupported(tensor_context(d) + std::string(dtype_archive_name(d.dtype)) + " is not a float type to convert");
   const auto data = c[static_cast<int>(Role::kData)];
   const uint64_t in_size = dtype_bits(d.dtype) / 8, n = (row1 - row0) * k;
   const uint8_t* src = data.data() + row0 * k * in_size;
@@ -108,7 +106,7 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
     }
     case Format::kRaw: break;
   }
-  return internal_error(ctx(d) + "not a quantized format");
+  return internal_error(tensor_context(d) + "not a quantized format");
 }
 
 }  // namespace
@@ -169,14 +167,14 @@ RowView row_view(const TensorDesc& d) {
 
 Status decode_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t row0, uint64_t row1, DType to, void* out) {
   if (to != DType::kF32 && to != DType::kBF16 && to != DType::kF16)
-    return invalid_argument(ctx(d) + "decode output must be f32, f16 or bf16, not " + std::string(dtype_archive_name(to)));
+    return invalid_argument(tensor_context(d) + "decode output must be f32, f16 or bf16, not " + std::string(dtype_archive_name(to)));
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
   for (const auto& s : specs)
     if (c[static_cast<int>(s.role)].size() != s.bytes)
-      return invalid_input(ctx(d) + "component '" + role_name(s.role) + "' missing or of the wrong size");
+      return invalid_input(tensor_context(d) + "component '" + role_name(s.role) + "' missing or of the wrong size");
   const RowView v = row_view(d);
   if (row0 > row1 || row1 > v.rows)
-    return invalid_argument(ctx(d) + "rows [" + std::to_string(row0) + ", " + std::to_string(row1) + ") outside [0, " +
+    return invalid_argument(tensor_context(d) + "rows [" + std::to_string(row0) + ", " + std::to_string(row1) + ") outside [0, " +
                             std::to_string(v.rows) + ")");
   if (row0 == row1 || v.k == 0) return Status::ok();
   auto* dst = static_cast<uint8_t*>(out);

@@ -17,16 +17,16 @@ const char* layout_kind_name(LayoutKind k) {
   return "?";
 }
 
-namespace {
+std::string tensor_context(const TensorDesc& d) { return "tensor '" + d.name + "': "; }
 
-std::string ctx(const TensorDesc& d) { return "tensor '" + d.name + "': "; }
+namespace {
 
 struct Matrix {
   uint64_t batch = 1, n = 1, k = 1;
 };
 
 Result<Matrix> as_matrix(const TensorDesc& d) {
-  if (d.shape.size() < 2) return invalid_input(ctx(d) + "a " + format_name(d.format) + " weight needs rank >= 2 for a tiled layout");
+  if (d.shape.size() < 2) return invalid_input(tensor_context(d) + "a " + format_name(d.format) + " weight needs rank >= 2 for a tiled layout");
   Matrix m;
   for (size_t i = 0; i + 2 < d.shape.size(); ++i) m.batch *= d.shape[i];
   m.n = d.shape[d.shape.size() - 2];
@@ -36,9 +36,9 @@ Result<Matrix> as_matrix(const TensorDesc& d) {
 
 Result<uint64_t> numel_of(const TensorDesc& d) {
   auto n = checked_numel(d.shape);
-  if (!n) return invalid_input(ctx(d) + "element count overflows");
+  if (!n) return invalid_input(tensor_context(d) + "element count overflows");
   // Keep sizes far below 2^64 so every derived product stays exact.
-  if (*n > (uint64_t(1) << 50)) return invalid_input(ctx(d) + "more than 2^50 elements");
+  if (*n > (uint64_t(1) << 50)) return invalid_input(tensor_context(d) + "more than 2^50 elements");
   return *n;
 }
 
@@ -54,17 +54,17 @@ uint64_t row_unit(const TensorDesc& d) { return format_traits(d.format).row_unit
 uint8_t pad_byte(Format f) { return format_traits(f).pad_byte; }
 
 Result<MatrixGeometry> geometry_of(const TensorDesc& d) {
-  if (d.layout.kind != LayoutKind::kTiled) return invalid_input(ctx(d) + "codes are not tiled");
+  if (d.layout.kind != LayoutKind::kTiled) return invalid_input(tensor_context(d) + "codes are not tiled");
   IRIS_TRY(numel_of(d).status());  // bounds every product of dims below
   IRIS_ASSIGN_OR_RETURN(Matrix m, as_matrix(d));
   const uint64_t tn = d.layout.tile_n, tk = d.layout.tile_k;
   const uint64_t unit = row_unit(d);
   if (tn == 0 || tk == 0 || tn > 4096 || tk > 65536)
-    return invalid_input(ctx(d) + "tile " + std::to_string(tn) + "x" + std::to_string(tk) + " out of range");
+    return invalid_input(tensor_context(d) + "tile " + std::to_string(tn) + "x" + std::to_string(tk) + " out of range");
   uint64_t align = std::lcm<uint64_t>(unit, format_block_size(d) ? format_block_size(d) : 1);
   if (code_bits(d.format) == 4) align = std::lcm<uint64_t>(align, 2);
   if (tk % align != 0)
-    return invalid_input(ctx(d) + "tile_k " + std::to_string(tk) + " is not a multiple of " + std::to_string(align));
+    return invalid_input(tensor_context(d) + "tile_k " + std::to_string(tk) + " is not a multiple of " + std::to_string(align));
   MatrixGeometry g;
   g.batch = m.batch;
   g.n = m.n;
@@ -80,16 +80,16 @@ Result<MatrixGeometry> geometry_of(const TensorDesc& d) {
 Status check_layout_json_free(const TensorDesc& d, bool tiled_allowed, bool flat_allowed) {
   switch (d.layout.kind) {
     case LayoutKind::kRowMajor:
-      if (is_quantized(d.format)) return invalid_input(ctx(d) + "quantized codes need a tiled or flat layout");
+      if (is_quantized(d.format)) return invalid_input(tensor_context(d) + "quantized codes need a tiled or flat layout");
       return Status::ok();
     case LayoutKind::kTiled:
-      if (!tiled_allowed) return invalid_input(ctx(d) + "layout 'tiled' is not valid for this tensor");
+      if (!tiled_allowed) return invalid_input(tensor_context(d) + "layout 'tiled' is not valid for this tensor");
       return Status::ok();
     case LayoutKind::kFlat:
-      if (!flat_allowed) return invalid_input(ctx(d) + "layout 'flat' is not valid for this tensor");
+      if (!flat_allowed) return invalid_input(tensor_context(d) + "layout 'flat' is not valid for this tensor");
       return Status::ok();
   }
-  return invalid_input(ctx(d) + "unknown layout");
+  return invalid_input(tensor_context(d) + "unknown layout");
 }
 
 Result<ComponentSpec> codes_spec(const TensorDesc& d, uint64_t numel) {
@@ -144,9 +144,9 @@ Result<std::vector<ComponentSpec>> fp8_specs(const TensorDesc& d, uint64_t numel
     case ScaleGranularity::kGroup: expect = m.batch * m.n * ceil_div(m.k, p.group_size); break;
   }
   auto sn = checked_numel(p.scale_shape);
-  if (!sn) return invalid_input(ctx(d) + "scale_shape " + nlohmann::json(p.scale_shape).dump() + " overflows (its product passes 2^64)");
+  if (!sn) return invalid_input(tensor_context(d) + "scale_shape " + nlohmann::json(p.scale_shape).dump() + " overflows (its product passes 2^64)");
   if (*sn != expect)
-    return invalid_input(ctx(d) + "scale_shape holds " + std::to_string(sn.value_or(0)) + " scales but " +
+    return invalid_input(tensor_context(d) + "scale_shape holds " + std::to_string(sn.value_or(0)) + " scales but " +
                          scale_granularity_name(p.granularity) + " granularity needs " + std::to_string(expect));
   return std::vector<ComponentSpec>{codes, spec(Role::kScales, p.scale_dtype, p.scale_shape)};
 }
@@ -173,8 +173,8 @@ Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d) {
     case Format::kRaw: {
       IRIS_TRY(check_layout_json_free(d, false, false));
       auto bytes = dtype_bytes(d.dtype, numel);
-      if (!bytes) return invalid_input(ctx(d) + "size does not fill whole bytes");
-      if (!d.params.empty()) return invalid_input(ctx(d) + "an unquantized tensor takes no format parameters");
+      if (!bytes) return invalid_input(tensor_context(d) + "size does not fill whole bytes");
+      if (!d.params.empty()) return invalid_input(tensor_context(d) + "an unquantized tensor takes no format parameters");
       return std::vector<ComponentSpec>{{Role::kData, d.dtype, d.shape, *bytes}};
     }
     case Format::kMxfp4: return mxfp4_specs(d, numel);

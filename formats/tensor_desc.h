@@ -58,6 +58,9 @@ struct MatrixGeometry {
   uint64_t padded_row_bytes() const { return padded_k * code_bits / 8; }
 };
 
+// "tensor 'NAME': ", the start of every error message about the tensor d.
+std::string tensor_context(const TensorDesc& d);
+
 // How a tensor is stored, as reports name it: the quantized format ("mxfp4", "nf4", "bnb_fp4",
 // "fp8_e4m3") or, unquantized, its dtype ("bf16").
 std::string storage_name(const TensorDesc& d);
