@@ -3,13 +3,14 @@
 #   bash scripts/run.sh demo   install what is missing, build, convert + verify the bundled snapshot
 #   bash scripts/run.sh test   install what is missing, build, run the whole test suite; then build
 #                              it again with clang + AddressSanitizer + UBSan (build-check) and run
-#                              it there with the libFuzzer targets (a minute each)
+#                              it there with the libFuzzer targets (a minute each); then the codecs',
+#                              the format's and common/'s suites built for aarch64, under qemu
 #   bash scripts/run.sh python install what is missing, build, and pip-install the Python package
 #                              (with libiris beside it) into the virtual environment build/venv;
 #                              libiris is built with IRIS_STATIC=ON in build-python (BUILD_DIR
 #                              overrides), so the wheel needs nothing of the system but glibc
 # Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS,
-#              CHECK_DIR (default build-check), FUZZ_SECONDS (default 60).
+#              CHECK_DIR (default build-check), ARM_DIR (default build-aarch64), FUZZ_SECONDS (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,23 @@ if [ "$mode" = test ]; then
     echo "installing: ${slurm_missing[*]}" >&2
     { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}"; } >/dev/null 2>&1 ||
       echo "could not install ${slurm_missing[*]}: the Slurm example test will skip" >&2
+  fi
+fi
+
+# `test` also builds the codecs, the format and common/ for aarch64 and runs their tests under
+# qemu (scripts/check_aarch64.sh): a cross compiler, qemu-user and the arm64 -dev packages
+# (Debian multiarch). Where they cannot be installed, that stage skips and says so.
+if [ "$mode" = test ]; then
+  arm_packages=(g++-aarch64-linux-gnu qemu-user libzstd-dev:arm64 libxxhash-dev:arm64 libgtest-dev:arm64)
+  arm_missing=()
+  for p in "${arm_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
+  done
+  if [ ${#arm_missing[@]} -gt 0 ]; then
+    echo "installing: ${arm_missing[*]}" >&2
+    { dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64; } &&
+      { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; } >/dev/null 2>&1 ||
+      echo "could not install ${arm_missing[*]}: the aarch64 stage will skip" >&2
   fi
 fi
 
@@ -131,15 +149,25 @@ case "$mode" in
     else
       echo "the sanitizer build failed" > "$CHECK_DIR/ctest.log"
     fi
+    # 5. The codecs, the format and common/ for aarch64, under qemu.
+    ARM_DIR=${ARM_DIR:-build-aarch64}
+    mkdir -p "$ARM_DIR"
+    bash scripts/check_aarch64.sh "$ARM_DIR" 2>&1 | tee "$ARM_DIR/check.log"
+    arm_status=${PIPESTATUS[0]}
     set -e
     main_line=$(grep -E '^[0-9]+% tests passed' "$BUILD_DIR/ctest.log" | tail -n 1)
     check_line=$(grep -E '^[0-9]+% tests passed|sanitizer build failed' "$CHECK_DIR/ctest.log" | tail -n 1)
+    arm_line=$(grep -E '^[0-9]+% tests passed|aarch64 check skipped' "$ARM_DIR/check.log" | tail -n 1)
+    [ -n "$arm_line" ] || arm_line="the aarch64 build failed"
+    [ $arm_status -eq 77 ] && arm_status=0  # skipped, and the line says why
+    echo "aarch64 (qemu) build: $arm_line"
     if [ $check_status -ne 0 ] || [ $status -eq 0 ]; then
       echo "main build: $main_line"; echo "sanitizer + fuzz build:"; echo "$check_line"
     else
       echo "sanitizer + fuzz build: $check_line"; echo "main build:"; echo "$main_line"
     fi
-    [ $status -eq 0 ] && [ $check_status -eq 0 ]
+    if [ $arm_status -ne 0 ]; then echo "aarch64 (qemu) build:"; echo "$arm_line"; fi
+    [ $status -eq 0 ] && [ $check_status -eq 0 ] && [ $arm_status -eq 0 ]
     exit $?
     ;;
 esac

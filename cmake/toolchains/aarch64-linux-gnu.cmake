@@ -13,3 +13,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 # Test executables (gtest discovery included) run through qemu with the cross sysroot.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
+# Executables linked statically (configure with IRIS_STATIC=ON for the dependencies): qemu-user
+# 7.2 (Debian 12) hangs in a dynamically linked arm64 program's first thread start, even a bare
+# std::thread program, while the same program linked statically runs.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
