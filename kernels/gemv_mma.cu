@@ -282,6 +282,16 @@ __device__ __forceinline__ W load_word(const uint8_t* p) {
   return __ldg(reinterpret_cast<const W*>(p));
 }
 
+// 2 * kPairs activations from p (16-byte aligned) as bf16x2 pairs, 16 bytes a load.
+template <int kPairs>
+__device__ __forceinline__ void load_x_vector(const uint16_t* __restrict__ p, uint32_t (&b)[kPairs]) {
+#pragma unroll
+  for (int i = 0; i < kPairs; i += 4) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
+    b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
+  }
+}
+
 // 2 * kPairs activations x[nb][kc ..] as bf16x2 pairs; zeros past K. Lanes whose batch row
 // does not exist load the last row instead: their mma columns are never written out, and
 // the whole warp takes one path (at batch 1, 28 of 32 lanes used to zero-fill; measured
@@ -297,11 +307,7 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
   const uint16_t* p = x + uint64_t(nb) * k + kc;
   if (vector_x && kc + 2 * kPairs <= k) {
-#pragma unroll
-    for (int i = 0; i < kPairs; i += 4) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
-      b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
-    }
+    load_x_vector(p, b);
     return;
   }
 #pragma unroll
@@ -320,11 +326,7 @@ __device__ __forceinline__ void load_x_in_k(const uint16_t* __restrict__ x, uint
   nb = min(nb, batch - 1);
   const uint16_t* p = x + uint64_t(nb) * k + kc;
   if (vector_x) {
-#pragma unroll
-    for (int i = 0; i < kPairs; i += 4) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
-      b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
-    }
+    load_x_vector(p, b);
     return;
   }
 #pragma unroll
