@@ -83,23 +83,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 
 // --- Per-format chunk decoders: a lane's chunk / 4 columns of one row -> bf16x2 pairs. ---
 
-// dev::e2m1_word_to_bf16x4 with the number of factors known to the caller (kTwo == (f.second
-// != 0)): the same bits, without apply_e8m0's per-pair test. That test is a predicated
-// multiply a pair when it cannot be hoisted, a fifth of the pair's instructions; MmaMxfp4
-// decodes a lane's four words under one scale and branches once instead (run v50).
-template <bool kTwo>
-__device__ __forceinline__ void e2m1_word_to_bf16x4_factors(uint32_t w, const dev::E8m0Factors& f, uint32_t* out) {
-  const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
-  out[0] = dev::mul_bf16x2(dev::e2m1_pair_scaled<0>(lo4, hi4), f.first);
-  out[1] = dev::mul_bf16x2(dev::e2m1_pair_scaled<1>(lo4, hi4), f.first);
-  out[2] = dev::mul_bf16x2(dev::e2m1_pair_scaled<2>(lo4, hi4), f.first);
-  out[3] = dev::mul_bf16x2(dev::e2m1_pair_scaled<3>(lo4, hi4), f.first);
-  if constexpr (kTwo) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = dev::mul_bf16x2(out[i], f.second);
-  }
-}
-
 struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, one scale block) per lane
@@ -131,10 +114,10 @@ struct MmaMxfp4 {
   }
   template <bool kTwo>
   static __device__ __forceinline__ void decode_words(const Word& w, const dev::E8m0Factors& f, uint32_t (&a)[kSplits][kPairs]) {
-    e2m1_word_to_bf16x4_factors<kTwo>(w.x, f, &a[0][0]);
-    e2m1_word_to_bf16x4_factors<kTwo>(w.y, f, &a[0][4]);
-    e2m1_word_to_bf16x4_factors<kTwo>(w.z, f, &a[0][8]);
-    e2m1_word_to_bf16x4_factors<kTwo>(w.w, f, &a[0][12]);
+    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.x, f, &a[0][0]);
+    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.y, f, &a[0][4]);
+    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.z, f, &a[0][8]);
+    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.w, f, &a[0][12]);
   }
 };
 
@@ -418,13 +401,13 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
     l.rg = P::aux(v, nested, row_g, ok_g && cols_ok, kc);
     l.rh = P::aux(v, nested, row_h, ok_h && cols_ok, kc);
   };
-  auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs]) {
+  auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs], auto in_k) {
 #pragma unroll
-    for (int j = 0; j < NT; ++j) load_x(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[j]);
-  };
-  auto load_x_full = [&](uint32_t c, uint32_t (&bx)[NT][kPairs]) {
-#pragma unroll
-    for (int j = 0; j < NT; ++j) load_x_in_k(x, v.k, g.vector_x, gi + 8 * j, batch, uint64_t(c) * P::kChunk + kLaneCols * ti, bx[j]);
+    for (int j = 0; j < NT; ++j) {
+      const uint64_t kc = uint64_t(c) * P::kChunk + kLaneCols * ti;
+      if constexpr (decltype(in_k)::value) load_x_in_k(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j]);
+      else load_x(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j]);
+    }
   };
   constexpr std::true_type kInK{};
   constexpr std::false_type kMaybePastK{};
@@ -434,25 +417,22 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
     if (uint32_t(warp) < g.chunks) load_chunk(warp, next, kMaybePastK);
     dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
+    // One chunk: its activations, the warp's next chunk put in flight, the mma chain. in_k: c
+    // is a full chunk (no bound tests for it).
+    auto step = [&](uint32_t c, auto in_k) {
+      const ChunkLoads<P> cur = next;
+      uint32_t bx[NT][kPairs];
+      load_x_of(c, bx, in_k);
+      const uint32_t n = c + warps;
+      if (decltype(in_k)::value && n < g.full_chunks) load_chunk(n, next, kInK);
+      else if (n < g.chunks) load_chunk(n, next, kMaybePastK);
+      chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
+    };
     // The full chunks without bound tests, then the last (padded) ones: the same chunks in the
     // same order, so the same sums bit for bit.
     uint32_t c = warp;
-    for (; c < g.full_chunks; c += warps) {
-      const ChunkLoads<P> cur = next;
-      uint32_t bx[NT][kPairs];
-      load_x_full(c, bx);
-      const uint32_t n = c + warps;
-      if (n < g.full_chunks) load_chunk(n, next, kInK);
-      else if (n < g.chunks) load_chunk(n, next, kMaybePastK);
-      chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
-    }
-    for (; c < g.chunks; c += warps) {
-      const ChunkLoads<P> cur = next;
-      uint32_t bx[NT][kPairs];
-      load_x_of(c, bx);
-      if (c + warps < g.chunks) load_chunk(c + warps, next, kMaybePastK);
-      chunk_mma<P, NT>(v, cur, bx, split, nested, acc);
-    }
+    for (; c < g.full_chunks; c += warps) step(c, kInK);
+    for (; c < g.chunks; c += warps) step(c, kMaybePastK);
   } else {
     dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
@@ -464,7 +444,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
         const uint32_t c = c0 + u * warps;
         if (c >= g.chunks) break;
         load_chunk(c, l[u], kMaybePastK);
-        load_x_of(c, bx[u]);
+        load_x_of(c, bx[u], kMaybePastK);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {

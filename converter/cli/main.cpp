@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
                      "Instead of ARCHIVE: prove a folder of rank archives (iris shard, convert --tp) complete and consistent, every "
                      "element of every tensor held once or replicated by rule; with --against WHOLE.iris, each rank's decode equal "
                      "bit for bit to its box of WHOLE's; with --device cuda, every rank's quantized tensors also through the GPU "
-                     "dequant, bit for bit their CPU decode");
+                     "dequant, bit for bit their CPU decode, and the GEMV probe");
   verify->add_option("--device", vo.device, "cpu: structure and checksums; cuda: also GPU dequant vs CPU reference")
       ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   verify->add_flag("--json", vo.json, "Print the report as JSON on stdout");

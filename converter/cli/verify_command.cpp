@@ -157,7 +157,7 @@ int run_verify_ranks_command(const std::string& folder, const std::string& again
   } else {
     for (const auto& f : r->failures) std::printf("FAIL %s\n", f.c_str());
     const std::string compared = against.empty() ? "" : ", " + std::to_string(r->compared) + " compared with " + against + " bit for bit";
-    const std::string gpu = device == "cuda" ? ", " + std::to_string(r->gpu_checks) + " GPU dequant checks bit for bit" : "";
+    const std::string gpu = device == "cuda" ? ", " + std::to_string(r->gpu_checks) + " GPU checks (dequant bit for bit, GEMV within its bound)" : "";
     std::fprintf(stderr, "%s: %s, %u ranks, %llu logical tensors in %llu boxes (%llu replicas)%s%s\n", folder.c_str(),
                  r->ok() ? "OK" : "FAILED", r->world, (unsigned long long)r->logical_tensors, (unsigned long long)r->boxes,
                  (unsigned long long)r->replicas, compared.c_str(), gpu.c_str());

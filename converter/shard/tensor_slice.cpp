@@ -16,8 +16,6 @@ namespace {
 
 constexpr uint64_t kFlush = uint64_t(1) << 20;
 
-std::string ctx(const ArchiveTensor& t) { return "tensor '" + t.desc.name + "': "; }
-
 std::string range_text(uint64_t start, uint64_t count) {
   std::string r = "[";  // (built in steps: GCC 12 warns, wrongly, on the chained + form)
   r += std::to_string(start);
@@ -140,10 +138,10 @@ ComponentProducer gather_absmax(std::span<const uint8_t> absmax, uint64_t elem, 
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box) {
   const auto& shape = t.desc.shape;
   const size_t rank = shape.size();
-  if (box.start.size() != rank || box.count.size() != rank) return internal_error(ctx(t) + "a box of another rank");
+  if (box.start.size() != rank || box.count.size() != rank) return internal_error(tensor_context(t.desc) + "a box of another rank");
   for (size_t d = 0; d < rank; ++d)
     if (box.start[d] > shape[d] || box.count[d] > shape[d] - box.start[d])
-      return internal_error(ctx(t) + "a box outside the tensor");
+      return internal_error(tensor_context(t.desc) + "a box outside the tensor");
   SlicedTensor out;
   out.desc = t.desc;
   out.desc.shape = box.count;
@@ -171,16 +169,16 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
   // are whole, so that a range of the first is a range of the flattened stack.
   for (size_t d = 1; d + 2 < rank; ++d)
     if (box.start[d] != 0 || box.count[d] != shape[d])
-      return invalid_input(ctx(t) + "only the first dimension of a stack and its rows and columns can be split");
+      return invalid_input(tensor_context(t.desc) + "only the first dimension of a stack and its rows and columns can be split");
 
   if (t.desc.format == Format::kRaw) {
     const uint32_t bits = dtype_bits(t.desc.dtype);
-    if (bits % 8 != 0) return invalid_input(ctx(t) + storage_name(t.desc) + " is packed below a byte and cannot be split");
+    if (bits % 8 != 0) return invalid_input(tensor_context(t.desc) + storage_name(t.desc) + " is packed below a byte and cannot be split");
     out.producers.push_back(box_producer(comp(Role::kData), shape, bits / 8, box, freed(Role::kData)));
     return out;
   }
   if (rank < 2 || t.desc.layout.kind != LayoutKind::kTiled)
-    return invalid_input(ctx(t) + storage_name(t.desc) + " stored flat (its blocks cross rows) cannot be split; only whole");
+    return invalid_input(tensor_context(t.desc) + storage_name(t.desc) + " stored flat (its blocks cross rows) cannot be split; only whole");
   IRIS_ASSIGN_OR_RETURN(const MatrixGeometry src, matrix_geometry(t.desc));
   const uint64_t inner = src.batch / std::max<uint64_t>(rank > 2 ? shape[0] : 1, 1);  // matrices per step of dim 0
   const uint64_t b0 = rank > 2 ? box.start[0] * inner : 0;
@@ -192,14 +190,14 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
     IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(t.desc));
     if (p.granularity == ScaleGranularity::kBlock) {
       if (!on_units(n0, n, src.n, p.block_n))
-        return invalid_input(ctx(t) + "rows " + range_text(n0, n) + " cut its " + std::to_string(p.block_n) + "-row scale blocks");
+        return invalid_input(tensor_context(t.desc) + "rows " + range_text(n0, n) + " cut its " + std::to_string(p.block_n) + "-row scale blocks");
       block = p.block_k;
     } else if (p.granularity == ScaleGranularity::kGroup) {
       block = p.group_size;
     }
   }
   if (!on_units(k0, k, src.k, std::max<uint64_t>(block, unit)))
-    return invalid_input(ctx(t) + "columns " + range_text(k0, k) + " cut its " + std::to_string(std::max<uint64_t>(block, unit)) +
+    return invalid_input(tensor_context(t.desc) + "columns " + range_text(k0, k) + " cut its " + std::to_string(std::max<uint64_t>(block, unit)) +
                          "-column " + (block > 1 ? "quantization blocks" : "packing units"));
   // The box's descriptor: the source's tiles, narrowed as the converter narrows them.
   out.desc.layout = choose_layout(out.desc, t.desc.layout.tile_n, t.desc.layout.tile_k);
@@ -253,7 +251,7 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
       IRIS_ASSIGN_OR_RETURN(Bnb4Params p, bnb4_params(t.desc));
       const uint64_t per_row = src.k / p.block_size;  // tiled: K is a multiple of the block
       if (k0 % p.block_size != 0 || k % p.block_size != 0)
-        return invalid_input(ctx(t) + "columns " + range_text(k0, k) + " cut its " + std::to_string(p.block_size) + "-element blocks");
+        return invalid_input(tensor_context(t.desc) + "columns " + range_text(k0, k) + " cut its " + std::to_string(p.block_size) + "-element blocks");
       std::vector<uint64_t> blocks;
       blocks.reserve(e * n * (k / p.block_size));
       for (uint64_t b = 0; b < e; ++b)
@@ -270,7 +268,7 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
           bool whole = blocks[i] % g == 0 && (len == g || blocks[i] + len == total_blocks);
           for (uint64_t j = 1; whole && j < len; ++j) whole = blocks[i + j] == blocks[i] + j;
           if (!whole)
-            return invalid_input(ctx(t) + "the box " + range_text(n0, n) + " x " + range_text(k0, k) + " cuts its double-quantization "
+            return invalid_input(tensor_context(t.desc) + "the box " + range_text(n0, n) + " x " + range_text(k0, k) + " cuts its double-quantization "
                                  "groups of " + std::to_string(g) + " blocks (only whole groups can be split off)");
           groups.push_back(blocks[i] / g);
         }
@@ -286,10 +284,10 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
       break;
     }
     default:
-      return invalid_input(ctx(t) + storage_name(t.desc) + " cannot be split");
+      return invalid_input(tensor_context(t.desc) + storage_name(t.desc) + " cannot be split");
   }
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(out.desc));
-  if (specs.size() != producers.size()) return internal_error(ctx(t) + "slice components do not match its descriptor");
+  if (specs.size() != producers.size()) return internal_error(tensor_context(t.desc) + "slice components do not match its descriptor");
   out.producers = std::move(producers);
   return out;
 }

@@ -29,7 +29,7 @@ struct RanksVerifyOptions {
 struct RanksVerifyReport {
   uint32_t world = 0;
   uint64_t logical_tensors = 0, boxes = 0, replicas = 0, compared = 0;
-  uint64_t gpu_checks = 0;  // --device cuda: tensors checked on the GPU
+  uint64_t gpu_checks = 0;  // --device cuda: GPU checks run (per quantized tensor: dequant F32 and BF16, the GEMV probe)
   std::vector<std::string> failures;  // each names the rank file and the tensor
   bool ok() const { return failures.empty(); }
   nlohmann::json to_json() const;
