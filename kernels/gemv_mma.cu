@@ -82,6 +82,14 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 }
 
 // --- Per-format chunk decoders: a lane's chunk / 4 columns of one row -> bf16x2 pairs. ---
+// Each has a Cursor, what a lane keeps of its row across the stripe's chunks (`cursor`, once
+// a stripe), and `aux`, the loads of a chunk's scale inputs from it.
+
+// The cursor of the formats whose scale address is cheap to form at each chunk: the row.
+struct RowCursor {
+  uint64_t row;
+  bool ok;  // false for a padding row
+};
 
 struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
@@ -96,10 +104,12 @@ struct MmaMxfp4 {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
-  // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding (!ok: the row or
-  // the columns past the matrix).
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
-    return ok ? dev::Mxfp4::load_aux(v, nullptr, row, kc) : 127u;
+  using Cursor = RowCursor;
+  static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
+  // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding (the row, or
+  // the columns past the matrix: !cols_ok).
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
+    return r.ok && cols_ok ? dev::Mxfp4::load_aux(v, nullptr, r.row, kc) : 127u;
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     dev::E8m0Factors f = dev::e8m0_factors(e);
@@ -161,9 +171,11 @@ struct MmaNf4 {
     dev::Nf4::AbsmaxInputs in;
     bool ok;  // false for padding rows and columns: absmax 0
   };
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
-    if (!ok) return {{0u, 0.f}, false};
-    return {dev::Nf4::absmax_inputs(v, dev::div_by(row * v.k + kc, v.block_size, v.block_shift)), true};
+  using Cursor = RowCursor;
+  static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
+    if (!(r.ok && cols_ok)) return {{0u, 0.f}, false};
+    return {dev::Nf4::absmax_inputs(v, dev::div_by(r.row * v.k + kc, v.block_size, v.block_shift)), true};
   }
   static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
     return r.ok ? dev::Nf4::absmax_of(v, nested, r.in) : 0.f;
@@ -204,9 +216,31 @@ struct MmaFp8 {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, uint64_t row, bool ok, uint64_t kc) {
-    if (!ok) return 0.f;
-    return dev::Fp8::scale_at(v, dev::Fp8::scale_index(v, row, kc));
+  // A lane row's scales, found once a stripe (run v51): the tensor and channel scale is the
+  // row's for every chunk, so it is loaded once; block and group scales are the row's run of
+  // scales, indexed by the chunk's column block. Before, each chunk rebuilt the index from
+  // the row and column (a switch on the granularity, 64-bit products, for a stack of
+  // matrices a 64-bit division by n) and loaded the scale again.
+  struct Cursor {
+    const void* run;  // the row's first block/group scale; null: `fixed` for every column
+    float fixed;      // the tensor or channel scale; 0 for a padding row
+  };
+  static __device__ __forceinline__ Cursor cursor(const QuantView& v, uint64_t row, bool ok) {
+    if (!ok) return {nullptr, 0.f};
+    const uint64_t first = dev::Fp8::scale_index(v, row, 0);
+    if (v.granularity <= 1) return {nullptr, dev::Fp8::scale_at(v, first)};
+    const uint32_t bytes = v.scale_type == ScaleType::kF32 ? 4u : 2u;
+    return {static_cast<const uint8_t*>(v.scales) + first * bytes, 0.f};
+  }
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
+    if (!cols_ok) return 0.f;
+    if (r.run == nullptr) return r.fixed;
+    const uint64_t col = v.granularity == 2 ? dev::div_by(kc, v.block_k, v.block_k_shift) : dev::div_by(kc, v.group_size, v.group_shift);
+    switch (v.scale_type) {
+      case ScaleType::kF32: return __ldg(static_cast<const float*>(r.run) + col);
+      case ScaleType::kBf16: return iris::bf16_to_f32(__ldg(static_cast<const uint16_t*>(r.run) + col));
+      default: return iris::f16_to_f32(__ldg(static_cast<const uint16_t*>(r.run) + col));
+    }
   }
   static __device__ __forceinline__ void decode(Word w, Aux& scale, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
@@ -386,6 +420,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
   const uint64_t row_g = uint64_t(b_mat) * v.n + n_g, row_h = row_g + 8;
   const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
   const uint32_t h_off = 8 * g.tile_row_bytes;
+  const typename P::Cursor cur_g = P::cursor(v, row_g, ok_g), cur_h = P::cursor(v, row_h, ok_h);
 
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
@@ -398,8 +433,8 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
     l.wh = load_word<typename P::Word>(p + h_off);
     const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
     const bool cols_ok = decltype(in_k)::value || kc < v.k;
-    l.rg = P::aux(v, nested, row_g, ok_g && cols_ok, kc);
-    l.rh = P::aux(v, nested, row_h, ok_h && cols_ok, kc);
+    l.rg = P::aux(v, nested, cur_g, cols_ok, kc);
+    l.rh = P::aux(v, nested, cur_h, cols_ok, kc);
   };
   auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs], auto in_k) {
 #pragma unroll

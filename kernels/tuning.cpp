@@ -57,9 +57,14 @@ int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint
   // 12.33 -> 10.59 -- and loses where the stripes fill the card, where its registers cost
   // warps (FP8 14336x4096 b=16 40.59 -> 46.21; NF4 14336x4096 34.77 -> 40.79). NF4 gains at no
   // shape. MXFP4 at batch 9..16 gains at every shape (14336x4096 30.32 -> 27.62).
-  const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8 ? true
-                        : format == ViewFormat::kNf4              ? false
-                                                                  : stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
+  // FP8 at batch 1..8 since run v51: with its scales found once a stripe its prefetch kernel
+  // fell from 96 to 63 registers (4 blocks a SM instead of 2), and the prefetch won where the
+  // stripes fill the card too (14336x4096, H100, unroll 2 / prefetch: block scales 31.9 / 26.2
+  // us, channel 29.9 / 25.7; docs/device-runs/2026-11-27-v51-*).
+  const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8  ? true
+                        : format == ViewFormat::kNf4               ? false
+                        : format == ViewFormat::kFp8 && batch <= 8 ? true
+                                                                   : stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
   return step_from(variants, prefetch, unroll);
 }
 

@@ -37,7 +37,9 @@ namespace {
 enum class Scales { kNormal, kExtreme, kWithNaN, kSigned, kSignedHuge };
 
 struct Case {
-  std::string format;  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16
+  // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16 (BF16
+  // block scales) | fp8-f16 (F16 block scales) | fp8-block48x192 (blocks of 48 rows and 192 columns: neither a power of two)
+  std::string format;
   std::vector<uint64_t> shape;
   uint64_t tile_n, tile_k;  // 0: the converter's default choice
   Scales scales = Scales::kNormal;
@@ -162,18 +164,26 @@ Built build(const Case& c, std::mt19937& rng) {
     if (nan_free)
       for (auto& x : rows) if ((x & 0x7f) == 0x7f) x &= 0xfe;
     const bool sized_group = c.format == "fp8-group128" || c.format == "fp8-group24";
-    std::string g = c.format == "fp8-bf16" ? "block" : sized_group ? "group" : c.format.substr(4);
+    const bool half_scales = c.format == "fp8-bf16" || c.format == "fp8-f16";
+    const bool odd_blocks = c.format == "fp8-block48x192";
+    std::string g = half_scales || odd_blocks ? "block" : sized_group ? "group" : c.format.substr(4);
     const uint64_t group = sized_group ? std::stoull(c.format.substr(9)) : 48;
-    uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, 128) * ceil_div(k, 128) : batch * n * ceil_div(k, group);
-    d.params = {{"scale_granularity", g}, {"scale_dtype", c.format == "fp8-bf16" ? "bf16" : "f32"}, {"scale_shape", std::vector<uint64_t>{ns}},
+    const uint64_t block_n = odd_blocks ? 48 : 128, block_k = odd_blocks ? 192 : 128;
+    uint64_t ns = g == "tensor" ? batch : g == "channel" ? batch * n : g == "block" ? batch * ceil_div(n, block_n) * ceil_div(k, block_k) : batch * n * ceil_div(k, group);
+    const char* scale_dtype = c.format == "fp8-bf16" ? "bf16" : c.format == "fp8-f16" ? "f16" : "f32";
+    d.params = {{"scale_granularity", g}, {"scale_dtype", scale_dtype}, {"scale_shape", std::vector<uint64_t>{ns}},
                 {"scale_name", "weight_scale_inv"}};
-    if (g == "block") { d.params["block_n"] = 128; d.params["block_k"] = 128; }
+    if (g == "block") { d.params["block_n"] = block_n; d.params["block_k"] = block_k; }
     if (g == "group") d.params["group_size"] = group;
-    if (c.format == "fp8-bf16") {
+    if (half_scales) {
       std::vector<uint8_t> v(ns * 2);
       std::uniform_real_distribution<float> dist(1e-4f, 1e-2f);
       const std::vector<float> sv = signed_scales ? signed_values(ns) : std::vector<float>{};
-      for (uint64_t i = 0; i < ns; ++i) { uint16_t h = f32_to_bf16(signed_scales ? sv[i] : dist(rng)); std::memcpy(&v[i * 2], &h, 2); }
+      for (uint64_t i = 0; i < ns; ++i) {
+        const float f = signed_scales ? sv[i] : dist(rng);
+        const uint16_t h = c.format == "fp8-bf16" ? f32_to_bf16(f) : f32_to_f16(f);
+        std::memcpy(&v[i * 2], &h, 2);
+      }
       b.comps[Role::kScales] = v;
     } else if (signed_scales) {
       b.comps[Role::kScales] = f32_bytes(signed_values(ns));
@@ -536,9 +546,14 @@ std::vector<Case> all_cases() {
   cs.push_back({"fp8-group24", {9, 96}, 0, 0});
   // Tensor-core GEMV: 16-row stripes with 64, 128, 192 and 512-column tiles, K not a multiple
   // of the chunk (64) or the tile, a partial last stripe, NF4 blocks of 128.
-  for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-group128"}) {
+  for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-bf16", "fp8-f16", "fp8-group128",
+                        "fp8-block48x192"}) {
     for (uint64_t tk : {64, 128, 192, 512}) cs.push_back({f, {40, 1024}, 16, tk});
   }
+  // A stripe's rows in two row blocks, blocks found by division (48 x 192), on a stack of
+  // matrices too (each row's scales found from its matrix and row: v51's cursor).
+  cs.push_back({"fp8-block48x192", {3, 100, 1000}, 0, 0});
+  cs.push_back({"fp8-f16", {2, 48, 640}, 0, 0});
   cs.push_back({"mxfp4", {32, 100}, 0, 0});
   cs.push_back({"mxfp4", {33, 1000}, 0, 0});
   cs.push_back({"fp8-block", {40, 200}, 0, 0});
@@ -561,7 +576,9 @@ std::vector<Case> all_cases() {
   // Float scales of either sign, zero, subnormal and huge, in every format whose scales are
   // floats, on the tiled and flat layouts, the tensor-core stripes and a stack of experts.
   for (auto sc : {Scales::kSigned, Scales::kSignedHuge}) {
-    for (std::string f : {"nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-group128", "fp8-bf16"}) {
+    for (std::string f : {"nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-group128", "fp8-bf16", "fp8-f16",
+                          "fp8-block48x192"}) {
+      if (f == "fp8-f16" && sc == Scales::kSignedHuge) continue;  // 10^25.. is past F16's range: infinite scales, another regime
       cs.push_back({f, {129, 512}, 0, 0, sc});
       cs.push_back({f, {40, 1024}, 16, 128, sc});
       cs.push_back({f, {3, 48, 256}, 0, 0, sc});
