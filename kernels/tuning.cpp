@@ -61,6 +61,9 @@ int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint
   // fell from 96 to 63 registers (4 blocks a SM instead of 2), and the prefetch won where the
   // stripes fill the card too (14336x4096, H100, unroll 2 / prefetch: block scales 31.9 / 26.2
   // us, channel 29.9 / 25.7; docs/device-runs/2026-11-27-v51-*).
+  // (Run v52: v51's MXFP4 prefetch also beat its unroll 1 at 14336x4096, 18.0 against 19.5 us,
+  // but not the word-by-word unroll 1 that replaced it, 18.6; and the rule must not differ
+  // between batch 1 and 8: the expert launch takes its warp count from batch 8's kernel.)
   const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8  ? true
                         : format == ViewFormat::kNf4               ? false
                         : format == ViewFormat::kFp8 && batch <= 8 ? true
@@ -77,7 +80,11 @@ int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
   // Unroll 1 otherwise, run v39: FP8 32x5760x2880 41.5 / 52.3 and 41.1 / 62.2 us at unroll
   // 1 / 2, 32x2880x2880 24.4 / 28.3 and 33.9 / 48.5; MXFP4 and NF4 within 0.5 us except MXFP4
   // 32x2880x2880 (33.6 / 27.8 in one run, 15.2 / 18.3 in the other).
-  return step_from(variants, format == ViewFormat::kMxfp4, 1);
+  // Run v52: with MXFP4 decoded word by word at unroll 1 (63 registers: 4 blocks a SM), unroll
+  // 1 beats the prefetch for MXFP4 too (H100, us: 32x5760x2880 21.8 against 24.0, 32x2880x2880
+  // 13.0 against 13.8).
+  (void)format;
+  return step_from(variants, false, 1);
 }
 
 bool fp8_bit_decode(const LaunchConfig& c) {
