@@ -114,6 +114,9 @@ struct MmaMxfp4 {
   // Word by word (chunk_mma's kWordwise): a code word's four pairs of each row, decoded just
   // before the two mma steps that take them.
   static constexpr bool kWordwise = true;
+  // The scale's factors. Scale 0xFF (NaN): a NaN factor makes every pair NaN, and so the mma's
+  // sums of the row, as the reference's. A select, not a branch: filling the pairs with NaN on
+  // a path of their own had the compiler set all 16 to NaN ahead of every chunk's decode (run v50).
   static __device__ __forceinline__ dev::E8m0Factors factors(Aux e) {
     dev::E8m0Factors f = dev::e8m0_factors(e);
     if (e == 0xffu) f = {dev::kBf16x2CanonicalNan, 0u};
@@ -124,11 +127,7 @@ struct MmaMxfp4 {
     else dev::e2m1_word_to_bf16x4_factors<true>(w, f, p);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
-    dev::E8m0Factors f = dev::e8m0_factors(e);
-    // Scale 0xFF (NaN): a NaN factor makes every pair NaN, and so the mma's sums of the row,
-    // as the reference's. A select, not a branch: filling the pairs with NaN on a path of
-    // their own had the compiler set all 16 to NaN ahead of every chunk's decode (run v50).
-    if (e == 0xffu) f = {dev::kBf16x2CanonicalNan, 0u};
+    const dev::E8m0Factors f = factors(e);
     // One branch for the lane's 32 columns: scales up to 2^1 (blocks of weights up to 12 in
     // magnitude) take one multiply a pair; larger ones the second factor too.
     if (f.second == 0) decode_words<false>(w, f, a);
@@ -377,9 +376,9 @@ struct ChunkLoads {
 // kWordwise (a format with a word-by-word decode, MXFP4): each code word's pairs decoded just
 // before the two mma steps that take them, instead of the chunk's 32 pairs first. Same mmas in
 // the same order. Run v52: at unroll 1 that freed 16-21 registers (a fourth 8-warp block a
-// SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower (the
-// loads of the next chunk, inferred, scheduled behind the mma chain), so that step keeps the
-// whole-chunk decode.
+// SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower, also
+// with the next chunk's loads kept ahead of the chain (not profiled further), so that step
+// keeps the whole-chunk decode.
 template <typename P, int NT, bool kWordwise>
 __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P>& l, const uint32_t (&bx)[NT][P::kPairs],
                                           const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
