@@ -16,13 +16,16 @@ struct Fp8 {
 
   static __device__ __forceinline__ float decode_byte(uint32_t b) { return e4m3_to_f32_bits(b); }
 
-  static __device__ __forceinline__ float scale_at(const QuantView& v, uint64_t idx) {
-    switch (v.scale_type) {
-      case ScaleType::kF32: return __ldg(static_cast<const float*>(v.scales) + idx);
-      case ScaleType::kBf16: return iris::bf16_to_f32(__ldg(static_cast<const uint16_t*>(v.scales) + idx));
-      default: return iris::f16_to_f32(__ldg(static_cast<const uint16_t*>(v.scales) + idx));
+  // Scale idx of an array of `type` scales at `base` (v.scales, or a run of it), as FP32.
+  static __device__ __forceinline__ float scale_from(ScaleType type, const void* base, uint64_t idx) {
+    switch (type) {
+      case ScaleType::kF32: return __ldg(static_cast<const float*>(base) + idx);
+      case ScaleType::kBf16: return iris::bf16_to_f32(__ldg(static_cast<const uint16_t*>(base) + idx));
+      default: return iris::f16_to_f32(__ldg(static_cast<const uint16_t*>(base) + idx));
     }
   }
+  static __device__ __forceinline__ uint32_t scale_bytes(ScaleType type) { return type == ScaleType::kF32 ? 4u : 2u; }
+  static __device__ __forceinline__ float scale_at(const QuantView& v, uint64_t idx) { return scale_from(v.scale_type, v.scales, idx); }
 
   // Index of the scale of element (row, k); shifts for the power-of-two block sizes.
   static __device__ __forceinline__ uint64_t scale_index(const QuantView& v, uint64_t row, uint64_t k) {

@@ -90,8 +90,12 @@ struct RowCursor {
   uint64_t row;
   bool ok;  // false for a padding row
 };
+struct ByRow {
+  using Cursor = RowCursor;
+  static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
+};
 
-struct MmaMxfp4 {
+struct MmaMxfp4 : ByRow {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, one scale block) per lane
   static constexpr int kPairs = kChunk / 8;  // bf16x2 pairs per lane and row
@@ -104,8 +108,6 @@ struct MmaMxfp4 {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
-  using Cursor = RowCursor;
-  static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
   // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding (the row, or
   // the columns past the matrix: !cols_ok).
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
@@ -146,7 +148,7 @@ struct MmaMxfp4 {
 // byte's two columns as (hi pair, lo pair) -- 2 KB of shared memory hit at random bytes --
 // against two lookups in the 16-entry table (one bank per entry: conflict-free).
 template <bool kPairTable>
-struct MmaNf4 {
+struct MmaNf4 : ByRow {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 64;   // one absmax block at most: 16 columns (8 bytes) per lane
   static constexpr int kPairs = kChunk / 8;
@@ -183,8 +185,6 @@ struct MmaNf4 {
     dev::Nf4::AbsmaxInputs in;
     bool ok;  // false for padding rows and columns: absmax 0
   };
-  using Cursor = RowCursor;
-  static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
     if (!(r.ok && cols_ok)) return {{0u, 0.f}, false};
     return {dev::Nf4::absmax_inputs(v, dev::div_by(r.row * v.k + kc, v.block_size, v.block_shift)), true};
@@ -242,18 +242,13 @@ struct MmaFp8 {
     if (!ok) return {nullptr, 0.f};
     const uint64_t first = dev::Fp8::scale_index(v, row, 0);
     if (v.granularity <= 1) return {nullptr, dev::Fp8::scale_at(v, first)};
-    const uint32_t bytes = v.scale_type == ScaleType::kF32 ? 4u : 2u;
-    return {static_cast<const uint8_t*>(v.scales) + first * bytes, 0.f};
+    return {static_cast<const uint8_t*>(v.scales) + first * dev::Fp8::scale_bytes(v.scale_type), 0.f};
   }
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
     if (!cols_ok) return 0.f;
     if (r.run == nullptr) return r.fixed;
     const uint64_t col = v.granularity == 2 ? dev::div_by(kc, v.block_k, v.block_k_shift) : dev::div_by(kc, v.group_size, v.group_shift);
-    switch (v.scale_type) {
-      case ScaleType::kF32: return __ldg(static_cast<const float*>(r.run) + col);
-      case ScaleType::kBf16: return iris::bf16_to_f32(__ldg(static_cast<const uint16_t*>(r.run) + col));
-      default: return iris::f16_to_f32(__ldg(static_cast<const uint16_t*>(r.run) + col));
-    }
+    return dev::Fp8::scale_from(v.scale_type, r.run, col);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& scale, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};

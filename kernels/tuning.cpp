@@ -61,9 +61,10 @@ int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint
   // fell from 96 to 63 registers (4 blocks a SM instead of 2), and the prefetch won where the
   // stripes fill the card too (14336x4096, H100, unroll 2 / prefetch: block scales 31.9 / 26.2
   // us, channel 29.9 / 25.7; docs/device-runs/2026-11-27-v51-*).
-  // (Run v52: v51's MXFP4 prefetch also beat its unroll 1 at 14336x4096, 18.0 against 19.5 us,
-  // but not the word-by-word unroll 1 that replaced it, 18.6; and the rule must not differ
-  // between batch 1 and 8: the expert launch takes its warp count from batch 8's kernel.)
+  // (Run v52: MXFP4's prefetch also beats unroll 1 at 14336x4096, 18.0 us against 19.5 before
+  // the word-by-word decode and 18.6-19.0 after it, but is not taken there: the rule must not
+  // differ between batch 1 and 8, the expert launch takes its warp count from batch 8's
+  // kernel, and for a 14336-row expert that count would fall from 4 warps to 2, unmeasured.)
   const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8  ? true
                         : format == ViewFormat::kNf4               ? false
                         : format == ViewFormat::kFp8 && batch <= 8 ? true
