@@ -59,6 +59,8 @@ iris_status create_experts(const char* fn, const iris_cuda_tensor* const* tensor
       if (ordinal >= 0 && device != ordinal)
         return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' is on another device than the first expert", msg, msg_size);
       ordinal = device;
+      if (t->owner->nf4_bf16_table() != tensors[0]->owner->nf4_bf16_table())
+        return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + t->tensor->desc.name + "' comes from an upload with another nf4_table than the first expert's", msg, msg_size);
       Status s = add_views(*t->tensor->view, views);
       if (!s.is_ok()) return report(s.with_context("tensor '" + t->tensor->desc.name + "': "), msg, msg_size);
     }
@@ -89,9 +91,13 @@ iris_status upload_with(Uploader& uploader, const iris_archive* a, const iris_up
     }
     if (names.empty()) return fail(IRIS_ERR_INVALID_ARGUMENT, "upload: names given but n_names is 0", msg, msg_size);
   }
+  const uint32_t nf4_table = o ? o->nf4_table : IRIS_NF4_TABLE_EXACT;
+  if (nf4_table != IRIS_NF4_TABLE_EXACT && nf4_table != IRIS_NF4_TABLE_BF16)
+    return fail(IRIS_ERR_INVALID_ARGUMENT, "upload: nf4_table must be IRIS_NF4_TABLE_EXACT or IRIS_NF4_TABLE_BF16, not " + std::to_string(nf4_table), msg, msg_size);
   auto dev = uploader.upload(a->archive, names, o && o->verify != 0);
   if (!dev.is_ok()) return report(dev.status(), msg, msg_size);
   auto handle = std::make_unique<iris_cuda_archive>(iris_cuda_archive{std::move(dev).value(), {}});
+  handle->archive.set_nf4_bf16_table(nf4_table == IRIS_NF4_TABLE_BF16);
   handle->tensors.reserve(handle->archive.tensors().size());
   for (const auto& t : handle->archive.tensors()) {
     iris_cuda_tensor ct{&t, &handle->archive, {}};
@@ -130,6 +136,10 @@ int iris_has_cuda(void) { return 1; }
 iris_status iris_cuda_device_check(int device, char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> iris_status { return report(query_device(device).status(), msg, msg_size); });
 }
+
+// nf4_table and reserved32 took the place of reserved[0]: the struct's size and every older
+// field's offset are those of ABI 1's first release.
+static_assert(sizeof(void*) != 8 || sizeof(iris_upload_options) == 80, "iris_upload_options changed size: an ABI break");
 
 void iris_upload_options_init(iris_upload_options* o) {
   if (!o) return;

@@ -238,7 +238,7 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
     given score_tokens, its teacher-forced logits along them."""
     q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
-                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention)
+                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table)
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -275,7 +275,7 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
-    r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic,
+    r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic, "nf4_table": args.nf4_table,
          "residual_norm": args.compile and args.residual_norm, "rope_in_attention": args.compile and args.rope_in_attention}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
@@ -341,6 +341,9 @@ def main():
                     help="the residual steps and norms as Inductor's kernels (iris.models residual_norm=False), not iris's")
     ap.add_argument("--no-rope-in-attention", dest="rope_in_attention", action="store_false",
                     help="the rotary positions and the KV-cache write as Inductor's kernels (iris.models rope_in_attention=False), not inside iris's attention kernel")
+    ap.add_argument("--nf4-table", choices=["exact", "bf16"], default="exact",
+                    help="the quantized model's NF4 GEMVs: exact (each table value as two BF16s, 2^-18) or bf16 (one BF16, 2^-9, "
+                         "as bitsandbytes' kernels round it)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

@@ -197,6 +197,7 @@ DeviceArchive& DeviceArchive::operator=(DeviceArchive&& o) noexcept {
     base_ = std::exchange(o.base_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     seconds_ = o.seconds_;
+    nf4_bf16_table_ = o.nf4_bf16_table_;
     tensors_ = std::move(o.tensors_);
     by_name_ = std::move(o.by_name_);
   }

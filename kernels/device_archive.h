@@ -70,7 +70,11 @@ class DeviceArchive {
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const Tensor* find(std::string_view name) const;
   const DeviceInfo& device() const { return device_; }
-  LaunchConfig launch_config(const KernelVariants& variants = {}) const { return device_.launch_config(variants); }
+  LaunchConfig launch_config(const KernelVariants& variants = {}) const { return device_.launch_config(variants, nf4_bf16_table_); }
+  // The declared precision of this archive's NF4 GEMVs (LaunchConfig::nf4_bf16_table), set
+  // by its owner before any launch: off by default.
+  void set_nf4_bf16_table(bool on) { nf4_bf16_table_ = on; }
+  bool nf4_bf16_table() const { return nf4_bf16_table_; }
   uint64_t device_bytes() const { return bytes_; }
   double upload_seconds() const { return seconds_; }  // staging and copies, wall clock
 
@@ -83,6 +87,7 @@ class DeviceArchive {
   void* base_ = nullptr;
   uint64_t bytes_ = 0;
   double seconds_ = 0;
+  bool nf4_bf16_table_ = false;
   std::vector<Tensor> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
 };

@@ -24,7 +24,9 @@ struct DeviceInfo {
   uint64_t l2_bytes = 0;
   uint64_t total_memory = 0;
 
-  LaunchConfig launch_config(const KernelVariants& variants = {}) const { return {sm_count, kernel_arch, variants}; }
+  LaunchConfig launch_config(const KernelVariants& variants = {}, bool nf4_bf16_table = false) const {
+    return {sm_count, kernel_arch, variants, nf4_bf16_table};
+  }
 };
 
 // The oldest GPUs the kernels support: Turing (compute capability 7.5).

@@ -144,34 +144,53 @@ struct MmaMxfp4 : ByRow {
   }
 };
 
-// kPairTable: the issue-11 variant with one lookup per code byte, a 256-entry table of the
-// byte's two columns as (hi pair, lo pair) -- 2 KB of shared memory hit at random bytes --
-// against two lookups in the 16-entry table (one bank per entry: conflict-free).
-template <bool kPairTable>
+// How NF4's 16 table values reach the mma. The exact ones (LaunchConfig::nf4_bf16_table
+// false; KernelVariants::nf4_table picks the lookup) keep each FP32 value to 2^-18 as hi + lo
+// BF16s, two mmas a fragment; the declared BF16 table (nf4_bf16_table) rounds each to one BF16
+// (2^-9 a weight, the rounding bitsandbytes' own kernels make) for one mma and one lookup a byte.
+enum class Nf4Table {
+  kSplit,       // 16-entry (hi, lo) table, two lookups a code byte (one bank an entry: conflict-free)
+  kSplitPairs,  // the issue-11 variant: a 256-entry table of a byte's two columns as (hi pair, lo pair),
+                // one lookup a byte, 2 KB hit at random bytes (bank conflicts)
+  kBf16Pairs,   // 256-entry table of a byte's two columns as one bf16x2, a copy per lane (32 KB):
+                // one conflict-free lookup a byte, no PRMT
+};
+
+template <Nf4Table kTable>
 struct MmaNf4 : ByRow {
+  static constexpr bool kBf16 = kTable == Nf4Table::kBf16Pairs;
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 64;   // one absmax block at most: 16 columns (8 bytes) per lane
   static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;  // absmax multiplies the chunk's partial sums
   static constexpr bool kWordwise = false;
-  static constexpr int kSplits = 2;        // table value = hi + lo, two BF16s
-  static constexpr int kSplitEntries = kPairTable ? 512 : 16;
+  static constexpr int kSplits = kBf16 ? 1 : 2;  // table value = hi + lo, two BF16s; or one BF16
+  static constexpr int kSplitEntries = kTable == Nf4Table::kSplitPairs ? 512 : kTable == Nf4Table::kBf16Pairs ? 256 * 32 : 16;
   using Word = uint2;
   using Aux = float;
 
-  // split[c] = bf16(t) | bf16(t - bf16(t)) << 16; nested[256] = the double-quant table.
+  // split[c] = bf16(t) | bf16(t - bf16(t)) << 16 (the BF16 modes: bf16(t) alone); nested[256] =
+  // the double-quant table.
   static __device__ __forceinline__ uint32_t split_of(const QuantView& v, uint32_t code) {
     const float t = v.code_table[code];
     const __nv_bfloat16 hi = __float2bfloat16_rn(t);
+    if constexpr (kBf16) return uint32_t(__bfloat16_as_ushort(hi));
     const __nv_bfloat16 lo = __float2bfloat16_rn(t - __bfloat162float(hi));
     return uint32_t(__bfloat16_as_ushort(hi)) | (uint32_t(__bfloat16_as_ushort(lo)) << 16);
   }
   static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested) {
-    if constexpr (kPairTable) {
+    if constexpr (kTable == Nf4Table::kSplitPairs) {
       for (int i = threadIdx.x; i < 256; i += blockDim.x) {
         const uint32_t e = split_of(v, uint32_t(i) >> 4), o = split_of(v, uint32_t(i) & 15u);  // high nibble = even column
         split[2 * i] = dev::prmt(e, o, 0x5410u);
         split[2 * i + 1] = dev::prmt(e, o, 0x7632u);
+      }
+    } else if constexpr (kTable == Nf4Table::kBf16Pairs) {
+      // Entry b's copy for lane l at word 32 b + l (bank l), written 4 copies a store.
+      for (int i = threadIdx.x; i < 256 * 8; i += blockDim.x) {
+        const uint32_t b = uint32_t(i) >> 3;
+        const uint32_t p = split_of(v, b >> 4) | (split_of(v, b & 15u) << 16);  // high nibble = even column
+        reinterpret_cast<uint4*>(split)[i] = make_uint4(p, p, p, p);
       }
     } else {
       for (int i = threadIdx.x; i < 16; i += blockDim.x) split[i] = split_of(v, uint32_t(i));
@@ -193,19 +212,22 @@ struct MmaNf4 : ByRow {
     return r.ok ? dev::Nf4::absmax_of(v, nested, r.in) : 0.f;
   }
   static __device__ __forceinline__ void decode(Word w, Aux&, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
+    const uint32_t* lane_table = split + (threadIdx.x & 31);  // kBf16Pairs: this lane's copies
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint32_t word = j < 4 ? w.x : w.y;
       const uint32_t byte = (word >> (8 * (j % 4))) & 0xffu;
-      if constexpr (kPairTable) {
+      if constexpr (kTable == Nf4Table::kSplitPairs) {
         const uint2 pr = reinterpret_cast<const uint2*>(split)[byte];
         a[0][j] = pr.x;
-        a[1][j] = pr.y;
-        continue;
+        a[kSplits - 1][j] = pr.y;
+      } else if constexpr (kTable == Nf4Table::kBf16Pairs) {
+        a[0][j] = lane_table[byte * 32];
+      } else {
+        const uint32_t e = split[byte >> 4], o = split[byte & 15u];  // high nibble = even column
+        a[0][j] = dev::prmt(e, o, 0x5410u);                           // the two hi halves
+        a[kSplits - 1][j] = dev::prmt(e, o, 0x7632u);                 // the two lo halves
       }
-      const uint32_t e = split[byte >> 4], o = split[byte & 15u];  // high nibble = even column
-      a[0][j] = dev::prmt(e, o, 0x5410u);  // the two hi halves
-      a[1][j] = dev::prmt(e, o, 0x7632u);  // the two lo halves
     }
   }
 };
@@ -554,7 +576,7 @@ template <typename P, int NT, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
                                                                   int batch, void* y) {
 #if IRIS_ARCH_BF16_MMA  // else a stub: never launched there (see mma16816), and fast to compile
-  __shared__ uint32_t split[P::kSplitEntries];
+  __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][NT][32][4];
   const uint32_t stripe = blockIdx.x;
@@ -581,7 +603,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 template <typename P, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
 #if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
-  __shared__ uint32_t split[P::kSplitEntries];
+  __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
   __shared__ float partial[kMaxWarps][1][32][4];
   // The router's picks come from the kernel before: nothing is read before they are written.
@@ -611,16 +633,24 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
 }
 
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
-// second, partial wave costs a whole block time, run v7), at most 8, at least 1.
+// second, partial wave costs a whole block time, run v7), at most 8, at least 1. Where no
+// count gives one wave, the fewest waves, and of those the most warps: a kernel whose shared
+// memory bounds its blocks a SM (NF4's BF16 pair table, 37 KB) has as many waves at 8 warps as
+// at 1 (run v54, H200: 27.7 us at 8 warps against 132 at 1, NF4 14336x4096).
 template <typename K>
 Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
   if (forced) return forced;
-  for (int w = kMaxWarps; w > 1; --w) {
+  int best = 1;
+  uint64_t best_waves = ~uint64_t(0);
+  for (int w = kMaxWarps; w >= 1; --w) {
     int per_sm = 0;
     IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
-    if (uint64_t(per_sm) * sms >= stripes) return w;
+    const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(per_sm) * sms);
+    const uint64_t waves = (stripes + per_wave - 1) / per_wave;
+    if (waves <= 1) return w;
+    if (waves < best_waves) best = w, best_waves = waves;
   }
-  return 1;
+  return best;
 }
 
 // The warp count of every launch over stripes of this geometry: decided by the F32-output
@@ -642,6 +672,15 @@ auto with_step(int step, F&& f) {
   }
 }
 
+// Calls f(std::integral_constant<Nf4Table, T>) for the NF4 table of c: the declared BF16 table,
+// else the exact table's lookup (nf4_pair_table).
+template <typename F>
+auto with_nf4_table(const LaunchConfig& c, F&& f) {
+  if (c.nf4_bf16_table) return f(std::integral_constant<Nf4Table, Nf4Table::kBf16Pairs>{});
+  if (nf4_pair_table(c)) return f(std::integral_constant<Nf4Table, Nf4Table::kSplitPairs>{});
+  return f(std::integral_constant<Nf4Table, Nf4Table::kSplit>{});
+}
+
 template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
@@ -655,7 +694,7 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  const int step = gemv_step(c.variants, v.format, NT * 8, (v.rows / v.n) * g.stripes, c.sm_count);
+  const int step = gemv_step(c.variants, v.format, NT * 8, (v.rows / v.n) * g.stripes, c.sm_count, c.nf4_bf16_table);
   return with_step(step, [&](auto u) { return launch_k<P, NT, OutF32, decltype(u)::value>(v, g, x, batch, y, s, c); });
 }
 
@@ -697,7 +736,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's step: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The step does not: a warp takes its chunks in the same
   // order at every step.)
-  const int dense_step = gemv_step(c.variants, geometry.format, 8, g.stripes, c.sm_count);
+  const int dense_step = gemv_step(c.variants, geometry.format, 8, g.stripes, c.sm_count, c.nf4_bf16_table);
   IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   MmaGeometry gp = g;
@@ -724,13 +763,13 @@ Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, 
 }  // namespace
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
-  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4<false>::kChunk : MmaFp8<false>::kChunk;
+  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4<Nf4Table::kSplit>::kChunk : MmaFp8<false>::kChunk;
   if (!v.tiled || v.tile_n != 16 || v.tile_k % chunk != 0 || batch < 1 || batch > 16) return false;
   if (v.padded_k / chunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {
     case ViewFormat::kMxfp4: return true;
-    case ViewFormat::kNf4: return v.block_size % MmaNf4<false>::kChunk == 0;
+    case ViewFormat::kNf4: return v.block_size % MmaNf4<Nf4Table::kSplit>::kChunk == 0;
     case ViewFormat::kFp8:
       switch (v.granularity) {
         case 0: case 1: return true;                                     // tensor, channel
@@ -755,7 +794,7 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
     if (y_f32) return unsupported("gemv probe: BF16 output only");
     switch (v.format) {
       case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
-      case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<false>>>(v, x, batch, y, s, c);
+      case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(v, x, batch, y, s, c);
       case ViewFormat::kFp8: return launch_probe<SkipDecode<MmaFp8<false>>>(v, x, batch, y, s, c);
     }
 #else
@@ -765,7 +804,7 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
     case ViewFormat::kNf4:
-      return nf4_pair_table(c) ? launch_p<MmaNf4<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaNf4<false>>(v, x, batch, y, y_f32, s, c);
+      return with_nf4_table(c, [&](auto t) { return launch_p<MmaNf4<decltype(t)::value>>(v, x, batch, y, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_p<MmaFp8<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaFp8<false>>(v, x, batch, y, y_f32, s, c);
   }
@@ -781,7 +820,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     switch (geometry.format) {
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
-      case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<false>>>(geometry, a, s, c);
+      case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(geometry, a, s, c);
       case ViewFormat::kFp8: return launch_experts_probe<SkipDecode<MmaFp8<false>>>(geometry, a, s, c);
     }
 #else
@@ -791,7 +830,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   switch (geometry.format) {
     case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
     case ViewFormat::kNf4:
-      return nf4_pair_table(c) ? launch_experts<MmaNf4<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaNf4<false>>(geometry, a, y_f32, s, c);
+      return with_nf4_table(c, [&](auto t) { return launch_experts<MmaNf4<decltype(t)::value>>(geometry, a, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
   }

@@ -17,7 +17,7 @@ struct KernelVariants {
   int gemv_prefetch = 0;          // tensor-core GEMV, the next chunk's codes in flight (U = 0): 0 (per-format best), 1 off, 2 on (wins over gemv_unroll)
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
-  int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table
+  int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
   int gemv_l2_prefetch = 0;       // tensor-core GEMV blocks ask L2 for their stripe's codes first (sm_90): 0 (best), 1 off, 2 on
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
@@ -33,6 +33,11 @@ struct LaunchConfig {
   int sm_count = 0;     // streaming multiprocessors of the device the stream belongs to (> 0)
   int kernel_arch = 0;  // the architecture of the loaded kernel code (DeviceInfo::kernel_arch)
   KernelVariants variants;
+  // A declared precision, not a variant (its results differ): the tensor-core GEMV takes each
+  // of NF4's 16 table values rounded to one BF16 (within 2^-9 of it, as bitsandbytes' kernels
+  // round it) instead of as two (within 2^-18): one mma a fragment instead of two and one
+  // shared-memory lookup a code byte (verify/gemv_bound.h: GemvAccumulation::kTensorCoresBf16Table).
+  bool nf4_bf16_table = false;
 };
 
 }  // namespace iris

@@ -46,7 +46,7 @@ int step_from(const KernelVariants& variants, bool default_prefetch, int default
 
 }  // namespace
 
-int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count) {
+int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count, bool nf4_bf16_table) {
   // Unroll, run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 /
   // 22.9, NF4 34.5 / 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
   const int unroll = format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
@@ -65,8 +65,11 @@ int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint
   // the word-by-word decode and 18.6-19.0 after it, but is not taken there: the rule must not
   // differ between batch 1 and 8, the expert launch takes its warp count from batch 8's
   // kernel, and for a 14336-row expert that count would fall from 4 warps to 2, unmeasured.)
+  // NF4 with its declared BF16 table (one mma a fragment), run v54 (H200, batch 1, us at
+  // unroll 1 / prefetch): 4096x14336 32.6 / 29.1, 4096x4096 11.0 / 9.7, 1024x4096 10.0 / 8.2:
+  // the few-stripes rule, as the other formats'.
   const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8  ? true
-                        : format == ViewFormat::kNf4               ? false
+                        : format == ViewFormat::kNf4 && !nf4_bf16_table ? false
                         : format == ViewFormat::kFp8 && batch <= 8 ? true
                                                                    : stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
   return step_from(variants, prefetch, unroll);

@@ -22,7 +22,7 @@ int dequant_words(const KernelVariants& variants, const QuantView& view);
 // on `sm_count` SMs: 0 the rolling prefetch (each warp keeps its next chunk's codes and scales
 // in flight while it decodes the current one), else the chunks each warp loads before using
 // any (1 or 2).
-int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count);
+int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count, bool nf4_bf16_table = false);
 
 // The same for the grouped expert GEMV's launch (its warp count stays the dense launch's).
 int gemv_experts_step(const KernelVariants& variants, ViewFormat format);

@@ -13,7 +13,8 @@ double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation ac
     return ku / (1.0 - ku) * sum_abs_products + flush;
   }
   const double nu = double(k + 64) * std::ldexp(1.0, -22);
-  return (nu / (1.0 - nu) + std::ldexp(1.0, -18) + std::ldexp(1.0, -24)) * sum_abs_products + flush;
+  const double table = std::ldexp(1.0, acc == GemvAccumulation::kTensorCoresBf16Table ? -9 : -18);
+  return (nu / (1.0 - nu) + table + std::ldexp(1.0, -24)) * sum_abs_products + flush;
 }
 
 CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,

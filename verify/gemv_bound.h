@@ -15,6 +15,8 @@
 // values carried as two BF16s and u for the weights' own FP32 rounding, which the scaled
 // path does not repeat:
 //   bound_tc = (gamma_{K+64}(2^-22) + 2^-18 + 2^-24) * sum |w x| + K 2^-126.
+// With NF4's declared BF16 table (LaunchConfig::nf4_bf16_table, IRIS_NF4_TABLE_BF16) each
+// table value is one BF16, rounded to nearest: within 2^-9 of it, so 2^-9 replaces 2^-18.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,11 @@
 
 namespace iris {
 
-enum class GemvAccumulation { kFp32, kTensorCores };
+enum class GemvAccumulation {
+  kFp32,
+  kTensorCores,
+  kTensorCoresBf16Table,  // the tensor cores with NF4's table values rounded to one BF16
+};
 
 double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation acc = GemvAccumulation::kFp32);
 

@@ -216,7 +216,7 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
 Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOptions& o) {
   IRIS_ASSIGN_OR_RETURN(DeviceInfo device, query_device(o.device));
   IRIS_CUDA_TRY(cudaSetDevice(o.device));
-  const LaunchConfig launch = device.launch_config(o.variants);
+  const LaunchConfig launch = device.launch_config(o.variants, o.nf4_bf16_table);
   IRIS_ASSIGN_OR_RETURN(CopyCeiling ceiling, copy_bandwidth_gbps(o.replays, device.sm_count));
   const double copy_gbps = std::max(ceiling.memcpy_gbps, ceiling.kernel_gbps);
   // A result row: its time and bytes, also as GB/s and as a share of the copy ceiling.
@@ -335,7 +335,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
               {"results", results}};
 }
 
-Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* v) {
+Status parse_kernel_variant(const std::string& name, const std::string& value, BenchOptions* o) {
+  KernelVariants* v = &o->variants;
   auto bad = [&] { return invalid_argument("kernel variant " + name + "=" + value + ": unknown variant or value"); };
   if (name == "dequant-unroll") {
     if (value != "auto" && value != "1" && value != "2" && value != "4" && value != "8") return bad();
@@ -371,8 +372,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, K
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";
   } else if (name == "nf4-table") {
-    if (value != "auto" && value != "split" && value != "pairs") return bad();
-    v->nf4_table = value == "auto" ? 0 : value == "split" ? 1 : 2;
+    if (value != "auto" && value != "split" && value != "pairs" && value != "bf16") return bad();
+    v->nf4_table = value == "split" ? 1 : value == "pairs" ? 2 : 0;
+    o->nf4_bf16_table = value == "bf16";  // the declared precision (LaunchConfig::nf4_bf16_table), not a variant
   } else {
     return bad();
   }

@@ -28,6 +28,7 @@ struct BenchOptions {
   int warmup = 5;
   int device = 0;
   KernelVariants variants;  // what to time (default: the measured best)
+  bool nf4_bf16_table = false;  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table)
   // Also time, per case, the floors of its byte counts: a kernel that only reads the GEMV's
   // input ("floor-read") and one that reads the dequant's input while writing its output
   // ("floor-stream"), timed like the kernels.
@@ -36,9 +37,10 @@ struct BenchOptions {
 
 // Sets "dequant-unroll" (auto|1|2|4|8), "dequant-item" (auto|8|16), "gemv" (auto|cuda-cores), "gemv-unroll" (auto|1|2), "gemv-prefetch" (auto|off|on),
 // "programmatic" (auto|off|on|late), "gemv-l2-prefetch" (auto|off|on), "gemv-warps" (auto|1..8),
-// "fp8-decode" (auto|cvt|bits), "nf4-table" (auto|split|pairs) or
-// the measurement aids "gemv-probe" / "dequant-probe" (off|skip-decode) in `variants`; an unknown name or value is kInvalidArgument.
-Status parse_kernel_variant(const std::string& name, const std::string& value, KernelVariants* variants);
+// "fp8-decode" (auto|cvt|bits), "nf4-table" (auto|split|pairs, or bf16: the declared BF16 table,
+// options->nf4_bf16_table) or the measurement aids "gemv-probe" / "dequant-probe"
+// (off|skip-decode) in options->variants; an unknown name or value is kInvalidArgument.
+Status parse_kernel_variant(const std::string& name, const std::string& value, BenchOptions* options);
 
 // Returns {"device", "copy_gbps" (the better of cudaMemcpy and a 16-byte copy kernel, both
 // also given),  "l2_bytes", "results": [{kernel, case, us, gbps, pct_copy, bytes}]}.

@@ -40,7 +40,7 @@ int run_bench_command(const BenchCommandOptions& o) {
   for (const auto& v : o.variants) {
     const auto eq = v.find('=');
     Status st = eq == std::string::npos ? usage_error("--variant '" + v + "': expected NAME=VALUE")
-                                        : parse_kernel_variant(v.substr(0, eq), v.substr(eq + 1), &bench_options.variants);
+                                        : parse_kernel_variant(v.substr(0, eq), v.substr(eq + 1), &bench_options);
     if (!st.is_ok()) return fail(usage_error("--variant: " + st.message()));
   }
   unsigned long long tile_n = 0, tile_k = 0;

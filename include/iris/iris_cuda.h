@@ -37,8 +37,20 @@ typedef struct iris_upload_options {
   uint32_t staging_buffers;  /* 0 = 8 */
   int threads;               /* host threads reading into staging; <= 0 = one per core, up to 16 */
   uint32_t verify;           /* 1: hash each component while it is staged (IRIS_ERR_CORRUPT on a mismatch) */
-  uint64_t reserved[4];
+  uint32_t nf4_table;        /* IRIS_NF4_TABLE_EXACT (0) or IRIS_NF4_TABLE_BF16, below */
+  uint32_t reserved32;
+  uint64_t reserved[3];
 } iris_upload_options;
+
+/* iris_upload_options.nf4_table: how the tensor-core GEMVs of the uploaded archive (its tensors'
+ * iris_cuda_gemv, _gemv_matrix, and the expert sets made of them) carry NF4's 16 table values.
+ *  - IRIS_NF4_TABLE_EXACT (the default): each as two BF16s, within 2^-18 of its FP32 value;
+ *  - IRIS_NF4_TABLE_BF16: each rounded to one BF16, within 2^-9 (bitsandbytes' own kernels
+ *    round it so): half the tensor-core work and one shared-memory lookup a code byte, for a
+ *    looser bound (docs/API.md, "GEMV error bound"). Dequantization is exact either way.
+ * Other values give IRIS_ERR_INVALID_ARGUMENT. */
+#define IRIS_NF4_TABLE_EXACT 0u
+#define IRIS_NF4_TABLE_BF16 1u
 
 /* Fills `options` with the defaults (device 0, every tensor, 8 x 4 MiB staging, a reader per core up to 16). */
 IRIS_API void iris_upload_options_init(iris_upload_options* options);

@@ -399,7 +399,7 @@ def _materialize_non_persistent_buffers(model: torch.nn.Module, device: torch.de
     return failed
 
 
-def patch(model: torch.nn.Module, path, device="cuda", strict: bool = True) -> PatchResult:
+def patch(model: torch.nn.Module, path, device="cuda", strict: bool = True, nf4_table: str = "exact") -> PatchResult:
     """Loads an archive into a (transformers) model, one built on the meta device included.
 
     Archive names are mapped to the model's with the model's own checkpoint conversion rules
@@ -415,8 +415,9 @@ def patch(model: torch.nn.Module, path, device="cuda", strict: bool = True) -> P
     strict=True raises IrisError naming every parameter or persistent buffer the archive left
     unset and every archive tensor the model did not take; strict=False returns them instead.
     Returns a PatchResult: the state dict iris.torch.load produced (it owns the device memory:
-    keep it while the model runs), with .unset and .unused, the two lists."""
-    sd = load(path, device)
+    keep it while the model runs), with .unset and .unused, the two lists. nf4_table: as
+    iris.torch.load's."""
+    sd = load(path, device, nf4_table=nf4_table)
     device = next((v.device for v in sd.values()), torch.device(device))
     model_names = {name for name, *_ in _persistent_names(model)}
     plan = _Plan(sd.keys(), model_names, _conversion_rules(model))

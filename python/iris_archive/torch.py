@@ -36,7 +36,17 @@ _ROLES = {role: i for i, role in enumerate(_format.ROLES)}  # iris_role values
 class _UploadOptions(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("names", ctypes.POINTER(ctypes.c_char_p)), ("n_names", ctypes.c_uint64),
                 ("staging_bytes", ctypes.c_uint64), ("staging_buffers", ctypes.c_uint32), ("threads", ctypes.c_int),
-                ("verify", ctypes.c_uint32), ("reserved", ctypes.c_uint64 * 4)]
+                ("verify", ctypes.c_uint32), ("nf4_table", ctypes.c_uint32), ("reserved32", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint64 * 3)]
+
+# iris_upload_options.nf4_table (IRIS_NF4_TABLE_*): how the GEMVs carry NF4's table values.
+_NF4_TABLES = {"exact": 0, "bf16": 1}
+
+
+def _nf4_table_code(nf4_table: str) -> int:
+    if nf4_table not in _NF4_TABLES:
+        raise IrisError(f"nf4_table must be one of {', '.join(_NF4_TABLES)}, not {nf4_table!r}")
+    return _NF4_TABLES[nf4_table]
 
 
 def _lib():
@@ -97,13 +107,15 @@ class DeviceArchive:
     """libiris's device copy of an archive (iris_cuda_archive); freed when the last tensor
     that views it is gone."""
 
-    def __init__(self, archive: Archive, device: torch.device, names=None):
+    def __init__(self, archive: Archive, device: torch.device, names=None, nf4_table: str = "exact"):
+        code = _nf4_table_code(nf4_table)
         lib = _lib()
         if not lib.iris_has_cuda():
             raise IrisError("this libiris was built without CUDA")
         opts = _UploadOptions()
         lib.iris_upload_options_init(ctypes.byref(opts))
         opts.device = device.index if device.index is not None else torch.cuda.current_device()
+        opts.nf4_table = code
         if names is not None:
             encoded = [n.encode() for n in names]
             self._names = (ctypes.c_char_p * len(encoded))(*encoded)
@@ -291,11 +303,15 @@ class _Transposed:
     __torch_function__ = QuantTensor.__torch_function__
 
 
-def load(path, device="cuda", names=None, rank=None, world_size=None) -> dict:
+def load(path, device="cuda", names=None, rank=None, world_size=None, nf4_table: str = "exact") -> dict:
     """Uploads the archive (or the named tensors) with libiris's pipeline; returns name ->
     torch.Tensor (unquantized: views of the device copy) or QuantTensor (quantized). With rank
     and world_size, `path` is a folder of tensor-parallel rank archives (`iris shard`) and this
-    rank's is loaded (iris.open_rank checks it is that rank): its tensors are its boxes."""
+    rank's is loaded (iris.open_rank checks it is that rank): its tensors are its boxes.
+    nf4_table="bf16": the NF4 GEMVs take each table value rounded to one BF16 (within 2^-9, as
+    bitsandbytes' kernels do) instead of two (2^-18): faster, a looser bound
+    (IRIS_NF4_TABLE_BF16 in iris_cuda.h). Dequantization is exact either way."""
+    _nf4_table_code(nf4_table)
     device = torch.device(device)
     if device.type != "cuda":
         raise IrisError("iris.torch.load uploads to a CUDA device; use iris.open() for the CPU")
@@ -309,7 +325,7 @@ def load(path, device="cuda", names=None, rank=None, world_size=None) -> dict:
         archive = open_rank(path, rank, world_size)
     else:
         archive = path if isinstance(path, Archive) else _open(path)
-    owner = DeviceArchive(archive, device, names)
+    owner = DeviceArchive(archive, device, names, nf4_table)
     lib = owner._lib
     out = {}
     for name, t in archive.tensors.items():

@@ -260,6 +260,40 @@ def test_linear_within_the_fp32_bound(converted, fixture, options):
     assert checked > 0
 
 
+def test_nf4_bf16_table_is_within_its_bound_and_differs_from_the_exact_one(converted):
+    """iris.torch.load(nf4_table="bf16"): each NF4 table value rounded to one BF16 (2^-9, as
+    bitsandbytes' kernels do). Its linear stays within the bound with that term, gives other
+    sums than the exact table (the option reaches the kernel), and dequantizes exactly."""
+    path = converted("llama-bf16", "--quant", "nf4")
+    cpu = iris.open(path)
+    exact, bf16 = itorch.load(path), itorch.load(path, nf4_table="bf16")
+    with pytest.raises(iris.IrisError, match="nf4_table"):
+        itorch.load(path, nf4_table="bf17")
+    gen = torch.Generator().manual_seed(11)
+    checked = 0
+    for name, t in cpu.tensors.items():
+        if t.format != "nf4" or len(t.shape) != 2 or t.layout["kind"] != "tiled":
+            continue
+        w32 = t.dequantize("float32")
+        assert bf16[name].dequantize(torch.float32).cpu().numpy().tobytes() == w32.tobytes(), name
+        w64 = w32.astype(np.float64)
+        n, k = t.shape
+        x = (torch.rand(1, k, generator=gen) * 2 - 1).to(torch.bfloat16)
+        x64 = bf16_to_f64(x.view(torch.int16).numpy().view(np.uint16))
+        ref = x64 @ w64.T
+        mag = np.abs(x64) @ np.abs(w64).T
+        got = {}
+        for how, sd, table in (("exact", exact, 2.0 ** -18), ("bf16", bf16, 2.0 ** -9)):
+            y = sd[name].linear(x.cuda()).float().cpu().numpy().astype(np.float64)
+            bound = ((k + 64) * 2.0 ** -22 + table) * mag + 2.0 ** -8 * np.abs(ref) + 1e-30  # + the output's BF16 rounding
+            worst = np.max(np.abs(y - ref) / bound)
+            assert worst <= 1.0, f"{name} {how} table: {worst:.3g} of the bound"
+            got[how] = y
+        checked += 1
+        assert not np.array_equal(got["exact"], got["bf16"]), f"{name}: the BF16 table gave the exact table's sums"
+    assert checked > 0
+
+
 @pytest.mark.parametrize("fixture,options,names", [
     ("gptoss-mxfp4", (), ["model.layers.0.mlp.experts.gate_up_proj"]),
     ("gptoss-mxfp4", ("--quant", "nf4"), ["model.layers.1.mlp.experts.down_proj"]),

@@ -183,6 +183,82 @@ TEST_F(CApiCuda, SubsetUploadAndErrors) {
 
 // iris_cuda_gemv_matrix: each expert of an [E, N, K] stack alone, within the bound of the CPU
 // reference rows of that expert; MXFP4 as gpt-oss ships it, and requantized to NF4 and FP8.
+// iris_upload_options.nf4_table: the same NF4 archive uploaded with the exact table and with
+// the declared BF16 one. Each GEMV is within its own bound of the CPU-decoded weights; the two
+// differ (the option reaches the kernel: NF4's values are not BF16s); dequantization stays
+// exact; an unknown value and an expert set across the two uploads are refused.
+TEST_F(CApiCuda, Nf4Bf16TableIsWithinItsBoundAndChosenPerUpload) {
+  auto a = open_archive(converted("llama-bf16", "--quant nf4"));
+  ASSERT_TRUE(a);
+  iris_upload_options o;
+  iris_upload_options_init(&o);
+  EXPECT_EQ(o.nf4_table, IRIS_NF4_TABLE_EXACT);
+  auto exact = upload(a.get(), &o);
+  o.nf4_table = IRIS_NF4_TABLE_BF16;
+  auto bf16 = upload(a.get(), &o);
+  ASSERT_TRUE(exact && bf16);
+  o.nf4_table = 2;
+  iris_cuda_archive* bad = nullptr;
+  char msg[512];
+  EXPECT_EQ(iris_cuda_upload(a.get(), &o, &bad, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(msg).find("nf4_table"), std::string::npos) << msg;
+
+  std::mt19937 rng(std::random_device{}());
+  int compared = 0, differing = 0;
+  for (uint64_t i = 0; i < iris_archive_tensor_count(a.get()); ++i) {
+    iris_tensor_info info;
+    ASSERT_EQ(iris_archive_tensor_info(a.get(), i, &info, nullptr, 0), IRIS_OK);
+    if (info.format != IRIS_FORMAT_NF4 || info.layout.kind != IRIS_LAYOUT_TILED) continue;
+    const iris_cuda_tensor *te = nullptr, *tb = nullptr;
+    ASSERT_EQ(iris_cuda_archive_find_tensor(exact.get(), info.name, &te, nullptr, 0), IRIS_OK);
+    ASSERT_EQ(iris_cuda_archive_find_tensor(bf16.get(), info.name, &tb, nullptr, 0), IRIS_OK);
+    if (!iris_cuda_gemv_uses_tensor_cores(tb, 1)) continue;  // the CUDA-core kernel has no table mode
+    std::vector<float> ref(info.numel);
+    ASSERT_EQ(iris_dequantize(a.get(), i, IRIS_DTYPE_F32, ref.data(), ref.size() * 4, 0, nullptr, 0), IRIS_OK);
+    // Dequantization does not depend on the option.
+    DeviceBuffer dq(info.numel * 4);
+    ASSERT_EQ(iris_cuda_dequantize(tb, IRIS_DTYPE_F32, dq.p, info.numel * 4, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<float> got(info.numel);
+    ASSERT_EQ(cudaMemcpy(got.data(), dq.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0) << info.name;
+    const uint64_t k = info.numel / info.rows;
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    std::vector<uint16_t> x(k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    DeviceBuffer dx(k * 2), dye(info.rows * 4), dyb(info.rows * 4);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), k * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(iris_cuda_gemv(te, static_cast<const uint16_t*>(dx.p), 1, dye.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    ASSERT_EQ(iris_cuda_gemv(tb, static_cast<const uint16_t*>(dx.p), 1, dyb.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<float> ye(info.rows), yb(info.rows);
+    ASSERT_EQ(cudaMemcpy(ye.data(), dye.p, ye.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(yb.data(), dyb.p, yb.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    CheckResult r = check_gemv_row_sums(ref.data(), x.data(), info.rows, k, ye.data(), "gemv", GemvAccumulation::kTensorCores);
+    EXPECT_TRUE(r.ok) << info.name << " exact table: " << r.detail;
+    r = check_gemv_row_sums(ref.data(), x.data(), info.rows, k, yb.data(), "gemv", GemvAccumulation::kTensorCoresBf16Table);
+    EXPECT_TRUE(r.ok) << info.name << " BF16 table: " << r.detail;
+    ++compared;
+    differing += std::memcmp(ye.data(), yb.data(), ye.size() * 4) != 0;
+  }
+  ASSERT_GT(compared, 0);
+  EXPECT_EQ(differing, compared) << "the BF16 table gave the exact table's sums bit for bit: the option did not reach the kernel";
+
+  // An expert set is made of one upload's tensors: one from each is refused.
+  iris_tensor_info info;
+  const iris_cuda_tensor* mixed[2] = {nullptr, nullptr};
+  for (uint64_t i = 0; i < iris_archive_tensor_count(a.get()) && !mixed[0]; ++i) {
+    ASSERT_EQ(iris_archive_tensor_info(a.get(), i, &info, nullptr, 0), IRIS_OK);
+    if (info.format != IRIS_FORMAT_NF4 || info.layout.kind != IRIS_LAYOUT_TILED) continue;
+    ASSERT_EQ(iris_cuda_archive_find_tensor(exact.get(), info.name, &mixed[0], nullptr, 0), IRIS_OK);
+    ASSERT_EQ(iris_cuda_archive_find_tensor(bf16.get(), info.name, &mixed[1], nullptr, 0), IRIS_OK);
+  }
+  ASSERT_TRUE(mixed[0] && mixed[1]);
+  iris_cuda_experts* set = nullptr;
+  EXPECT_EQ(iris_cuda_experts_create(mixed, 2, &set, msg, sizeof msg), IRIS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("nf4_table"), std::string::npos) << msg;
+  EXPECT_EQ(set, nullptr);
+}
+
 TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
   std::mt19937 rng(std::random_device{}());
   int checked = 0;

@@ -277,6 +277,20 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   const uint64_t numel = view->rows * view->k;
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
+  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table): the oracle is the CPU reference
+  // of the same tensor with each table value rounded to BF16 first, which the kernel must then
+  // match within the exact table's bound (and the true reference within the declared one).
+  std::vector<float> ref_bf16_table;
+  if (view->format == ViewFormat::kNf4) {
+    const auto& table = host[int(Role::kCodeTable)];
+    std::vector<float> rounded(table.size() / 4);
+    std::memcpy(rounded.data(), table.data(), table.size());
+    for (float& t : rounded) t = bf16_to_f32(f32_to_bf16(t));
+    ComponentBytes host_rounded = host;
+    host_rounded[int(Role::kCodeTable)] = {reinterpret_cast<const uint8_t*>(rounded.data()), table.size()};
+    ref_bf16_table.resize(numel);
+    ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
+  }
 
   // Every dequant variant (items per thread, 8- or 16-element items) must give the same bits;
   // BF16 takes the packed fast path, F32 the scalar decoder. 16-element items fall back to 8
@@ -317,7 +331,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // and with x written late by a producer that lets the GEMV start at once (late_writer.h: a
   // GEMV that read x before waiting would sum zeros), releasing its own dependents early or late.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -330,6 +344,8 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant == "prefetch-on" ? 2 : 0;
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
+    launch.nf4_bf16_table = variant.rfind("nf4-bf16-table", 0) == 0;  // a declared precision, with its own bound
+    if (variant == "nf4-bf16-table-prefetch") launch.variants.gemv_prefetch = 2;
     launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
     launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
     if (variant == "late-x-unroll-1") launch.variants.gemv_unroll = 1;
@@ -357,13 +373,20 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(dx);
     cudaFree(dy);
-    // The bound of the kernel that ran (verify/gemv_bound.h states both).
-    const auto acc = cuda_gemv_uses_tensor_cores(*view, batch, launch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    // The bound of the kernel that ran (verify/gemv_bound.h states each).
+    const auto acc = !cuda_gemv_uses_tensor_cores(*view, batch, launch) ? GemvAccumulation::kFp32
+                     : launch.nf4_bf16_table                               ? GemvAccumulation::kTensorCoresBf16Table
+                                                                          : GemvAccumulation::kTensorCores;
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
       EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
-                        << (acc == GemvAccumulation::kTensorCores ? " tensor cores" : " cuda cores")
+                        << (acc == GemvAccumulation::kFp32 ? " cuda cores" : " tensor cores")
                         << " row-set " << bi << ": " << r.detail;
+      if (acc != GemvAccumulation::kTensorCoresBf16Table) continue;
+      r = check_gemv_row_sums(ref_bf16_table.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv",
+                              GemvAccumulation::kTensorCores);
+      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant << " against the BF16-rounded table's reference, row-set "
+                        << bi << ": " << r.detail;
     }
   }
 }
@@ -431,14 +454,15 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  for (int pass : {0, 1, 2, 3, 4}) {
+  for (int pass : {0, 1, 2, 3, 4, 5}) {
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
+    launch.nf4_bf16_table = pass == 5;  // NF4's declared BF16 table (the other formats: as pass 1)
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
@@ -459,7 +483,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     }
     std::vector<float> full(x_count * view->rows, 0.f);
     ASSERT_EQ(cudaMemcpy(full.data(), dfull, full.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    const auto acc = tc ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = !tc ? GemvAccumulation::kFp32 : launch.nf4_bf16_table ? GemvAccumulation::kTensorCoresBf16Table : GemvAccumulation::kTensorCores;
     for (uint64_t r = 0; r < x_count; ++r)
       for (uint64_t m = 0; m < experts; ++m) {
         if (!have[m]) continue;

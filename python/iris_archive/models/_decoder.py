@@ -249,7 +249,7 @@ def _inductor_has_pdl() -> bool:
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
-         rope_in_attention: bool | None = None) -> Decoder:
+         rope_in_attention: bool | None = None, nf4_table: str = "exact") -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -262,13 +262,14 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     dependents, as iris's are (Decoder.__init__ says why). residual_norm (default: fused) runs
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
     kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
-    into the attention kernel."""
+    into the attention kernel. nf4_table="bf16": NF4's GEMVs with the declared BF16 table
+    (iris.torch.load says what it changes)."""
     import os
 
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
-        weights = _weights.from_archive(path, device, dequantize=dequantize)
+        weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)
     return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
 
 

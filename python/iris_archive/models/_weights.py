@@ -53,7 +53,7 @@ class Weights:
                             + (" ..." if len(left) > 20 else ""))
 
 
-def from_archive(path, device="cuda", dequantize: bool = False) -> Weights:
+def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str = "exact") -> Weights:
     from .. import open as iris_open
     from ..torch import QuantTensor, load
 
@@ -62,7 +62,7 @@ def from_archive(path, device="cuda", dequantize: bool = False) -> Weights:
         raise IrisError(f"{archive.path}: the archive holds no config.json; iris.models needs the model's config")
     config = json.loads(archive.files["config.json"])
     nbytes = {name: sum(c[4] for c in t._components) for name, t in archive.tensors.items()}
-    tensors = load(archive, device)
+    tensors = load(archive, device, nf4_table=nf4_table)
     if dequantize:
         tensors = {n: t.dequantize(torch.bfloat16) if isinstance(t, QuantTensor) else t for n, t in tensors.items()}
         nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
