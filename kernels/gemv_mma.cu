@@ -101,6 +101,7 @@ struct MmaMxfp4 : ByRow {
   static constexpr int kPairs = kChunk / 8;  // bf16x2 pairs per lane and row
   static constexpr bool kFactored = false;  // scale applied before the mma
   static constexpr int kSplits = 1;
+  static constexpr int kRuns = 1;          // a lane's columns of a chunk: one contiguous run
   static constexpr int kSplitEntries = 1;  // shared table entries (none used)
   using Word = uint4;
   using Aux = uint32_t;  // E8M0 byte
@@ -156,18 +157,34 @@ enum class Nf4Table {
                 // one conflict-free lookup a byte, no PRMT
 };
 
-template <Nf4Table kTable>
+// The absmax of each of a chunk's runs (kWide: two 64-column blocks).
+template <int kRuns>
+struct RunScales {
+  float v[kRuns];
+};
+__device__ __forceinline__ float run_scale(float a, int) { return a; }
+template <int kRuns>
+__device__ __forceinline__ float run_scale(const RunScales<kRuns>& a, int r) { return a.v[r]; }
+
+// kWide (the BF16 pair table, where tile_k is a multiple of 128): 128-column chunks whose lane
+// columns are two runs, [16 t, 16 t + 16) of each 64-column half, so that every mma step stays
+// inside one absmax block; the two halves' partial sums get their own absmax. Half the chunks
+// of the 64-column kernel, so half its per-chunk work (addresses, loop, activation and scale
+// address arithmetic) for the same loads and lookups.
+template <Nf4Table kTable, bool kWide = false>
 struct MmaNf4 : ByRow {
   static constexpr bool kBf16 = kTable == Nf4Table::kBf16Pairs;
+  static_assert(kBf16 || !kWide, "128-column NF4 chunks only with the BF16 table");
   static constexpr uint32_t kBits = 4;
-  static constexpr uint32_t kChunk = 64;   // one absmax block at most: 16 columns (8 bytes) per lane
+  static constexpr uint32_t kChunk = kWide ? 128 : 64;  // absmax blocks (>= 64 columns) never split a run
+  static constexpr int kRuns = kWide ? 2 : 1;           // 16 columns (8 bytes) per lane and run
   static constexpr int kPairs = kChunk / 8;
   static constexpr bool kFactored = true;  // absmax multiplies the chunk's partial sums
   static constexpr bool kWordwise = false;
   static constexpr int kSplits = kBf16 ? 1 : 2;  // table value = hi + lo, two BF16s; or one BF16
   static constexpr int kSplitEntries = kTable == Nf4Table::kSplitPairs ? 512 : kTable == Nf4Table::kBf16Pairs ? 256 * 32 : 16;
-  using Word = uint2;
-  using Aux = float;
+  using Word = std::conditional_t<kWide, uint4, uint2>;
+  using Aux = std::conditional_t<kWide, RunScales<2>, float>;
 
   // split[c] = bf16(t) | bf16(t - bf16(t)) << 16 (the BF16 modes: bf16(t) alone); nested[256] =
   // the double-quant table.
@@ -198,35 +215,58 @@ struct MmaNf4 : ByRow {
     if (v.double_quant)
       for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
   }
-  // The absmax of the chunk starting at column kc (one block: block_size is a multiple of 64):
-  // its loads with the codes (`aux`), the nested-map lookup at use (`finish`), as dequant does.
+  // The absmax of each run of the chunk starting at column kc (a run lies in one block:
+  // block_size is a multiple of 64): its loads with the codes (`aux`), the nested-map lookup
+  // at use (`finish`), as dequant does.
   struct Raw {
-    dev::Nf4::AbsmaxInputs in;
-    bool ok;  // false for padding rows and columns: absmax 0
+    dev::Nf4::AbsmaxInputs in[kRuns];
+    bool ok[kRuns];  // false for padding rows and columns: absmax 0
   };
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
-    if (!(r.ok && cols_ok)) return {{0u, 0.f}, false};
-    return {dev::Nf4::absmax_inputs(v, dev::div_by(r.row * v.k + kc, v.block_size, v.block_shift)), true};
+    Raw out;
+#pragma unroll
+    for (int h = 0; h < kRuns; ++h) {
+      const uint64_t col = kc + 64 * h;
+      out.ok[h] = r.ok && cols_ok && (h == 0 || col < v.k);
+      out.in[h] = out.ok[h] ? dev::Nf4::absmax_inputs(v, dev::div_by(r.row * v.k + col, v.block_size, v.block_shift))
+                            : dev::Nf4::AbsmaxInputs{0u, 0.f};
+    }
+    return out;
   }
-  static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, Raw r) {
-    return r.ok ? dev::Nf4::absmax_of(v, nested, r.in) : 0.f;
+  static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, const Raw& r) {
+    if constexpr (kWide) {
+      Aux a;
+#pragma unroll
+      for (int h = 0; h < kRuns; ++h) a.v[h] = r.ok[h] ? dev::Nf4::absmax_of(v, nested, r.in[h]) : 0.f;
+      return a;
+    } else {
+      return r.ok[0] ? dev::Nf4::absmax_of(v, nested, r.in[0]) : 0.f;
+    }
   }
-  static __device__ __forceinline__ void decode(Word w, Aux&, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
+  static __device__ __forceinline__ void decode(Word w, Aux& aux, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
+    decode_pairs<kPairs>(w, 0, split, a);
+  }
+  // Pairs [first, first + N) of the lane's row (chunk_mma decodes a wide chunk run by run).
+  template <int N>
+  static __device__ __forceinline__ void decode_pairs(const Word& w, int first, const uint32_t* split, uint32_t (&a)[kSplits][N]) {
+    constexpr int kWords = sizeof(Word) / 4;
+    uint32_t ws[kWords];
+    memcpy(ws, &w, sizeof w);
     const uint32_t* lane_table = split + (threadIdx.x & 31);  // kBf16Pairs: this lane's copies
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t word = j < 4 ? w.x : w.y;
-      const uint32_t byte = (word >> (8 * (j % 4))) & 0xffu;
+    for (int i = 0; i < N; ++i) {
+      const int j = first + i;
+      const uint32_t byte = (ws[j / 4] >> (8 * (j % 4))) & 0xffu;
       if constexpr (kTable == Nf4Table::kSplitPairs) {
         const uint2 pr = reinterpret_cast<const uint2*>(split)[byte];
-        a[0][j] = pr.x;
-        a[kSplits - 1][j] = pr.y;
+        a[0][i] = pr.x;
+        a[kSplits - 1][i] = pr.y;
       } else if constexpr (kTable == Nf4Table::kBf16Pairs) {
-        a[0][j] = lane_table[byte * 32];
+        a[0][i] = lane_table[byte * 32];
       } else {
         const uint32_t e = split[byte >> 4], o = split[byte & 15u];  // high nibble = even column
-        a[0][j] = dev::prmt(e, o, 0x5410u);                           // the two hi halves
-        a[kSplits - 1][j] = dev::prmt(e, o, 0x7632u);                 // the two lo halves
+        a[0][i] = dev::prmt(e, o, 0x5410u);                           // the two hi halves
+        a[kSplits - 1][i] = dev::prmt(e, o, 0x7632u);                 // the two lo halves
       }
     }
   }
@@ -244,6 +284,7 @@ struct MmaFp8 {
   static constexpr bool kFactored = true;
   static constexpr bool kWordwise = false;
   static constexpr int kSplits = 1;
+  static constexpr int kRuns = 1;
   static constexpr int kSplitEntries = 1;
   using Word = uint4;
   using Aux = float;
@@ -330,9 +371,22 @@ __device__ __forceinline__ W load_word(const uint8_t* p) {
   return __ldg(reinterpret_cast<const W*>(p));
 }
 
+// A lane's code bytes of one row of a chunk: its one run, or (kRuns 2) its two runs of 8 bytes,
+// `run_bytes` apart.
+template <typename P>
+__device__ __forceinline__ typename P::Word load_codes(const uint8_t* p, uint32_t run_bytes) {
+  if constexpr (P::kRuns == 1) {
+    return load_word<typename P::Word>(p);
+  } else {
+    static_assert(P::kRuns == 2 && sizeof(typename P::Word) == 16, "two runs of 8 bytes");
+    const uint2 a = load_word<uint2>(p), b = load_word<uint2>(p + run_bytes);
+    return make_uint4(a.x, a.y, b.x, b.y);
+  }
+}
+
 // 2 * kPairs activations from p (16-byte aligned) as bf16x2 pairs, 16 bytes a load.
 template <int kPairs>
-__device__ __forceinline__ void load_x_vector(const uint16_t* __restrict__ p, uint32_t (&b)[kPairs]) {
+__device__ __forceinline__ void load_x_vector(const uint16_t* __restrict__ p, uint32_t* b) {
 #pragma unroll
   for (int i = 0; i < kPairs; i += 4) {
     const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + 2 * i));
@@ -346,7 +400,7 @@ __device__ __forceinline__ void load_x_vector(const uint16_t* __restrict__ p, ui
 // neutral in run v12, kept as the simpler code).
 template <int kPairs>
 __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int nb, int batch, uint64_t kc,
-                                       uint32_t (&b)[kPairs]) {
+                                       uint32_t* b) {
   nb = min(nb, batch - 1);
   if (kc >= k) {
 #pragma unroll
@@ -355,7 +409,7 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
   }
   const uint16_t* p = x + uint64_t(nb) * k + kc;
   if (vector_x && kc + 2 * kPairs <= k) {
-    load_x_vector(p, b);
+    load_x_vector<kPairs>(p, b);
     return;
   }
 #pragma unroll
@@ -370,11 +424,11 @@ __device__ __forceinline__ void load_x(const uint16_t* __restrict__ x, uint64_t 
 // every chunk the compiler zeroed all 2 * kPairs registers ahead of each chunk's loads (run v50).
 template <int kPairs>
 __device__ __forceinline__ void load_x_in_k(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int nb, int batch, uint64_t kc,
-                                            uint32_t (&b)[kPairs]) {
+                                            uint32_t* b) {
   nb = min(nb, batch - 1);
   const uint16_t* p = x + uint64_t(nb) * k + kc;
   if (vector_x) {
-    load_x_vector(p, b);
+    load_x_vector<kPairs>(p, b);
     return;
   }
 #pragma unroll
@@ -417,6 +471,37 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
     }
     return;
   }
+  if constexpr (P::kRuns > 1) {
+    // Run by run: a run's lookups issued together, then its mma steps into its own partial
+    // set, scaled; half the decoded pairs live at a time.
+    constexpr int kRunPairs = kPairs / P::kRuns;
+#pragma unroll
+    for (int r = 0; r < P::kRuns; ++r) {
+      uint32_t a_g[P::kSplits][kRunPairs], a_h[P::kSplits][kRunPairs];
+      P::template decode_pairs<kRunPairs>(l.wg, r * kRunPairs, split, a_g);
+      P::template decode_pairs<kRunPairs>(l.wh, r * kRunPairs, split, a_h);
+      float part[NT][4];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+#pragma unroll
+      for (int sp = 0; sp < P::kSplits; ++sp)
+#pragma unroll
+        for (int q = 0; q < kRunPairs / 2; ++q)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][r * kRunPairs + 2 * q],
+                     bx[j][r * kRunPairs + 2 * q + 1]);
+      const float sg = run_scale(ag, r), sh = run_scale(ah, r);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        acc[j][0] = fmaf(sg, part[j][0], acc[j][0]);
+        acc[j][1] = fmaf(sg, part[j][1], acc[j][1]);
+        acc[j][2] = fmaf(sh, part[j][2], acc[j][2]);
+        acc[j][3] = fmaf(sh, part[j][3], acc[j][3]);
+      }
+    }
+    return;
+  }
   uint32_t a_g[P::kSplits][kPairs], a_h[P::kSplits][kPairs];
   P::decode(l.wg, ag, split, a_g);
   P::decode(l.wh, ah, split, a_h);
@@ -437,12 +522,13 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
 #pragma unroll
         for (int j = 0; j < NT; ++j)
           mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
+    const float sg = run_scale(ag, 0), sh = run_scale(ah, 0);
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      acc[j][0] = fmaf(ag, part[j][0], acc[j][0]);
-      acc[j][1] = fmaf(ag, part[j][1], acc[j][1]);
-      acc[j][2] = fmaf(ah, part[j][2], acc[j][2]);
-      acc[j][3] = fmaf(ah, part[j][3], acc[j][3]);
+      acc[j][0] = fmaf(sg, part[j][0], acc[j][0]);
+      acc[j][1] = fmaf(sg, part[j][1], acc[j][1]);
+      acc[j][2] = fmaf(sh, part[j][2], acc[j][2]);
+      acc[j][3] = fmaf(sh, part[j][3], acc[j][3]);
     }
   }
 }
@@ -465,13 +551,16 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
                                            int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
   constexpr uint32_t kLaneCols = P::kChunk / 4;
+  // A lane's columns of a chunk as P::kRuns runs: run r is [r kRunCols + ti kLaneRunCols, + kLaneRunCols).
+  constexpr uint32_t kRunCols = P::kChunk / P::kRuns, kLaneRunCols = kRunCols / 4;
+  constexpr int kRunPairs = kPairs / P::kRuns;
   const int warps = blockDim.x >> 5;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   const uint64_t n_g = uint64_t(s) * 16 + gi, n_h = n_g + 8;
   const bool ok_g = n_g < v.n, ok_h = n_h < v.n;
   const uint64_t row_g = uint64_t(b_mat) * v.n + n_g, row_h = row_g + 8;
-  const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneCols * P::kBits / 8);
+  const uint8_t* base = v.codes + uint64_t(stripe) * g.stripe_bytes + gi * g.tile_row_bytes + ti * (kLaneRunCols * P::kBits / 8);
   const uint32_t h_off = 8 * g.tile_row_bytes;
   const typename P::Cursor cur_g = P::cursor(v, row_g, ok_g), cur_h = P::cursor(v, row_h, ok_h);
 
@@ -482,8 +571,8 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
   auto load_chunk = [&](uint32_t c, ChunkLoads<P>& l, auto in_k) {
     const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
     const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
-    l.wg = load_word<typename P::Word>(p);
-    l.wh = load_word<typename P::Word>(p + h_off);
+    l.wg = load_codes<P>(p, kRunCols * P::kBits / 8);
+    l.wh = load_codes<P>(p + h_off, kRunCols * P::kBits / 8);
     const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
     const bool cols_ok = decltype(in_k)::value || kc < v.k;
     l.rg = P::aux(v, nested, cur_g, cols_ok, kc);
@@ -491,11 +580,13 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
   };
   auto load_x_of = [&](uint32_t c, uint32_t (&bx)[NT][kPairs], auto in_k) {
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const uint64_t kc = uint64_t(c) * P::kChunk + kLaneCols * ti;
-      if constexpr (decltype(in_k)::value) load_x_in_k(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j]);
-      else load_x(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j]);
-    }
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int r = 0; r < P::kRuns; ++r) {
+        const uint64_t kc = uint64_t(c) * P::kChunk + r * kRunCols + kLaneRunCols * ti;
+        if constexpr (decltype(in_k)::value) load_x_in_k<kRunPairs>(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
+        else load_x<kRunPairs>(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
+      }
   };
   constexpr std::true_type kInK{};
   constexpr std::false_type kMaybePastK{};
@@ -672,13 +763,18 @@ auto with_step(int step, F&& f) {
   }
 }
 
-// Calls f(std::integral_constant<Nf4Table, T>) for the NF4 table of c: the declared BF16 table,
-// else the exact table's lookup (nf4_pair_table).
+// Calls f(std::type_identity<P>) for the NF4 chunk type P that runs view v in a launch over
+// `stripes` stripes of it under c: the declared BF16 table (128-column chunks where tile_k and
+// nf4_wide_chunks allow), else the exact table's lookup (nf4_pair_table). The grouped expert
+// launch passes one matrix's stripes, as the dense launch on that matrix alone sees them, so
+// that both take the same P (the chunk width sets the order of the sums).
 template <typename F>
-auto with_nf4_table(const LaunchConfig& c, F&& f) {
-  if (c.nf4_bf16_table) return f(std::integral_constant<Nf4Table, Nf4Table::kBf16Pairs>{});
-  if (nf4_pair_table(c)) return f(std::integral_constant<Nf4Table, Nf4Table::kSplitPairs>{});
-  return f(std::integral_constant<Nf4Table, Nf4Table::kSplit>{});
+auto with_nf4(const LaunchConfig& c, const QuantView& v, uint64_t stripes, F&& f) {
+  using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
+  if (c.nf4_bf16_table && v.tile_k % Wide::kChunk == 0 && nf4_wide_chunks(c, stripes)) return f(std::type_identity<Wide>{});
+  if (c.nf4_bf16_table) return f(std::type_identity<MmaNf4<Nf4Table::kBf16Pairs>>{});
+  if (nf4_pair_table(c)) return f(std::type_identity<MmaNf4<Nf4Table::kSplitPairs>>{});
+  return f(std::type_identity<MmaNf4<Nf4Table::kSplit>>{});
 }
 
 template <typename P, int NT, bool OutF32, int U>
@@ -804,7 +900,8 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
     case ViewFormat::kNf4:
-      return with_nf4_table(c, [&](auto t) { return launch_p<MmaNf4<decltype(t)::value>>(v, x, batch, y, y_f32, s, c); });
+      return with_nf4(c, v, (v.rows / v.n) * (v.padded_n / 16),
+                      [&](auto t) { return launch_p<typename decltype(t)::type>(v, x, batch, y, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_p<MmaFp8<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaFp8<false>>(v, x, batch, y, y_f32, s, c);
   }
@@ -830,7 +927,8 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   switch (geometry.format) {
     case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
     case ViewFormat::kNf4:
-      return with_nf4_table(c, [&](auto t) { return launch_experts<MmaNf4<decltype(t)::value>>(geometry, a, y_f32, s, c); });
+      return with_nf4(c, geometry, geometry.padded_n / 16,
+                      [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
   }

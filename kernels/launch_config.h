@@ -18,6 +18,7 @@ struct KernelVariants {
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)
+  int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
   int gemv_l2_prefetch = 0;       // tensor-core GEMV blocks ask L2 for their stripe's codes first (sm_90): 0 (best), 1 off, 2 on
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode

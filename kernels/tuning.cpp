@@ -100,6 +100,21 @@ bool fp8_bit_decode(const LaunchConfig& c) {
 
 bool nf4_pair_table(const LaunchConfig& c) { return c.variants.nf4_table == 2; }
 
+bool nf4_wide_chunks(const LaunchConfig& c, uint64_t stripes) {
+  // Runs v55 and v55b (H200, the BF16 table, us at 64 / 128 columns a chunk): where a launch has
+  // few stripes (at most two a SM, where it also takes the prefetch) the wide chunk wins --
+  // batch 1: 4096x14336 30.6 / 25.1, 4096x4096 10.0 / 8.9, 1024x4096 8.5 / 6.7; batch 16:
+  // 4096x14336 39.3 / 29.1, 4096x4096 13.9 / 11.4 -- and where the stripes fill the card it
+  // ties at batch 1 (14336x4096 28.1 / 28.1) and loses at batch 16 (34.1 / 40.5). Taken by that
+  // rule, Llama-3-8B NF4 went 3.972 -> 3.801 ms/token but Mixtral-8x7B NF4 6.033 -> 6.225: the
+  // grouped expert launch on its 4096x14336 w2 (unroll 1, 79-80 registers against 64) loses
+  // what the dense launch on the same shape gains, and the two must take the same chunk (an
+  // expert's row equals the dense GEMV of its matrix bit for bit). So it is not the default
+  // until the expert launch gains from it too; the variant asks for it (where tile_k allows).
+  (void)stripes;  // the rule above, for when it is: stripes <= 2 * sm_count
+  return c.variants.nf4_chunk == 2;
+}
+
 bool programmatic_launch(const KernelVariants& variants, int kernel_arch) {
   // Code for an architecture before sm_90 has no griddepcontrol.wait: never (launch.h).
   // Run v46 (H100; docs/device-runs/2026-11-27-v46-*): a chain of GEMVs gains 1-1.2 us a launch

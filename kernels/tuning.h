@@ -45,4 +45,9 @@ uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint
 // The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
 bool nf4_pair_table(const LaunchConfig& config);
 
+// NF4 with the declared BF16 table: 128-column chunks (two absmax runs a lane) for a launch of
+// `stripes` stripes (the variant asks; tuning.cpp says why it is not the default), else
+// 64-column ones.
+bool nf4_wide_chunks(const LaunchConfig& config, uint64_t stripes);
+
 }  // namespace iris

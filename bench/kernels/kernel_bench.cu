@@ -371,6 +371,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";
+  } else if (name == "nf4-chunk") {  // with nf4-table=bf16
+    if (value != "auto" && value != "64" && value != "128") return bad();
+    v->nf4_chunk = value == "64" ? 1 : value == "128" ? 2 : 0;
   } else if (name == "nf4-table") {
     if (value != "auto" && value != "split" && value != "pairs" && value != "bf16") return bad();
     v->nf4_table = value == "split" ? 1 : value == "pairs" ? 2 : 0;

@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   bench->add_option("--batch", bo.batches, "GEMV batch sizes")->delimiter(',')->capture_default_str();
   bench->add_option("--peers", bo.peers, "Peer timings (JSON from bench/peers.py) to compare with");
   bench->add_option("--tile", bo.tile, "Tile (tile_n x tile_k) of the synthetic cases")->capture_default_str();
-  bench->add_option("--variant", bo.variants, "Kernel variant NAME=VALUE: dequant-unroll=1|2|4|8, dequant-item=8|16, gemv=auto|cuda-cores, gemv-unroll=1|2, gemv-prefetch=off|on, programmatic=off|on|late, gemv-l2-prefetch=off|on, gemv-warps=1..8, fp8-decode=cvt|bits, nf4-table=split|pairs|bf16 (bf16: the declared BF16 table, a looser bound); measurement aids with meaningless outputs: gemv-probe=skip-decode (a build with -DIRIS_KERNEL_PROBES=ON), dequant-probe=skip-decode (repeatable)");
+  bench->add_option("--variant", bo.variants, "Kernel variant NAME=VALUE: dequant-unroll=1|2|4|8, dequant-item=8|16, gemv=auto|cuda-cores, gemv-unroll=1|2, gemv-prefetch=off|on, programmatic=off|on|late, gemv-l2-prefetch=off|on, gemv-warps=1..8, fp8-decode=cvt|bits, nf4-table=split|pairs|bf16 (bf16: the declared BF16 table, a looser bound), nf4-chunk=64|128 (with nf4-table=bf16); measurement aids with meaningless outputs: gemv-probe=skip-decode (a build with -DIRIS_KERNEL_PROBES=ON), dequant-probe=skip-decode (repeatable)");
   bench->add_option("--replays", bo.replays, "Timed graph replays per kernel")->capture_default_str();
   bench->add_flag("--floors", bo.floors, "Also time the floors of each case: a read-only kernel over the GEMV's input bytes, a read+write stream over the dequant's");
   bench->add_flag("--json", bo.json, "Machine-readable output");

@@ -331,7 +331,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // and with x written late by a producer that lets the GEMV start at once (late_writer.h: a
   // GEMV that read x before waiting would sum zeros), releasing its own dependents early or late.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -345,7 +345,8 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
     launch.nf4_bf16_table = variant.rfind("nf4-bf16-table", 0) == 0;  // a declared precision, with its own bound
-    if (variant == "nf4-bf16-table-prefetch") launch.variants.gemv_prefetch = 2;
+    if (variant.find("-prefetch") != std::string::npos) launch.variants.gemv_prefetch = 2;
+    if (variant.find("-chunk-128") != std::string::npos) launch.variants.nf4_chunk = 2;  // 128 columns where tile_k allows
     launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
     launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
     if (variant == "late-x-unroll-1") launch.variants.gemv_unroll = 1;
@@ -454,15 +455,16 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  for (int pass : {0, 1, 2, 3, 4, 5}) {
+  for (int pass : {0, 1, 2, 3, 4, 5, 6}) {
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
-    launch.nf4_bf16_table = pass == 5;  // NF4's declared BF16 table (the other formats: as pass 1)
+    launch.nf4_bf16_table = pass >= 5;         // NF4's declared BF16 table (the other formats: as pass 1) ...
+    launch.variants.nf4_chunk = pass == 6 ? 2 : 0;  // ... in 64-column chunks, and in 128 where tile_k allows
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, 128-column chunks" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
