@@ -442,6 +442,31 @@ struct ChunkLoads {
   typename P::Raw rg, rh;
 };
 
+// The factored formats' mma steps over one scale block: decoded pairs [0, N) of rows g and h
+// (every split) against the activation pairs [first, first + N), into partial sums that the
+// rows' scales sg and sh then multiply into acc.
+template <int kSplits, int N, int NT, int kPairs>
+__device__ __forceinline__ void scaled_block_mma(const uint32_t (&a_g)[kSplits][N], const uint32_t (&a_h)[kSplits][N],
+                                                 const uint32_t (&bx)[NT][kPairs], int first, float sg, float sh, float (&acc)[NT][4]) {
+  float part[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+#pragma unroll
+  for (int sp = 0; sp < kSplits; ++sp)
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][first + 2 * q], bx[j][first + 2 * q + 1]);
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    acc[j][0] = fmaf(sg, part[j][0], acc[j][0]);
+    acc[j][1] = fmaf(sg, part[j][1], acc[j][1]);
+    acc[j][2] = fmaf(sh, part[j][2], acc[j][2]);
+    acc[j][3] = fmaf(sh, part[j][3], acc[j][3]);
+  }
+}
+
 // The step: a chunk's loaded codes decoded and multiplied into acc by the mma chain.
 // mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
 // kWordwise (a format with a word-by-word decode, MXFP4): each code word's pairs decoded just
@@ -480,25 +505,7 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
       uint32_t a_g[P::kSplits][kRunPairs], a_h[P::kSplits][kRunPairs];
       P::template decode_pairs<kRunPairs>(l.wg, r * kRunPairs, split, a_g);
       P::template decode_pairs<kRunPairs>(l.wh, r * kRunPairs, split, a_h);
-      float part[NT][4];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
-#pragma unroll
-      for (int sp = 0; sp < P::kSplits; ++sp)
-#pragma unroll
-        for (int q = 0; q < kRunPairs / 2; ++q)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-            mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][r * kRunPairs + 2 * q],
-                     bx[j][r * kRunPairs + 2 * q + 1]);
-      const float sg = run_scale(ag, r), sh = run_scale(ah, r);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        acc[j][0] = fmaf(sg, part[j][0], acc[j][0]);
-        acc[j][1] = fmaf(sg, part[j][1], acc[j][1]);
-        acc[j][2] = fmaf(sh, part[j][2], acc[j][2]);
-        acc[j][3] = fmaf(sh, part[j][3], acc[j][3]);
-      }
+      scaled_block_mma(a_g, a_h, bx, r * kRunPairs, run_scale(ag, r), run_scale(ah, r), acc);
     }
     return;
   }
@@ -512,24 +519,7 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
       for (int j = 0; j < NT; ++j)
         mma16816(acc[j], a_g[0][2 * q], a_h[0][2 * q], a_g[0][2 * q + 1], a_h[0][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
   } else {
-    float part[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
-#pragma unroll
-    for (int sp = 0; sp < P::kSplits; ++sp)
-#pragma unroll
-      for (int q = 0; q < kPairs / 2; ++q)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-          mma16816(part[j], a_g[sp][2 * q], a_h[sp][2 * q], a_g[sp][2 * q + 1], a_h[sp][2 * q + 1], bx[j][2 * q], bx[j][2 * q + 1]);
-    const float sg = run_scale(ag, 0), sh = run_scale(ah, 0);
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      acc[j][0] = fmaf(sg, part[j][0], acc[j][0]);
-      acc[j][1] = fmaf(sg, part[j][1], acc[j][1]);
-      acc[j][2] = fmaf(sh, part[j][2], acc[j][2]);
-      acc[j][3] = fmaf(sh, part[j][3], acc[j][3]);
-    }
+    scaled_block_mma(a_g, a_h, bx, 0, run_scale(ag, 0), run_scale(ah, 0), acc);
   }
 }
 
