@@ -1,6 +1,7 @@
 // `iris verify --device cuda`: every quantized tensor through the GPU dequant kernel,
 // compared bit for bit with the CPU reference decode, plus a GEMV probe against a double
-// precision CPU dot product within the FP32 accumulation bound.
+// precision CPU dot product within the kernel's accumulation bound (for NF4 on the tensor
+// cores, with the exact and with the declared BF16 table).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -107,8 +108,22 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, const DeviceArch
       if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
     }
     if (!s.is_ok()) return fail("gpu:gemv", s.message());
-    const auto acc = cuda_gemv_uses_tensor_cores(view, 1, launch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
-    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv", acc));
+    const bool tc = cuda_gemv_uses_tensor_cores(view, 1, launch);
+    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv",
+                                             tc ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32));
+    // NF4 on the tensor cores: also the declared BF16 table (IRIS_NF4_TABLE_BF16), within its bound.
+    if (tc && view.format == ViewFormat::kNf4) {
+      LaunchConfig bf16_table = launch;
+      bf16_table.nf4_bf16_table = true;
+      s = cuda_gemv(view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr, bf16_table);
+      if (s.is_ok()) {
+        e = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
+      }
+      if (!s.is_ok()) return fail("gpu:gemv_nf4_bf16_table", s.message());
+      tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv_nf4_bf16_table",
+                                               GemvAccumulation::kTensorCoresBf16Table));
+    }
   }
 }
 
