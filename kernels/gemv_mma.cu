@@ -243,7 +243,7 @@ struct MmaNf4 : ByRow {
       return r.ok[0] ? dev::Nf4::absmax_of(v, nested, r.in[0]) : 0.f;
     }
   }
-  static __device__ __forceinline__ void decode(Word w, Aux& aux, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
+  static __device__ __forceinline__ void decode(Word w, Aux&, const uint32_t* split, uint32_t (&a)[kSplits][kPairs]) {
     decode_pairs<kPairs>(w, 0, split, a);
   }
   // Pairs [first, first + N) of the lane's row (chunk_mma decodes a wide chunk run by run).
@@ -753,15 +753,14 @@ auto with_step(int step, F&& f) {
   }
 }
 
-// Calls f(std::type_identity<P>) for the NF4 chunk type P that runs view v in a launch over
-// `stripes` stripes of it under c: the declared BF16 table (128-column chunks where tile_k and
-// nf4_wide_chunks allow), else the exact table's lookup (nf4_pair_table). The grouped expert
-// launch passes one matrix's stripes, as the dense launch on that matrix alone sees them, so
-// that both take the same P (the chunk width sets the order of the sums).
+// Calls f(std::type_identity<P>) for the NF4 chunk type P that runs view v under c: the declared
+// BF16 table (128-column chunks where tile_k and nf4_wide_chunks allow), else the exact table's
+// lookup (nf4_pair_table). The dense and the grouped expert launch take the same P for the same
+// c and geometry (the chunk width sets the order of the sums).
 template <typename F>
-auto with_nf4(const LaunchConfig& c, const QuantView& v, uint64_t stripes, F&& f) {
+auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
-  if (c.nf4_bf16_table && v.tile_k % Wide::kChunk == 0 && nf4_wide_chunks(c, stripes)) return f(std::type_identity<Wide>{});
+  if (c.nf4_bf16_table && v.tile_k % Wide::kChunk == 0 && nf4_wide_chunks(c)) return f(std::type_identity<Wide>{});
   if (c.nf4_bf16_table) return f(std::type_identity<MmaNf4<Nf4Table::kBf16Pairs>>{});
   if (nf4_pair_table(c)) return f(std::type_identity<MmaNf4<Nf4Table::kSplitPairs>>{});
   return f(std::type_identity<MmaNf4<Nf4Table::kSplit>>{});
@@ -780,7 +779,7 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  const int step = gemv_step(c.variants, v.format, NT * 8, (v.rows / v.n) * g.stripes, c.sm_count, c.nf4_bf16_table);
+  const int step = gemv_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes);
   return with_step(step, [&](auto u) { return launch_k<P, NT, OutF32, decltype(u)::value>(v, g, x, batch, y, s, c); });
 }
 
@@ -822,7 +821,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's step: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The step does not: a warp takes its chunks in the same
   // order at every step.)
-  const int dense_step = gemv_step(c.variants, geometry.format, 8, g.stripes, c.sm_count, c.nf4_bf16_table);
+  const int dense_step = gemv_step(c, geometry.format, 8, g.stripes);
   IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   MmaGeometry gp = g;
@@ -834,7 +833,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
-  return with_step(gemv_experts_step(c.variants, geometry.format), [&](auto u) {
+  return with_step(gemv_experts_step(c.variants), [&](auto u) {
     return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
   });
 }
@@ -842,7 +841,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
 // launch_experts for the probe, BF16 output only, at the launch's step.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return with_step(gemv_experts_step(c.variants, geometry.format),
+  return with_step(gemv_experts_step(c.variants),
                    [&](auto u) { return launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c); });
 }
 
@@ -890,8 +889,7 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
     case ViewFormat::kNf4:
-      return with_nf4(c, v, (v.rows / v.n) * (v.padded_n / 16),
-                      [&](auto t) { return launch_p<typename decltype(t)::type>(v, x, batch, y, y_f32, s, c); });
+      return with_nf4(c, v, [&](auto t) { return launch_p<typename decltype(t)::type>(v, x, batch, y, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_p<MmaFp8<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaFp8<false>>(v, x, batch, y, y_f32, s, c);
   }
@@ -917,8 +915,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   switch (geometry.format) {
     case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
     case ViewFormat::kNf4:
-      return with_nf4(c, geometry, geometry.padded_n / 16,
-                      [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
+      return with_nf4(c, geometry, [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
   }

@@ -46,7 +46,7 @@ int step_from(const KernelVariants& variants, bool default_prefetch, int default
 
 }  // namespace
 
-int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count, bool nf4_bf16_table) {
+int gemv_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes) {
   // Unroll, run v10 (14336x4096, H100, us at unroll 1 / 2; docs/device-runs/2026-11-22-v10-variants.txt): batch 1: MXFP4 22.7 /
   // 22.9, NF4 34.5 / 42.5, FP8 38.9 / 36.1; batch 16: MXFP4 29.7 / 40.1, NF4 46.1 / 48.7, FP8 39.5 / 49.1.
   const int unroll = format == ViewFormat::kFp8 && batch <= 8 ? 2 : 1;
@@ -69,13 +69,13 @@ int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint
   // unroll 1 / prefetch): 4096x14336 32.6 / 29.1, 4096x4096 11.0 / 9.7, 1024x4096 10.0 / 8.2:
   // the few-stripes rule, as the other formats'.
   const bool prefetch = format == ViewFormat::kMxfp4 && batch > 8  ? true
-                        : format == ViewFormat::kNf4 && !nf4_bf16_table ? false
+                        : format == ViewFormat::kNf4 && !c.nf4_bf16_table ? false
                         : format == ViewFormat::kFp8 && batch <= 8 ? true
-                                                                   : stripes <= 2 * uint64_t(sm_count > 0 ? sm_count : 1);
-  return step_from(variants, prefetch, unroll);
+                                                                   : stripes <= 2 * uint64_t(c.sm_count > 0 ? c.sm_count : 1);
+  return step_from(c.variants, prefetch, unroll);
 }
 
-int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
+int gemv_experts_step(const KernelVariants& variants) {
   // The prefetch, runs v45 and v45d (us, top-4 of 32 experts): unbounded, its registers rose
   // from 80 to 103-110 and it lost everywhere (H100: MXFP4 32x5760x2880 25.17 -> 30.40, FP8
   // 40.80 -> 59.47); held to 80 registers (__launch_bounds__ of 3 blocks, gemv_mma.cu) it wins
@@ -87,7 +87,6 @@ int gemv_experts_step(const KernelVariants& variants, ViewFormat format) {
   // Run v52: with MXFP4 decoded word by word at unroll 1 (63 registers: 4 blocks a SM), unroll
   // 1 beats the prefetch for MXFP4 too (H100, us: 32x5760x2880 21.8 against 24.0, 32x2880x2880
   // 13.0 against 13.8).
-  (void)format;  // every format alike since v52; the parameter stays for a per-format choice
   return step_from(variants, false, 1);
 }
 
@@ -100,18 +99,18 @@ bool fp8_bit_decode(const LaunchConfig& c) {
 
 bool nf4_pair_table(const LaunchConfig& c) { return c.variants.nf4_table == 2; }
 
-bool nf4_wide_chunks(const LaunchConfig& c, uint64_t stripes) {
+bool nf4_wide_chunks(const LaunchConfig& c) {
   // Runs v55 and v55b (H200, the BF16 table, us at 64 / 128 columns a chunk): where a launch has
   // few stripes (at most two a SM, where it also takes the prefetch) the wide chunk wins --
   // batch 1: 4096x14336 30.6 / 25.1, 4096x4096 10.0 / 8.9, 1024x4096 8.5 / 6.7; batch 16:
   // 4096x14336 39.3 / 29.1, 4096x4096 13.9 / 11.4 -- and where the stripes fill the card it
   // ties at batch 1 (14336x4096 28.1 / 28.1) and loses at batch 16 (34.1 / 40.5). Taken by that
   // rule, Llama-3-8B NF4 went 3.972 -> 3.801 ms/token but Mixtral-8x7B NF4 6.033 -> 6.225: the
-  // grouped expert launch on its 4096x14336 w2 (unroll 1, 79-80 registers against 64) loses
+  // grouped expert launch on its 4096x14336 w2 (unroll 1: 80 registers against 64, ptxas -v) loses
   // what the dense launch on the same shape gains, and the two must take the same chunk (an
   // expert's row equals the dense GEMV of its matrix bit for bit). So it is not the default
   // until the expert launch gains from it too; the variant asks for it (where tile_k allows).
-  (void)stripes;  // the rule above, for when it is: stripes <= 2 * sm_count
+  // (A rule by stripes would have to see one matrix's stripes in both launches.)
   return c.variants.nf4_chunk == 2;
 }
 

@@ -19,13 +19,14 @@ int dequant_unroll(const KernelVariants& variants, ViewFormat format, int words)
 int dequant_words(const KernelVariants& variants, const QuantView& view);
 
 // The tensor-core GEMV's step mode (stripe_mma's U), for a launch of `stripes` 16-row stripes
-// on `sm_count` SMs: 0 the rolling prefetch (each warp keeps its next chunk's codes and scales
+// under c (its variants, its SM count, NF4's table): 0 the rolling prefetch (each warp keeps its next chunk's codes and scales
 // in flight while it decodes the current one), else the chunks each warp loads before using
 // any (1 or 2).
-int gemv_step(const KernelVariants& variants, ViewFormat format, int batch, uint64_t stripes, int sm_count, bool nf4_bf16_table = false);
+int gemv_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes);
 
-// The same for the grouped expert GEMV's launch (its warp count stays the dense launch's).
-int gemv_experts_step(const KernelVariants& variants, ViewFormat format);
+// The same for the grouped expert GEMV's launch (its warp count stays the dense launch's): one
+// rule for every format since run v52.
+int gemv_experts_step(const KernelVariants& variants);
 
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);
@@ -45,9 +46,8 @@ uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint
 // The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
 bool nf4_pair_table(const LaunchConfig& config);
 
-// NF4 with the declared BF16 table: 128-column chunks (two absmax runs a lane) for a launch of
-// `stripes` stripes (the variant asks; tuning.cpp says why it is not the default), else
-// 64-column ones.
-bool nf4_wide_chunks(const LaunchConfig& config, uint64_t stripes);
+// NF4 with the declared BF16 table: 128-column chunks (two absmax runs a lane) where the
+// variant asks (tuning.cpp says why it is not the default), else 64-column ones.
+bool nf4_wide_chunks(const LaunchConfig& config);
 
 }  // namespace iris

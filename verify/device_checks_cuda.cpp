@@ -100,29 +100,30 @@ void check_tensor(const IrisArchive& a, const ArchiveTensor& t, const DeviceArch
     cudaError_t e = cudaMalloc(&dx.p, std::max<uint64_t>(k * 2, 16));
     if (e == cudaSuccess) e = cudaMalloc(&dy.p, std::max<uint64_t>(rows * 4, 16));
     if (e == cudaSuccess) e = cudaMemcpy(dx.p, x.data(), k * 2, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemset(dy.p, 0xff, rows * 4);
     if (e != cudaSuccess) return fail("gpu:gemv", cuda_text(e));
-    Status s = cuda_gemv(view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr, launch);
-    if (s.is_ok()) {
-      e = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost);
-      if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
-    }
-    if (!s.is_ok()) return fail("gpu:gemv", s.message());
-    const bool tc = cuda_gemv_uses_tensor_cores(view, 1, launch);
-    tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv",
-                                             tc ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32));
+    // One GEMV under `config` into y, its output poisoned first, held to its bound as `check`;
+    // false (and a failed check) where it could not run.
+    auto probe = [&](const LaunchConfig& config, const char* check) {
+      cudaError_t err = cudaMemset(dy.p, 0xff, rows * 4);
+      Status s = err == cudaSuccess ? cuda_gemv(view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr, config)
+                                    : Status::error(ErrorKind::kDevice, cuda_text(err));
+      if (s.is_ok() && (err = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        s = Status::error(ErrorKind::kDevice, cuda_text(err));
+      if (!s.is_ok()) {
+        fail(check, s.message());
+        return false;
+      }
+      const bool nf4_bf16_table = config.nf4_bf16_table && view.format == ViewFormat::kNf4;
+      tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), check,
+                                               gemv_accumulation(cuda_gemv_uses_tensor_cores(view, 1, config), nf4_bf16_table)));
+      return true;
+    };
+    if (!probe(launch, "gpu:gemv")) return;
     // NF4 on the tensor cores: also the declared BF16 table (IRIS_NF4_TABLE_BF16), within its bound.
-    if (tc && view.format == ViewFormat::kNf4) {
+    if (view.format == ViewFormat::kNf4 && cuda_gemv_uses_tensor_cores(view, 1, launch)) {
       LaunchConfig bf16_table = launch;
       bf16_table.nf4_bf16_table = true;
-      s = cuda_gemv(view, static_cast<const uint16_t*>(dx.p), 1, dy.p, DType::kF32, nullptr, bf16_table);
-      if (s.is_ok()) {
-        e = cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, cuda_text(e));
-      }
-      if (!s.is_ok()) return fail("gpu:gemv_nf4_bf16_table", s.message());
-      tr->checks.push_back(check_gemv_row_sums(ref.data(), x.data(), rows, k, y.data(), "gpu:gemv_nf4_bf16_table",
-                                               GemvAccumulation::kTensorCoresBf16Table));
+      probe(bf16_table, "gpu:gemv_nf4_bf16_table");
     }
   }
 }

@@ -17,6 +17,11 @@ double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation ac
   return (nu / (1.0 - nu) + table + std::ldexp(1.0, -24)) * sum_abs_products + flush;
 }
 
+GemvAccumulation gemv_accumulation(bool tensor_cores, bool nf4_bf16_table_applies) {
+  if (!tensor_cores) return GemvAccumulation::kFp32;
+  return nf4_bf16_table_applies ? GemvAccumulation::kTensorCoresBf16Table : GemvAccumulation::kTensorCores;
+}
+
 CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,
                                 const std::string& name, GemvAccumulation acc) {
   for (uint64_t r = 0; r < rows; ++r) {

@@ -34,6 +34,10 @@ enum class GemvAccumulation {
 
 double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation acc = GemvAccumulation::kFp32);
 
+// The bound a GEMV run is held to: the CUDA-core one, or the tensor cores' with NF4's declared
+// BF16 table where it applies (an NF4 tensor, the table asked for) and the exact table's otherwise.
+GemvAccumulation gemv_accumulation(bool tensor_cores, bool nf4_bf16_table_applies);
+
 // Checks y[row] against sum_k w[row*k + kk] * x[kk] (x in bf16 bits) for every row.
 CheckResult check_gemv_row_sums(const float* w, const uint16_t* x, uint64_t rows, uint64_t k, const float* y,
                                 const std::string& name, GemvAccumulation acc = GemvAccumulation::kFp32);

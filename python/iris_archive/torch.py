@@ -107,15 +107,15 @@ class DeviceArchive:
     """libiris's device copy of an archive (iris_cuda_archive); freed when the last tensor
     that views it is gone."""
 
-    def __init__(self, archive: Archive, device: torch.device, names=None, nf4_table: str = "exact"):
-        code = _nf4_table_code(nf4_table)
+    def __init__(self, archive: Archive, device: torch.device, names=None, nf4_table: int = 0):
+        """nf4_table: an iris_upload_options.nf4_table value (_nf4_table_code)."""
         lib = _lib()
         if not lib.iris_has_cuda():
             raise IrisError("this libiris was built without CUDA")
         opts = _UploadOptions()
         lib.iris_upload_options_init(ctypes.byref(opts))
         opts.device = device.index if device.index is not None else torch.cuda.current_device()
-        opts.nf4_table = code
+        opts.nf4_table = nf4_table
         if names is not None:
             encoded = [n.encode() for n in names]
             self._names = (ctypes.c_char_p * len(encoded))(*encoded)
@@ -311,7 +311,7 @@ def load(path, device="cuda", names=None, rank=None, world_size=None, nf4_table:
     nf4_table="bf16": the NF4 GEMVs take each table value rounded to one BF16 (within 2^-9, as
     bitsandbytes' kernels do) instead of two (2^-18): faster, a looser bound
     (IRIS_NF4_TABLE_BF16 in iris_cuda.h). Dequantization is exact either way."""
-    _nf4_table_code(nf4_table)
+    nf4_table_code = _nf4_table_code(nf4_table)
     device = torch.device(device)
     if device.type != "cuda":
         raise IrisError("iris.torch.load uploads to a CUDA device; use iris.open() for the CPU")
@@ -325,7 +325,7 @@ def load(path, device="cuda", names=None, rank=None, world_size=None, nf4_table:
         archive = open_rank(path, rank, world_size)
     else:
         archive = path if isinstance(path, Archive) else _open(path)
-    owner = DeviceArchive(archive, device, names, nf4_table)
+    owner = DeviceArchive(archive, device, names, nf4_table_code)
     lib = owner._lib
     out = {}
     for name, t in archive.tensors.items():

@@ -120,7 +120,7 @@ TEST_P(CApiCudaArchives, UploadDequantAndGemvMatchTheCpu) {
       std::vector<float> y(uint64_t(batch) * info.rows);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      const auto acc = iris_cuda_gemv_uses_tensor_cores(t, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+      const auto acc = gemv_accumulation(iris_cuda_gemv_uses_tensor_cores(t, batch), false);
       for (int b = 0; b < batch; ++b) {
         CheckResult r = check_gemv_row_sums(ref.data(), x.data() + b * k, info.rows, k, y.data() + b * info.rows, "gemv", acc);
         EXPECT_TRUE(r.ok) << info.name << " batch " << batch << " row-set " << b << ": " << r.detail;
@@ -288,7 +288,7 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
         ASSERT_EQ(iris_cuda_gemv_matrix(t, m, static_cast<const uint16_t*>(dx.p), batch, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
         std::vector<float> y(batch * n);
         ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        const auto acc = iris_cuda_gemv_uses_tensor_cores(t, batch) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+        const auto acc = gemv_accumulation(iris_cuda_gemv_uses_tensor_cores(t, batch), false);
         for (int b = 0; b < batch; ++b) {
           CheckResult r = check_gemv_row_sums(ref.data() + m * n * k, x.data() + b * k, n, k, y.data() + b * n, "gemv_matrix", acc);
           EXPECT_TRUE(r.ok) << info.name << " " << options << " expert " << m << " row-set " << b << ": " << r.detail;
@@ -381,7 +381,7 @@ TEST_F(CApiCuda, GroupedExpertGemvMatchesTheCpu) {
     auto ids_p = static_cast<const int32_t*>(dids.p), rows_p = static_cast<const int32_t*>(drows.p);
     auto x_p = static_cast<const uint16_t*>(dx.p);
     ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dy.p, IRIS_DTYPE_F32, nullptr, msg, sizeof msg), IRIS_OK) << msg;
-    const auto acc = iris_cuda_experts_use_tensor_cores(set) ? GemvAccumulation::kTensorCores : GemvAccumulation::kFp32;
+    const auto acc = gemv_accumulation(iris_cuda_experts_use_tensor_cores(set), false);
     std::vector<float> y(pairs * n);
     ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     for (uint64_t p = 0; p < pairs; ++p) {

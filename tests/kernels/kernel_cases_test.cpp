@@ -277,20 +277,6 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   const uint64_t numel = view->rows * view->k;
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
-  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table): the oracle is the CPU reference
-  // of the same tensor with each table value rounded to BF16 first, which the kernel must then
-  // match within the exact table's bound (and the true reference within the declared one).
-  std::vector<float> ref_bf16_table;
-  if (view->format == ViewFormat::kNf4) {
-    const auto& table = host[int(Role::kCodeTable)];
-    std::vector<float> rounded(table.size() / 4);
-    std::memcpy(rounded.data(), table.data(), table.size());
-    for (float& t : rounded) t = bf16_to_f32(f32_to_bf16(t));
-    ComponentBytes host_rounded = host;
-    host_rounded[int(Role::kCodeTable)] = {reinterpret_cast<const uint8_t*>(rounded.data()), table.size()};
-    ref_bf16_table.resize(numel);
-    ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
-  }
 
   // Every dequant variant (items per thread, 8- or 16-element items) must give the same bits;
   // BF16 takes the packed fast path, F32 the scalar decoder. 16-element items fall back to 8
@@ -326,11 +312,26 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // Both GEMV kernels where the tensor-core one applies, so the CUDA-core fallback stays tested.
   // The tensor-core kernel runs with each unroll (chunks loaded ahead), with and without the
   // rolling prefetch, a fixed warp count
-  // (1 and 5), both FP8 decoders and both NF4 tables at batches 1 and 9; as a plain launch and
+  // (1 and 5), both FP8 decoders, both exact NF4 lookups and the declared BF16 table (64- and
+  // 128-column chunks, with and without the prefetch) at batches 1 and 9; as a plain launch and
   // with the L2 prefetch (where the default is a programmatic dependent launch, sm_90 code);
   // and with x written late by a producer that lets the GEMV start at once (late_writer.h: a
   // GEMV that read x before waiting would sum zeros), releasing its own dependents early or late.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
+  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table): the oracle is the CPU reference
+  // of the same tensor with each table value rounded to BF16 first, which the kernel must then
+  // match within the exact table's bound (and the true reference within the declared one).
+  std::vector<float> ref_bf16_table;
+  if (is_nf4) {
+    const auto& table = host[int(Role::kCodeTable)];
+    std::vector<float> rounded(table.size() / 4);
+    std::memcpy(rounded.data(), table.data(), table.size());
+    for (float& t : rounded) t = bf16_to_f32(f32_to_bf16(t));
+    ComponentBytes host_rounded = host;
+    host_rounded[int(Role::kCodeTable)] = {reinterpret_cast<const uint8_t*>(rounded.data()), table.size()};
+    ref_bf16_table.resize(numel);
+    ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
+  }
   for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
@@ -375,9 +376,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     cudaFree(dx);
     cudaFree(dy);
     // The bound of the kernel that ran (verify/gemv_bound.h states each).
-    const auto acc = !cuda_gemv_uses_tensor_cores(*view, batch, launch) ? GemvAccumulation::kFp32
-                     : launch.nf4_bf16_table                               ? GemvAccumulation::kTensorCoresBf16Table
-                                                                          : GemvAccumulation::kTensorCores;
+    const auto acc = gemv_accumulation(cuda_gemv_uses_tensor_cores(*view, batch, launch), is_nf4 && launch.nf4_bf16_table);
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
       EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
@@ -451,15 +450,17 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   // prefetch forced off and forced on (the oracle, cuda_gemv on each matrix, runs with the
   // same variants); and by default with the router's picks written late by a producer that
   // lets the expert GEMV start at once (late_writer.h: one that read them before waiting
-  // would take expert 0 for every pair).
+  // would take expert 0 for every pair); for NF4, with the declared BF16 table in 64- and
+  // 128-column chunks.
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
   for (int pass : {0, 1, 2, 3, 4, 5, 6}) {
+    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 and 6 as pass 1
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
-    launch.nf4_bf16_table = pass >= 5;         // NF4's declared BF16 table (the other formats: as pass 1) ...
+    launch.nf4_bf16_table = pass >= 5;              // NF4's declared BF16 table ...
     launch.variants.nf4_chunk = pass == 6 ? 2 : 0;  // ... in 64-column chunks, and in 128 where tile_k allows
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
@@ -485,7 +486,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     }
     std::vector<float> full(x_count * view->rows, 0.f);
     ASSERT_EQ(cudaMemcpy(full.data(), dfull, full.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    const auto acc = !tc ? GemvAccumulation::kFp32 : launch.nf4_bf16_table ? GemvAccumulation::kTensorCoresBf16Table : GemvAccumulation::kTensorCores;
+    const auto acc = gemv_accumulation(tc, view->format == ViewFormat::kNf4 && launch.nf4_bf16_table);
     for (uint64_t r = 0; r < x_count; ++r)
       for (uint64_t m = 0; m < experts; ++m) {
         if (!have[m]) continue;
