@@ -135,6 +135,17 @@ def test_bnb_nf4_checkpoint_runs(converted):
     assert iris.models.load(archive, max_len=64).generate(PROMPT, STEPS) == want
 
 
+def test_nf4_bf16_table_where_it_has_nothing_to_act_on_is_refused(converted):
+    """nf4_table="bf16" changes NF4 GEMVs only: with dequantize=True or a snapshot folder it
+    would be dropped silently, so it is refused, naming why; with NF4 GEMVs the model runs."""
+    archive = converted("llama-nf4-dq")
+    with pytest.raises(IrisError, match="dequantize=True"):
+        iris.models.load(archive, dequantize=True, nf4_table="bf16")
+    with pytest.raises(IrisError, match="snapshot folder"):
+        iris.models.load(FIXTURES / "llama-bf16", nf4_table="bf16")
+    assert len(iris.models.load(archive, max_len=16, nf4_table="bf16").generate(PROMPT[:4], 4)) == 4
+
+
 @pytest.mark.parametrize("family,quant,overrides", [("qwen2", "fp8-block", {"attention_bias": True}),
                                                     ("mixtral", "nf4", {}),
                                                     ("mistral", "mxfp4", {"sliding_window": 6})])

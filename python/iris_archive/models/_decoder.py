@@ -263,9 +263,13 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
     kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
     into the attention kernel. nf4_table="bf16": NF4's GEMVs with the declared BF16 table
-    (iris.torch.load says what it changes)."""
+    (iris.torch.load says what it changes); refused where there are no NF4 GEMVs for it to
+    change (a snapshot folder, or dequantize=True), rather than ignored."""
     import os
 
+    if nf4_table != "exact" and (dequantize or os.path.isdir(path)):
+        why = "dequantize=True runs BF16 weights" if dequantize else "a snapshot folder holds no iris NF4 tensors"
+        raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: {why}")
     if os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
