@@ -287,6 +287,16 @@ iris_status iris_cuda_gemv_experts(const iris_cuda_experts* e, const int32_t* ex
   });
 }
 
+iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts* e, const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs,
+                                          const uint16_t* x, uint64_t x_count, const uint16_t* bias, float alpha, float limit, uint16_t* y,
+                                          iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!e) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_experts_swiglu: experts is NULL", msg, msg_size);
+    Status s = e->set.gemv_swiglu(expert_ids, x_rows, pairs, x, x_count, bias, alpha, limit, y, stream);
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + e->name + "': "), msg, msg_size);
+  });
+}
+
 iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t* w, const uint16_t* bias, uint64_t experts, uint64_t k,
                                 uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids, uint32_t* workspace,
                                 iris_cuda_stream stream, char* msg, size_t msg_size) {

@@ -75,6 +75,11 @@ iris_status iris_cuda_gemv_experts(const iris_cuda_experts*, const int32_t*, con
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 
+iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts*, const int32_t*, const int32_t*, uint64_t, const uint16_t*, uint64_t,
+                                          const uint16_t*, float, float, uint16_t*, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
 iris_status iris_cuda_moe_route(const uint16_t*, uint64_t, const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint16_t*,
                                 uint16_t*, int32_t*, uint32_t*, iris_cuda_stream, char* msg, size_t msg_size) {
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);

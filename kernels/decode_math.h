@@ -95,6 +95,31 @@ IRIS_HD uint16_t rms_norm_output(float t, float w, bool weight_in_f32) {
   return bf16_output(weight_in_f32 ? w * t : w * bf16_round(t));
 }
 
+// gpt-oss's clamped SwiGLU of one (gate, up) pair of an expert's gate_up outputs, as
+// transformers' GptOssExperts computes it on BF16 tensors (each op rounds its result to BF16):
+// g = bf16(bf16(gate_sum) + bias_g), u likewise (the GEMV's BF16 output plus its bias, where
+// has_bias); g clamped above at limit, u to [-limit, limit] (the
+// bound rounded to BF16 as torch.clamp's result is; NaN passes); then
+// bf16(bf16(u + 1) * bf16(g * bf16(1 / (1 + exp(-bf16(g * alpha)))))) with exp_same_bits for
+// the exponential (torch's sigmoid uses the library expf: within 1 BF16 ulp, docs/API.md).
+IRIS_HD uint16_t clamped_swiglu(float gate_sum, float up_sum, bool has_bias, float bias_g, float bias_u, float alpha, float limit) {
+  float g = bf16_round(gate_sum), u = bf16_round(up_sum);
+  if (has_bias) g = bf16_round(g + bias_g), u = bf16_round(u + bias_u);
+  const float hi = bf16_round(limit), lo = -hi;
+  g = g > hi ? hi : g;
+  u = u > hi ? hi : (u < lo ? lo : u);
+  const float e = exp_same_bits(-bf16_round(g * alpha));
+  // 1 / d correctly rounded: the GPU's reciprocal instruction (rcp.rn) gives the same bits as
+  // the IEEE division, in fewer instructions.
+  const float d = 1.0f + e;
+#ifdef __CUDA_ARCH__
+  const float sig = bf16_round(__frcp_rn(d));
+#else
+  const float sig = bf16_round(1.0f / d);
+#endif
+  return bf16_output(bf16_round(u + 1.0f) * bf16_round(g * sig));
+}
+
 // The order key of a BF16 value for a top-k: larger keys first. NaN is above everything (as
 // torch.topk ranks it), -0 equals +0, and every other value keeps its order.
 IRIS_HD int32_t topk_key(uint16_t bf16) {

@@ -141,4 +141,21 @@ Status check_residual_norm(const ResidualNormArgs& a);
 Status cuda_residual_norm(const ResidualNormArgs& a, void* stream);
 void residual_norm_reference(const ResidualNormArgs& a);  // host pointers
 
+// gpt-oss's expert activation after the gate_up projection, which the grouped expert GEMV can
+// apply in its own launch (ExpertGemvArgs::swiglu): out[p, j] = clamped_swiglu (decode_math.h)
+// of gate_up[p, 2j] and gate_up[p, 2j + 1] (BF16, interleaved gate and up rows, as gpt-oss
+// stores gate_up_proj) plus bias rows ids[p] (bf16 [bias_rows, n] or nullptr). An id outside
+// [0, bias_rows) makes the pair's outputs NaN. n even.
+struct ExpertSwigluArgs {
+  const uint16_t* gate_up = nullptr;  // bf16 [pairs, n]
+  const uint16_t* bias = nullptr;     // bf16 [bias_rows, n] or nullptr
+  const int32_t* ids = nullptr;       // [pairs]; needed with a bias
+  uint64_t pairs = 0, n = 0;
+  uint32_t bias_rows = 0;
+  float alpha = 1.702f, limit = 7.0f;
+  uint16_t* out = nullptr;            // out: bf16 [pairs, n / 2]
+};
+Status check_expert_swiglu(const ExpertSwigluArgs& a);
+void expert_swiglu_reference(const ExpertSwigluArgs& a);  // host pointers
+
 }  // namespace iris

@@ -290,4 +290,32 @@ void residual_norm_reference(const ResidualNormArgs& a) {
   }
 }
 
+Status check_expert_swiglu(const ExpertSwigluArgs& a) {
+  if (a.n % 2) return invalid_argument("expert swiglu: N " + std::to_string(a.n) + " is odd (gate and up rows come in pairs)");
+  if (a.bias && (!a.ids || a.bias_rows == 0)) return invalid_argument("expert swiglu: a bias needs ids and bias_rows > 0");
+  if (!std::isfinite(a.alpha)) return invalid_argument("expert swiglu: alpha must be finite");
+  if (!(a.limit >= 0.0f)) return invalid_argument("expert swiglu: limit must be >= 0 (infinity: no clamp)");
+  return Status::ok();
+}
+
+void expert_swiglu_reference(const ExpertSwigluArgs& a) {
+  const uint64_t half = a.n / 2;
+  for (uint64_t p = 0; p < a.pairs; ++p) {
+    const uint16_t* bias = nullptr;
+    bool bad = false;
+    if (a.bias) {
+      const int32_t id = a.ids[p];
+      bad = id < 0 || uint32_t(id) >= a.bias_rows;
+      if (!bad) bias = a.bias + uint64_t(id) * a.n;
+    }
+    for (uint64_t j = 0; j < half; ++j) {
+      const uint16_t* gu = a.gate_up + p * a.n + 2 * j;
+      a.out[p * half + j] = bad ? uint16_t(kCanonicalNanBits >> 16)
+                                : clamped_swiglu(bf16_to_f32(gu[0]), bf16_to_f32(gu[1]), bias != nullptr,
+                                                 bias ? bf16_to_f32(bias[2 * j]) : 0.0f, bias ? bf16_to_f32(bias[2 * j + 1]) : 0.0f,
+                                                 a.alpha, a.limit);
+    }
+  }
+}
+
 }  // namespace iris

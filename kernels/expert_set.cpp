@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/cuda_check.h"
+#include "kernels/decode_ops.h"
 #include "kernels/device_guard.h"
 
 namespace iris {
@@ -92,15 +93,14 @@ void ExpertSet::release() {
   device_ = nullptr;
 }
 
-Status ExpertSet::gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
-                       DType y_dtype, void* stream) const {
-  if (pairs == 0) return Status::ok();
+Status ExpertSet::checked_args(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
+                               void* y, ExpertGemvArgs& a) const {
   if (!expert_ids) return invalid_argument("expert gemv: expert_ids is NULL");
   if (!y) return invalid_argument("expert gemv: y is NULL");
   if (geometry_.k && (!x || x_count == 0)) return invalid_argument("expert gemv: x is NULL or has no rows");
   if (reinterpret_cast<uintptr_t>(x) % 16) return invalid_argument("expert gemv: x must be 16-byte aligned");
   if (count_ == 0) return invalid_argument("expert gemv: the set has no experts");
-  ExpertGemvArgs a{};
+  a = ExpertGemvArgs{};
   a.experts = device_;
   a.n_experts = uint32_t(count_);
   a.n = geometry_.n;
@@ -112,8 +112,31 @@ Status ExpertSet::gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_
   a.pairs = pairs;
   a.x = x;
   a.y = y;
+  return Status::ok();
+}
+
+Status ExpertSet::gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
+                       DType y_dtype, void* stream) const {
+  if (pairs == 0) return Status::ok();
+  ExpertGemvArgs a;
+  IRIS_TRY(checked_args(expert_ids, x_rows, pairs, x, x_count, y, a));
   DeviceGuard g(ordinal_);
   return cuda_gemv_experts(geometry_, a, y_dtype, tensor_cores_, stream, launch_);
+}
+
+Status ExpertSet::gemv_swiglu(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
+                              const uint16_t* bias, float alpha, float limit, uint16_t* y, void* stream) const {
+  // The activation's own checks (the same as its CPU reference's), before anything runs.
+  ExpertSwigluArgs check;
+  check.n = geometry_.n, check.bias = bias, check.ids = expert_ids, check.bias_rows = uint32_t(count_);
+  check.alpha = alpha, check.limit = limit;
+  IRIS_TRY(check_expert_swiglu(check));
+  if (pairs == 0) return Status::ok();
+  ExpertGemvArgs a;
+  IRIS_TRY(checked_args(expert_ids, x_rows, pairs, x, x_count, y, a));
+  a.swiglu = true, a.swiglu_bias = bias, a.swiglu_alpha = alpha, a.swiglu_limit = limit;
+  DeviceGuard g(ordinal_);
+  return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
 }
 
 }  // namespace iris

@@ -30,10 +30,16 @@ class ExpertSet {
   // y[p, :] = expert[expert_ids[p]] x[x_rows[p], :], see cuda_gemv_experts.
   Status gemv(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
               DType y_dtype, void* stream) const;
+  // The same with gpt-oss's activation in the launch (ExpertGemvArgs::swiglu): y BF16
+  // [pairs, N / 2]; bias BF16 [count, N] or nullptr.
+  Status gemv_swiglu(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
+                     const uint16_t* bias, float alpha, float limit, uint16_t* y, void* stream) const;
 
  private:
   ExpertSet() = default;
   void release();
+  Status checked_args(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y,
+                      ExpertGemvArgs& a) const;
 
   ExpertMatrix* device_ = nullptr;
   int ordinal_ = 0;

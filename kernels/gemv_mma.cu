@@ -28,6 +28,7 @@
 
 #include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/decode_math.h"
 #include "kernels/e4m3_bits.h"
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
@@ -653,6 +654,38 @@ __device__ __forceinline__ void reduce_store(float (*partial)[NT][32][4], const 
     }
 }
 
+// reduce_store for the expert launch with gpt-oss's activation (ExpertGemvArgs::swiglu), batch 1:
+// the same sums in the same order, then lane 4g (ti 0) holds rows g (c0) and g + 8 (c2) of the
+// stripe, and the up row g + 1 of each gate row g (even) is in lane 4g + 4. Output j of the pair
+// is the activation of its rows 2j and 2j + 1 (n even, so a stripe holds whole pairs).
+__device__ __forceinline__ void reduce_store_swiglu(float (*partial)[1][32][4], const float (&acc)[1][4], uint64_t rows_left,
+                                                    const ExpertGemvArgs& a, uint64_t pair, uint32_t s, int32_t e) {
+  const int warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) partial[warp][0][lane][q] = acc[0][q];
+  __syncthreads();
+  if (warp != 0) return;
+  float sum[2], up[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sum[h] = partial[0][0][lane][2 * h];
+    for (int w = 1; w < warps; ++w) sum[h] += partial[w][0][lane][2 * h];
+    up[h] = __shfl_down_sync(0xffffffffu, sum[h], 4);
+  }
+  if (ti != 0 || (gi & 1)) return;
+  uint16_t* y = static_cast<uint16_t*>(a.y);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t r = gi + 8 * h;
+    if (r >= rows_left) continue;
+    const uint64_t row = uint64_t(s) * 16 + r;
+    const uint16_t* b = a.swiglu_bias ? a.swiglu_bias + uint64_t(e) * a.n + row : nullptr;
+    y[pair * (a.n / 2) + row / 2] = clamped_swiglu(sum[h], up[h], b != nullptr, b ? bf16_to_f32(b[0]) : 0.0f, b ? bf16_to_f32(b[1]) : 0.0f,
+                                                   a.swiglu_alpha, a.swiglu_limit);
+  }
+}
+
 template <typename P, int NT, bool OutF32, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
                                                                   int batch, void* y) {
@@ -681,7 +714,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // took 103-110 and lost a block a SM, which cost more than the prefetch gained (run v45). A
 // minimum of 0 leaves the other steps as unbounded (1 would not: ptxas then took 95 registers
 // for MXFP4 at U = 1, 20% slower, run v45c).
-template <typename P, bool OutF32, int U>
+// kSwiglu: gpt-oss's activation in the store (ExpertGemvArgs::swiglu; BF16 output, unroll 1):
+// its own instances, so that the plain kernels keep their code and registers (as a runtime flag
+// it changed them, e.g. NF4's split table 64 -> 76 registers, a block a SM fewer). Run v56: its
+// launch measured no faster than the plain one plus Inductor's activation kernel after it.
+template <typename P, bool OutF32, int U, bool kSwiglu = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
 #if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
@@ -696,7 +733,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   const int64_t xr = a.x_rows ? a.x_rows[pair] : int64_t(pair);
   if (e < 0 || uint32_t(e) >= a.n_experts || xr < 0 || uint64_t(xr) >= a.x_count) {  // uniform over the block
     // A bad router index must show, never read another tensor's memory: NaN outputs.
-    if (threadIdx.x < 16 && threadIdx.x < rows_left) dev::store_output<OutF32>(a.y, pair * a.n + uint64_t(s) * 16 + threadIdx.x, __uint_as_float(0x7fc00000u));
+    if (kSwiglu) {
+      if (threadIdx.x < 8 && 2 * threadIdx.x < rows_left) static_cast<uint16_t*>(a.y)[pair * (a.n / 2) + uint64_t(s) * 8 + threadIdx.x] = 0x7fc0;
+    } else if (threadIdx.x < 16 && threadIdx.x < rows_left) {
+      dev::store_output<OutF32>(a.y, pair * a.n + uint64_t(s) * 16 + threadIdx.x, __uint_as_float(0x7fc00000u));
+    }
     return;
   }
   const ExpertMatrix& m = a.experts[e];
@@ -707,7 +748,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   float acc[1][4];
   stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
   if (g.release_late) dev::release_dependents();
-  reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
+  if constexpr (kSwiglu) reduce_store_swiglu(partial, acc, rows_left, a, pair, s, e);
+  else reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
 #else
   __trap();
 #endif
@@ -813,7 +855,7 @@ Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, c
   return batch <= 8 ? launch_u<P, 1, false>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
-template <typename P, bool kF32, int U>
+template <typename P, bool kF32, int U, bool kSwiglu = false>
 Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
@@ -827,12 +869,16 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   MmaGeometry gp = g;
   gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   gp.release_late = c.variants.programmatic == 3;
-  IRIS_CUDA_TRY(launch_kernel(experts_mma_kernel<P, kF32, U>, dim3(blocks), dim3(warps * 32), s, programmatic_launch(c.variants, c.kernel_arch), a, gp));
+  IRIS_CUDA_TRY(launch_kernel(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), s,
+                              programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();
 }
 
 template <typename P>
 Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f32, cudaStream_t s, const LaunchConfig& c) {
+  // The activation at unroll 1 whatever the variants ask: the step sets no sum's order, and
+  // one step's instances keep the compile short.
+  if (a.swiglu) return launch_experts_kernel<P, false, 1, true>(geometry, a, s, c);
   return with_step(gemv_experts_step(c.variants), [&](auto u) {
     return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
   });
@@ -903,6 +949,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
+    if (a.swiglu) return unsupported("expert gemv probe: no activation");
     switch (geometry.format) {
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
       case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(geometry, a, s, c);

@@ -42,7 +42,13 @@ struct ExpertGemvArgs {
   uint64_t x_count;             // rows of x
   uint64_t pairs;
   const uint16_t* x;            // bf16 [x_count, k], 16-byte aligned
-  void* y;                      // [pairs, n] of the output dtype
+  void* y;                      // [pairs, n] of the output dtype; with swiglu, bf16 [pairs, n / 2]
+  // gpt-oss's expert activation in the same launch (expert_swiglu_reference, decode_ops.h):
+  // y[p, j] = clamped_swiglu of outputs 2j and 2j + 1 of pair p plus bias rows expert_ids[p]
+  // (bf16 [n_experts, n], or nullptr). BF16 output, n even.
+  bool swiglu = false;
+  const uint16_t* swiglu_bias = nullptr;
+  float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
 };
 
 // y[p, :] = experts[expert_ids[p]] x[x_rows[p], :] for p < pairs, one launch, FP32

@@ -152,6 +152,17 @@ IRIS_API int iris_cuda_experts_use_tensor_cores(const iris_cuda_experts* experts
 IRIS_API iris_status iris_cuda_gemv_experts(const iris_cuda_experts* experts, const int32_t* expert_ids, const int32_t* x_rows,
                                             uint64_t pairs, const uint16_t* x, uint64_t x_count, void* y, iris_dtype y_dtype,
                                             iris_cuda_stream stream, char* msg, size_t msg_size);
+/* iris_cuda_gemv_experts with gpt-oss's expert activation in the same launch, in place of a
+ * separate kernel after it: y BF16 [pairs, N / 2], y[p, j] = the clamped SwiGLU of outputs 2j
+ * (gate) and 2j + 1 (up) of pair p (their BF16 values, each plus bias row expert_ids[p] when
+ * bias, BF16 [count, N], is not NULL), as transformers' GptOssExperts computes it on BF16
+ * tensors (docs/API.md gives the arithmetic; gpt-oss: alpha 1.702, limit config.swiglu_limit).
+ * N even, alpha finite, limit >= 0 (infinity: no clamp); IRIS_ERR_INVALID_ARGUMENT otherwise.
+ * A pair with a bad index gets NaN outputs. */
+IRIS_API iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts* experts, const int32_t* expert_ids, const int32_t* x_rows,
+                                                   uint64_t pairs, const uint16_t* x, uint64_t x_count, const uint16_t* bias,
+                                                   float alpha, float limit, uint16_t* y, iris_cuda_stream stream, char* msg,
+                                                   size_t msg_size);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);

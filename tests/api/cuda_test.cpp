@@ -5,12 +5,14 @@
 // why, where no GPU is visible.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "common/float_bits.h"
 #include "iris/iris.h"
 #include "iris/iris_cuda.h"
+#include "kernels/decode_ops.h"
 #include "tests/api/capi_fixture.h"
 #include "verify/gemv_bound.h"
 
@@ -300,6 +302,76 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
     }
   }
   EXPECT_EQ(checked, 16);  // 2 layers x gate_up/down x 4 archives
+}
+
+// iris_cuda_gemv_experts_swiglu: gpt-oss's gate_up stack with its own bias, as shipped (MXFP4)
+// and requantized, equals the plain BF16 launch put through the activation's CPU reference
+// (kernels/decode_reference.cpp, held to an FP64 oracle in decode_reference_tests) bit for bit,
+// with and without the bias; bad indices give NaNs; bad arguments are refused with a message.
+TEST_F(CApiCuda, ExpertGemvWithSwigluIsThePlainGemvThenTheActivation) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  char msg[512];
+  for (const char* options : {"", "--quant nf4", "--quant fp8-block"}) {
+    SCOPED_TRACE(std::string("gptoss-mxfp4 ") + options);
+    auto a = open_archive(converted("gptoss-mxfp4", options));
+    ASSERT_TRUE(a);
+    auto d = upload(a.get());
+    ASSERT_TRUE(d);
+    const iris_cuda_tensor* t = nullptr;
+    ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.experts.gate_up_proj", &t, msg, sizeof msg), IRIS_OK) << msg;
+    iris_cuda_experts* set = nullptr;
+    ASSERT_EQ(iris_cuda_experts_create(&t, 1, &set, msg, sizeof msg), IRIS_OK) << msg;
+    const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set);
+    ASSERT_EQ(n % 2, 0u);
+    uint64_t bias_index = 0;
+    ASSERT_EQ(iris_archive_find_tensor(a.get(), "model.layers.0.mlp.experts.gate_up_proj_bias", &bias_index, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<uint16_t> bias(experts * n);
+    ASSERT_EQ(iris_dequantize(a.get(), bias_index, IRIS_DTYPE_BF16, bias.data(), bias.size() * 2, 0, msg, sizeof msg), IRIS_OK) << msg;
+    const uint64_t tokens = 2, pairs = 4 * tokens;
+    std::vector<uint16_t> x(tokens * k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    std::vector<int32_t> ids(pairs), rows(pairs);
+    for (uint64_t p = 0; p < pairs; ++p) ids[p] = int32_t(rng() % experts), rows[p] = int32_t(p / 4);
+    ids[3] = -1;  // a bad index: that pair's outputs are NaN
+    DeviceBuffer dx(x.size() * 2), dids(pairs * 4), drows(pairs * 4), dbias(bias.size() * 2), dplain(pairs * n * 2), dgated(pairs * n);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(drows.p, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dbias.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    auto ids_p = static_cast<const int32_t*>(dids.p), rows_p = static_cast<const int32_t*>(drows.p);
+    auto x_p = static_cast<const uint16_t*>(dx.p);
+    auto bias_p = static_cast<const uint16_t*>(dbias.p);
+    auto gated_p = static_cast<uint16_t*>(dgated.p);
+    ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dplain.p, IRIS_DTYPE_BF16, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<uint16_t> plain(pairs * n), gated(pairs * n / 2), want(pairs * n / 2);
+    ASSERT_EQ(cudaMemcpy(plain.data(), dplain.p, plain.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (const bool with_bias : {true, false}) {
+      ASSERT_EQ(cudaMemset(dgated.p, 0xa5, pairs * n), cudaSuccess);
+      ASSERT_EQ(iris_cuda_gemv_experts_swiglu(set, ids_p, rows_p, pairs, x_p, tokens, with_bias ? bias_p : nullptr, 1.702f, 7.0f, gated_p,
+                                              nullptr, msg, sizeof msg), IRIS_OK) << msg;
+      ASSERT_EQ(cudaMemcpy(gated.data(), dgated.p, gated.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      iris::ExpertSwigluArgs r;
+      r.gate_up = plain.data(), r.bias = with_bias ? bias.data() : nullptr, r.ids = ids.data(), r.pairs = pairs, r.n = n;
+      r.bias_rows = uint32_t(experts), r.alpha = 1.702f, r.limit = 7.0f, r.out = want.data();
+      iris::expert_swiglu_reference(r);
+      EXPECT_EQ(gated, want) << (with_bias ? "with" : "without") << " the bias";
+      for (uint64_t j = 0; j < n / 2; ++j) EXPECT_EQ(gated[3 * (n / 2) + j], 0x7fc0) << "the pair with a bad index, output " << j;
+    }
+    EXPECT_EQ(iris_cuda_gemv_experts_swiglu(set, ids_p, rows_p, pairs, x_p, tokens, bias_p, NAN, 7.0f, gated_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(msg).find("alpha"), std::string::npos) << msg;
+    EXPECT_EQ(iris_cuda_gemv_experts_swiglu(set, ids_p, rows_p, pairs, x_p, tokens, bias_p, 1.702f, -1.0f, gated_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(msg).find("limit"), std::string::npos) << msg;
+    EXPECT_EQ(iris_cuda_gemv_experts_swiglu(nullptr, ids_p, rows_p, pairs, x_p, tokens, bias_p, 1.702f, 7.0f, gated_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_gemv_experts_swiglu(set, ids_p, rows_p, pairs, x_p, tokens, bias_p, 1.702f, 7.0f, nullptr, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    iris_cuda_experts_free(set);
+  }
 }
 
 // iris_cuda_gemv_experts, the grouped expert GEMV: random (expert, token) pairs over each

@@ -496,5 +496,125 @@ TEST(ResidualNormReference, RejectsBadArguments) {
   EXPECT_FALSE(bad([&](ResidualNormArgs& b) { b.bias = buf, b.ids = ids, b.bias_rows = 1; }));
 }
 
+// ---- gpt-oss's expert activation (clamped SwiGLU on interleaved gate/up rows)
+
+// BF16 of a double, rounded to nearest even in one step (the oracle's rounding); the values here
+// are normal BF16 numbers, zeros, infinities or NaN.
+float bf16_of(double v) {
+  if (std::isnan(v) || std::isinf(v) || v == 0.0) return float(v);
+  int e = 0;
+  const double m = std::frexp(v, &e);                 // v = m * 2^e, 0.5 <= |m| < 1
+  const double q = std::nearbyint(std::ldexp(m, 8));  // 8 significant bits, ties to even
+  return float(std::ldexp(q, e - 8));
+}
+
+// transformers' GptOssExperts step on one (gate, up) pair with torch's BF16 rounding after each
+// op, the exponential in double: the oracle the reference is held to.
+float swiglu_oracle(float G, float U, bool has_bias, float bg, float bu, double alpha, double limit) {
+  double g = G, u = U;
+  if (has_bias) g = bf16_of(g + bg), u = bf16_of(u + bu);
+  const double L = bf16_of(limit);
+  if (g > L) g = L;
+  if (u > L) u = L;
+  if (u < -L) u = -L;
+  const double t = bf16_of(g * double(float(alpha)));
+  const double sig = bf16_of(1.0 / (1.0 + std::exp(-t)));
+  return bf16_of(double(bf16_of(u + 1.0)) * double(bf16_of(g * sig)));
+}
+
+TEST(ExpertSwigluReference, MatchesTheOracleWithinOneBf16UlpAndMostlyExactly) {
+  std::mt19937 rng(2026);
+  const uint64_t pairs = 64, n = 512;
+  const uint32_t experts = 5;
+  std::uniform_real_distribution<float> dist(-12.f, 12.f);
+  std::vector<uint16_t> gate_up(pairs * n), bias(experts * n), out(pairs * n / 2);
+  std::vector<int32_t> ids(pairs);
+  for (auto& v : gate_up) v = f32_to_bf16(dist(rng));
+  for (auto& v : bias) v = f32_to_bf16(dist(rng) / 4);
+  for (auto& v : ids) v = int32_t(rng() % experts);
+  for (const float limit : {7.0f, 0.3f, INFINITY})
+    for (const float alpha : {1.702f, -0.75f})
+      for (const bool with_bias : {true, false}) {
+        ExpertSwigluArgs a;
+        a.gate_up = gate_up.data(), a.bias = with_bias ? bias.data() : nullptr, a.ids = ids.data();
+        a.pairs = pairs, a.n = n, a.bias_rows = experts, a.alpha = alpha, a.limit = limit, a.out = out.data();
+        ASSERT_TRUE(check_expert_swiglu(a).is_ok());
+        expert_swiglu_reference(a);
+        uint64_t exact = 0;
+        for (uint64_t p = 0; p < pairs; ++p)
+          for (uint64_t j = 0; j < n / 2; ++j) {
+            const uint16_t* gu = &gate_up[p * n + 2 * j];
+            const uint16_t* b = &bias[uint64_t(ids[p]) * n + 2 * j];
+            const float want = swiglu_oracle(bf16_to_f32(gu[0]), bf16_to_f32(gu[1]), with_bias, bf16_to_f32(b[0]), bf16_to_f32(b[1]), alpha, limit);
+            const float got = bf16_to_f32(out[p * n / 2 + j]);
+            if (f32_to_bf16(want) == out[p * n / 2 + j]) {
+              ++exact;
+              continue;
+            }
+            // a sigmoid at a rounding boundary: one BF16 step of its product at most
+            ASSERT_LE(std::fabs(double(got) - want), std::ldexp(std::fabs(double(want)) + 1e-30, -7) * 1.01)
+                << "limit " << limit << " alpha " << alpha << " pair " << p << " output " << j << ": got " << got << " want " << want;
+          }
+        EXPECT_GE(double(exact), 0.99 * double(pairs * n / 2)) << "limit " << limit << " alpha " << alpha;
+      }
+}
+
+TEST(ExpertSwigluReference, HandWorkedValuesAndHostileInputs) {
+  // rows: (gate, up) = (100, 100) clamps both to 7: sigmoid(bf16(11.914)) is 1 - 7e-6, 1.0 in
+  // BF16, so 8 * 7 = 56; (0, 0): (0 + 1) * 0 = +0; (-100, 0): g * sigmoid(-170) = -100 * 0 = -0,
+  // times 1; (NaN, 1) and (1, NaN): NaN; (100, -100): (-7 + 1) * 7 = -42, and with limit =
+  // infinity -99 * 100 = -9900, BF16 -9920 (steps of 64 there).
+  const float rows[][2] = {{100, 100}, {0, 0}, {-100, 0}, {NAN, 1}, {1, NAN}, {100, -100}};
+  std::vector<uint16_t> gate_up;
+  for (auto& r : rows) gate_up.push_back(f32_to_bf16(r[0])), gate_up.push_back(f32_to_bf16(r[1]));
+  const uint64_t n = gate_up.size();
+  std::vector<uint16_t> out(n / 2);
+  ExpertSwigluArgs a;
+  a.gate_up = gate_up.data(), a.pairs = 1, a.n = n, a.alpha = 1.702f, a.limit = 7.0f, a.out = out.data();
+  expert_swiglu_reference(a);
+  EXPECT_EQ(bf16_to_f32(out[0]), 56.0f);
+  EXPECT_EQ(out[1], 0x0000);
+  EXPECT_EQ(out[2], 0x8000);
+  EXPECT_EQ(out[3], 0x7fc0);
+  EXPECT_EQ(out[4], 0x7fc0);
+  EXPECT_EQ(bf16_to_f32(out[5]), -42.0f);  // both clamped: (-7 + 1) * 7
+  a.limit = INFINITY;
+  expert_swiglu_reference(a);
+  EXPECT_EQ(bf16_to_f32(out[5]), -9920.0f);
+  // A bias row the ids name; an id out of range gives the pair NaNs.
+  std::vector<uint16_t> bias(2 * n, f32_to_bf16(0.0f));
+  bias[n + 2] = f32_to_bf16(1.0f), bias[n + 3] = f32_to_bf16(-2.0f);  // row 1, pair (0, 0) -> (1, -2)
+  int32_t id = 1;
+  a.bias = bias.data(), a.ids = &id, a.bias_rows = 2, a.limit = 7.0f;
+  expert_swiglu_reference(a);
+  // g = 1: bf16(1.702) = 1.703125, sigmoid = 0.84597 -> BF16 0.84765625; u + 1 = -1: -0.84765625
+  EXPECT_EQ(bf16_to_f32(out[1]), -0.84765625f);
+  id = 2;
+  expert_swiglu_reference(a);
+  for (uint16_t v : out) EXPECT_EQ(v, 0x7fc0);
+}
+
+TEST(ExpertSwigluReference, RejectsBadArguments) {
+  uint16_t buf[8] = {};
+  int32_t ids[1] = {};
+  ExpertSwigluArgs a;
+  a.gate_up = buf, a.out = buf, a.pairs = 1, a.n = 4;
+  EXPECT_TRUE(check_expert_swiglu(a).is_ok());
+  auto bad = [&](auto change) {
+    ExpertSwigluArgs b = a;
+    change(b);
+    return !check_expert_swiglu(b).is_ok();
+  };
+  EXPECT_TRUE(bad([](ExpertSwigluArgs& b) { b.n = 5; }));
+  EXPECT_TRUE(bad([&](ExpertSwigluArgs& b) { b.bias = buf, b.bias_rows = 1; }));  // no ids
+  EXPECT_TRUE(bad([&](ExpertSwigluArgs& b) { b.bias = buf, b.ids = ids; }));      // no bias rows
+  EXPECT_TRUE(bad([](ExpertSwigluArgs& b) { b.alpha = NAN; }));
+  EXPECT_TRUE(bad([](ExpertSwigluArgs& b) { b.alpha = INFINITY; }));
+  EXPECT_TRUE(bad([](ExpertSwigluArgs& b) { b.limit = -1.0f; }));
+  EXPECT_TRUE(bad([](ExpertSwigluArgs& b) { b.limit = NAN; }));
+  EXPECT_FALSE(bad([](ExpertSwigluArgs& b) { b.limit = INFINITY; }));
+  EXPECT_FALSE(bad([&](ExpertSwigluArgs& b) { b.bias = buf, b.ids = ids, b.bias_rows = 1; }));
+}
+
 }  // namespace
 }  // namespace iris
