@@ -238,7 +238,8 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
     given score_tokens, its teacher-forced logits along them."""
     q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
-                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table)
+                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table,
+                         activation_in_gemv=args.activation_in_gemv)
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -276,7 +277,8 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic, "nf4_table": args.nf4_table,
-         "residual_norm": args.compile and args.residual_norm, "rope_in_attention": args.compile and args.rope_in_attention}
+         "residual_norm": args.compile and args.residual_norm, "rope_in_attention": args.compile and args.rope_in_attention,
+         "activation_in_gemv": args.compile and args.activation_in_gemv}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
@@ -339,6 +341,9 @@ def main():
                     help="Inductor's kernels launched plainly (iris.models programmatic=False; iris's own follow libiris)")
     ap.add_argument("--no-residual-norm", dest="residual_norm", action="store_false",
                     help="the residual steps and norms as Inductor's kernels (iris.models residual_norm=False), not iris's")
+    ap.add_argument("--activation-in-gemv", action="store_true",
+                    help="gpt-oss's expert activation inside the gate_up expert GEMV's launch (iris.models activation_in_gemv=True), "
+                         "not an Inductor kernel after it")
     ap.add_argument("--no-rope-in-attention", dest="rope_in_attention", action="store_false",
                     help="the rotary positions and the KV-cache write as Inductor's kernels (iris.models rope_in_attention=False), not inside iris's attention kernel")
     ap.add_argument("--nf4-table", choices=["exact", "bf16"], default="exact",

@@ -11,6 +11,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_f32(x, handle, n)              the same sums, not rounded: [R, N] FP32
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
+    torch.ops.iris.gemv_experts_swiglu(x, ids, rows, handle, n, bias, alpha, limit)  gpt-oss's activation inside: [P, N / 2]
     torch.ops.iris.dequantize(handle, shape, dtype, device)
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
@@ -115,6 +116,34 @@ def gemv_experts(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor
 @gemv_experts.register_fake
 def _(x, ids, rows, handle, n):
     return x.new_empty((ids.numel(), n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_experts_swiglu", mutates_args=())
+def gemv_experts_swiglu(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int,
+                        bias: Optional[torch.Tensor], alpha: float, limit: float) -> torch.Tensor:
+    """gemv_experts with gpt-oss's expert activation in the same launch
+    (iris_cuda_gemv_experts_swiglu): [P, N / 2] BF16, output j of pair p the clamped SwiGLU of
+    its outputs 2j (gate) and 2j + 1 (up), each plus bias[ids[p]] (BF16 [E, N]) when given."""
+    t = _t()
+    xb, msg = _bf16_rows(x), _msg()
+    if bias is not None:
+        _bf16_dense(bias, "the gate_up bias")
+        experts = t._lib().iris_cuda_experts_count(handle)
+        if bias.numel() != experts * n:
+            from ._errors import IrisError
+
+            raise IrisError(f"iris: gemv_experts_swiglu bias {tuple(bias.shape)} is not [{experts}, {n}] (one row per expert)")
+    y = torch.empty(ids.numel(), n // 2, dtype=torch.bfloat16, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    t._check(t._lib().iris_cuda_gemv_experts_swiglu(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
+                                                xb.data_ptr(), xb.shape[0], bias.data_ptr() if bias is not None else None,
+                                                ctypes.c_float(alpha), ctypes.c_float(limit), y.data_ptr(), stream, msg, len(msg)), msg)
+    return y
+
+
+@gemv_experts_swiglu.register_fake
+def _(x, ids, rows, handle, n, bias, alpha, limit):
+    return x.new_empty((ids.numel(), n // 2), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("iris::dequantize", mutates_args=())

@@ -81,6 +81,8 @@ def _lib():
         getattr(lib, f"iris_cuda_experts_{f}").restype = ctypes.c_uint64
     lib.iris_cuda_experts_use_tensor_cores.argtypes = [vp]
     lib.iris_cuda_gemv_experts.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, ctypes.c_int, vp, msg, sz]
+    lib.iris_cuda_gemv_experts_swiglu.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, ctypes.c_float, ctypes.c_float, vp,
+                                                  vp, msg, sz]
     lib.iris_cuda_moe_route.argtypes = [vp, ctypes.c_uint64, vp, vp, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, vp, vp, vp, vp, vp,
                                         msg, sz]
     lib.iris_cuda_attention_decode.argtypes = [vp, vp, vp, vp, vp] + [ctypes.c_uint64] * 5 + [ctypes.c_float, vp, vp, msg, sz]

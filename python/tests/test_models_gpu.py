@@ -223,6 +223,25 @@ def test_rope_in_attention_keeps_the_logits(converted, fixture):
     assert diff.median().item() <= 0.01 and (got.argmax(-1) == want.argmax(-1)).float().mean().item() >= 0.85, diff.max().item()
 
 
+@pytest.mark.parametrize("options", [(), ("--quant", "nf4")])
+def test_activation_in_gemv_keeps_the_logits(converted, options):
+    """gpt-oss's expert activation inside the gate_up GEMV (activation_in_gemv) rounds at each
+    of transformers' BF16 steps, where Inductor's kernel after the GEMV rounds once:
+    teacher-forced on the same tokens, the logits stay close to the other's and pick the same
+    tokens, in a CUDA graph; the layers do run it."""
+    path = converted("gptoss-mxfp4", *options)
+    base = iris.models.load(path, max_len=32, compile=True)
+    assert not any(layer.activation_in_gemv for layer in base.layers), "off by default"
+    tokens = base.generate(PROMPT, 8)
+    want = base.score(PROMPT, tokens)
+    del base
+    m = iris.models.load(path, max_len=32, compile=True, activation_in_gemv=True)
+    assert all(layer.activation_in_gemv for layer in m.layers)
+    got = m.score(PROMPT, tokens)
+    diff = (got - want).abs()
+    assert diff.median().item() <= 0.02 and (got.argmax(-1) == want.argmax(-1)).float().mean().item() >= 0.85, diff.max().item()
+
+
 def test_dequantized_model_is_the_bf16_export(converted, tmp_path):
     archive = converted("llama-bf16", "--quant", "nf4")
     export = tmp_path / "export"

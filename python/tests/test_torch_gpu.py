@@ -326,6 +326,46 @@ def test_grouped_expert_gemv_within_the_fp32_bound(converted, fixture, options, 
     assert torch.isnan(y_bad[0]).all() and not torch.isnan(y_bad[1:]).any()
 
 
+@pytest.mark.parametrize("options", [(), ("--quant", "nf4")])
+def test_expert_gemv_with_the_gpt_oss_activation_is_transformers_step(converted, options):
+    """torch.ops.iris.gemv_experts_swiglu against transformers' eager BF16 step on the plain
+    launch's output (gate_up + bias[ids], then iris's mirror of GptOssExperts' clamped SwiGLU):
+    equal but where torch's expf and iris's exp differ at a BF16 rounding boundary, and then by
+    one BF16 step; through torch.compile(fullgraph=True) in a CUDA graph, the same bits."""
+    from iris_archive._patch import _gpt_oss_gate
+
+    path = converted("gptoss-mxfp4", *options)
+    sd = itorch.load(path)
+    experts = itorch.Experts(sd["model.layers.0.mlp.experts.gate_up_proj"])
+    bias = sd["model.layers.0.mlp.experts.gate_up_proj_bias"].to(torch.bfloat16).contiguous()
+    gen = torch.Generator().manual_seed(5)
+    tokens, top_k = 3, 4
+    x = ((torch.rand(tokens, experts.k, generator=gen) * 2 - 1) * 4).to(torch.bfloat16).cuda()
+    ids = torch.randint(0, experts.count, (tokens * top_k,), generator=gen).to(torch.int32).cuda()
+    rows = torch.arange(tokens, dtype=torch.int32).repeat_interleave(top_k).cuda()
+    plain = torch.ops.iris.gemv_experts(x, ids, rows, experts._handle, experts.n)
+    for b, limit in ((bias, 7.0), (None, 7.0), (bias, 0.5)):
+        want = _gpt_oss_gate(plain + (b.index_select(0, ids.long()) if b is not None else 0), 1.702, limit)
+        got = torch.ops.iris.gemv_experts_swiglu(x, ids, rows, experts._handle, experts.n, b, 1.702, limit)
+        assert got.shape == (tokens * top_k, experts.n // 2) and got.dtype == torch.bfloat16
+        differ = got != want
+        assert differ.float().mean().item() <= 0.01, f"{differ.sum().item()} of {got.numel()} differ"
+        step = want.float().abs() * 2.0 ** -7 + 1e-30
+        assert ((got.float() - want.float()).abs() <= step).all()
+    torch.library.opcheck(torch.ops.iris.gemv_experts_swiglu.default, (x, ids, rows, experts._handle, experts.n, bias, 1.702, 7.0))
+
+    def step(x):
+        return torch.ops.iris.gemv_experts_swiglu(x, ids, rows, experts._handle, experts.n, bias, 1.702, 7.0)
+
+    eager = step(x)
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):
+        got = compiled(x)
+    assert torch.equal(got, eager)
+    with pytest.raises(iris.IrisError, match="one row per expert"):
+        torch.ops.iris.gemv_experts_swiglu(x, ids, rows, experts._handle, experts.n, bias[:1], 1.702, 7.0)
+
+
 @pytest.mark.parametrize("archive", [("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "mxfp4")),
                                      ("llama-bf16", ("--quant", "fp8-block")), ("llama-nf4-dq", ()), ("llama-fp8-block", ())])
 def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, tmp_path, archive):

@@ -30,7 +30,8 @@ class Decoder:
     family = ""
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None):
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
+                 activation_in_gemv: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -53,6 +54,14 @@ class Decoder:
         # inside the attention kernel (torch.ops.iris.attention_decode_rope) instead of as two
         # Inductor kernels before it: two launches a layer fewer (kernels/NOTES.md, run v49).
         self.rope_in_attention = self.fused and (True if rope_in_attention is None else bool(rope_in_attention))
+        # activation_in_gemv (off unless asked for, and only with fused): gpt-oss's expert
+        # activation (bias, clamped SwiGLU) inside the gate_up expert GEMV's launch
+        # (torch.ops.iris.gemv_experts_swiglu) instead of an Inductor kernel after it: one launch
+        # a layer fewer, which measured no faster in a CUDA graph (kernels/NOTES.md, run v56:
+        # the small kernel costs what the activation adds to every block of the GEMV). Its
+        # arithmetic rounds where transformers' BF16 steps round. Other families have no such
+        # activation: there it changes nothing.
+        self.activation_in_gemv = self.fused and bool(activation_in_gemv)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -249,7 +258,7 @@ def _inductor_has_pdl() -> bool:
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
-         rope_in_attention: bool | None = None, nf4_table: str = "exact") -> Decoder:
+         rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -262,7 +271,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     dependents, as iris's are (Decoder.__init__ says why). residual_norm (default: fused) runs
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
     kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
-    into the attention kernel. nf4_table="bf16": NF4's GEMVs with the declared BF16 table
+    into the attention kernel. activation_in_gemv=True (with fused) runs gpt-oss's expert
+    activation inside the gate_up expert GEMV's launch (measured no faster: off by default). nf4_table="bf16": NF4's GEMVs with the declared BF16 table
     (iris.torch.load says what it changes); refused where there are no NF4 GEMVs for it to
     change (a snapshot folder, or dequantize=True), rather than ignored."""
     import os
@@ -274,11 +284,12 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)
-    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
+    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv)
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
-                programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None) -> Decoder:
+                programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
+                activation_in_gemv: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -288,6 +299,7 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
     if kind not in families:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
-    decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
+    decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
+                             activation_in_gemv)
     weights.check_all_taken()
     return decoder

@@ -28,6 +28,9 @@ class _Layer:
         self.down = d.reads(ExpertStack(w.take(f"{m}.down_proj"), w.nbytes(f"{m}.down_proj")), d.top_k)
         self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
         self.fused_route = d._routes_fused(self.router)
+        # the activation inside the gate_up GEMV: quantized experts and a BF16 bias (or none)
+        self.activation_in_gemv = (d.activation_in_gemv and self.gate_up.quantized
+                                   and (self.gate_up_bias is None or self.gate_up_bias.dtype == torch.bfloat16))
         if d.fused:
             use_iris_dense_gemv(self.qkv)
             use_iris_dense_gemv(self.o)
@@ -41,14 +44,17 @@ class GptOssDecoder(Decoder):
     family = "gpt_oss"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
+                 activation_in_gemv: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
+                         activation_in_gemv)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
         self.window = int(c.get("sliding_window") or 128)
         self.top_k = int(c.get("num_experts_per_tok", c.get("experts_per_token", 4)))
         alpha, limit = 1.702, float(c.get("swiglu_limit", 7.0))
+        self.alpha, self.limit = alpha, limit
         self.embed = w.take("model.embed_tokens.weight")
         n_layers = int(c["num_hidden_layers"])
         self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
@@ -112,8 +118,10 @@ class GptOssDecoder(Decoder):
                 picked = ids
             else:
                 weights, picked, ids = self.f_route(layer.router(h))
-            gate_up = layer.gate_up(h, ids, self.rows)
-            act = self.f_gate(gate_up, layer.gate_up_bias, picked)
+            if layer.activation_in_gemv:
+                act = layer.gate_up.swiglu(h, ids, self.rows, layer.gate_up_bias, self.alpha, self.limit)
+            else:
+                act = self.f_gate(layer.gate_up(h, ids, self.rows), layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
             down = layer.down(act, ids, None)
             if self.residual_norm:  # the experts' weighted sum with their biases, the residual and the norm

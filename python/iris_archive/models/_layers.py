@@ -139,6 +139,12 @@ class ExpertStack:
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
 
+    def swiglu(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None, alpha: float,
+               limit: float) -> torch.Tensor:
+        """gpt-oss's gate_up projection and its activation in one launch (quantized stacks only):
+        [P, N / 2], see torch.ops.iris.gemv_experts_swiglu."""
+        return torch.ops.iris.gemv_experts_swiglu(x, ids, rows, self.experts._handle, self.n, bias, alpha, limit)
+
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         if self.quantized:
             return torch.ops.iris.gemv_experts(x, ids, rows, self.experts._handle, self.n)

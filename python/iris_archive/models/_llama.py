@@ -121,8 +121,10 @@ class LlamaDecoder(Decoder):
     family = "llama"
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
-                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None):
-        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention)
+                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
+                 activation_in_gemv: bool | None = None):
+        super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
+                         activation_in_gemv)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
