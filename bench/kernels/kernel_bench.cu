@@ -328,6 +328,21 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       const double eb = double(in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
       results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
       results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
+      // The same launch with gpt-oss's activation in it (ExpertSet::gemv_swiglu, a bias of
+      // zeros): what the activation adds to the launch (kernels/NOTES.md run v56).
+      if (n % 2 == 0) {
+        DeviceBuffer bias;
+        IRIS_CUDA_TRY(cudaMalloc(&bias.p, e * n * 2));
+        IRIS_CUDA_TRY(cudaMemset(bias.p, 0, e * n * 2));
+        IRIS_ASSIGN_OR_RETURN(double a_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
+          return sets_e[i].gemv_swiglu(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
+                                       static_cast<const uint16_t*>(x.p), 1, static_cast<const uint16_t*>(bias.p), 1.702f, 7.0f,
+                                       static_cast<uint16_t*>(y.p), s);
+        }));
+        IRIS_CUDA_TRY(cudaDeviceSynchronize());
+        results.push_back(row("gemv_experts_swiglu", c.name + " top-4", pairs, a_us, eb + double(pairs * n * 2)));
+        results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
+      }
     }
   }
   return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
