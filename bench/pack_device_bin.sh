@@ -2,18 +2,28 @@
 # Packs the static GPU-machine build (build-device, see bench/gpu_run.sh) into .device-bin:
 # the binaries gzipped (a device run carries at most 64 MiB), libiris.so.1, and the C example
 # cuda_gemv built here against that library and the static CUDA runtime.
+#
+# D= packs another build. For a session on the H100/H200 machines alone, a build for sm_90a
+# only fits one carry with the tree (iris, libiris, the snapshot maker, kernels_tests and
+# api_cuda_tests: 32 MB gzipped against 106 MB for the five-target build, measured 2026-11-27;
+# 4.5 minutes to build on 2 cores), so one device call both brings and runs it:
+#   cmake -S . -B build-h100 -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON -DIRIS_KERNEL_PROBES=ON -DIRIS_CUDA_GENCODE=sm_90a
+#   cmake --build build-h100 --target iris libiris iris_make_snapshot kernels_tests api_cuda_tests
+#   D=build-h100 PTX_BUILDS= bash bench/pack_device_bin.sh   # then: device run (carry .device-bin) ...
+# Binaries the build did not make are left out, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=build-device
+D=${D:-build-device}
 mkdir -p .device-bin
 rm -f .device-bin/*
 for f in converter/iris tests/kernels/kernels_tests tests/api/api_tests tests/api/api_cuda_tests bench/iris_upload_bench bench/iris_make_snapshot; do
+  if [ ! -x "$D/$f" ]; then echo "pack_device_bin: $D/$f not built: left out" >&2; continue; fi
   gzip -c "$D/$f" > ".device-bin/$(basename "$f").gz"
 done
 # The kernel cases from the PTX-only builds (build-ptx: compute_75 + compute_80, the driver
 # compiles compute_80 on a Hopper card; build-ptx75: compute_75 alone, the Turing paths),
-# where they were built: bench/gpu_run.sh runs each.
-for p in ptx ptx75; do
+# where they were built: bench/gpu_run.sh runs each. PTX_BUILDS= (empty) leaves them out.
+for p in ${PTX_BUILDS-ptx ptx75}; do
   [ -x "build-$p/tests/kernels/kernels_tests" ] && gzip -c "build-$p/tests/kernels/kernels_tests" > ".device-bin/kernels_tests_$p.gz"
 done
 cp -L "$D/api/libiris.so.1" .device-bin/libiris.so.1
