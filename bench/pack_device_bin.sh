@@ -5,8 +5,9 @@
 #
 # D= packs another build. For a session on the H100/H200 machines alone, a build for sm_90a
 # only fits one carry with the tree (iris, libiris, the snapshot maker, kernels_tests and
-# api_cuda_tests: 32 MB gzipped against 106 MB for the five-target build, measured 2026-11-27;
-# 4.5 minutes to build on 2 cores), so one device call both brings and runs it:
+# api_cuda_tests: 34 MiB gzipped against 110 MiB for the five-target build, `gzip -c | wc -c`
+# of the five, 2026-11-27; 4 min 29 s to build from an empty folder on 2 cores, `time cmake
+# --build`), so one device call both brings and runs it, with the tree (26 MiB) under its 64:
 #   cmake -S . -B build-h100 -G Ninja -DIRIS_CUDA=ON -DIRIS_STATIC=ON -DIRIS_KERNEL_PROBES=ON -DIRIS_CUDA_GENCODE=sm_90a
 #   cmake --build build-h100 --target iris libiris iris_make_snapshot kernels_tests api_cuda_tests
 #   D=build-h100 PTX_BUILDS= bash bench/pack_device_bin.sh   # then: device run (carry .device-bin) ...

@@ -742,10 +742,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
   const ExpertMatrix& m = a.experts[e];
   const QuantView v = m.view;
   if (threadIdx.x == 0) dev::prefetch_l2(v.codes + (uint64_t(m.matrix) * g.stripes + s) * g.stripe_bytes, g.l2_prefetch);
-  // The activation's bias elements of the stripe's rows, into shared memory before the sums: read
-  // after them, their memory round trip lengthened every block's tail (run v56: the launch took
-  // 1.9 us more than the plain one, MXFP4 32x5760x2880 top-4, H100); held in registers across
-  // the loop, they changed its schedule.
+  // The activation's bias elements of the stripe's rows, into shared memory before the sums:
+  // read after them they add a memory round trip to each block's tail (and the MXFP4 instance
+  // took 55 registers to the plain kernel's 63), held in registers across the loop 58. Run v56b (H100, top-4 of 32,
+  // the activation's launch over the plain one): read at the end +1.9 us at MXFP4
+  // 32x5760x2880 and +2.1 at 32x2880x2880; from shared memory +1.8 and +1.4.
   __shared__ uint16_t bias[16];
   if (kSwiglu && threadIdx.x < 16) bias[threadIdx.x] = a.swiglu_bias && threadIdx.x < rows_left ? a.swiglu_bias[uint64_t(e) * a.n + uint64_t(s) * 16 + threadIdx.x] : 0;
   P::load_smem(v, split, nested);

@@ -101,16 +101,23 @@ def _(x, handle, m, n):
     return x.new_empty((x.shape[0], n), dtype=torch.bfloat16)
 
 
+def _experts_launch(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], width: int, launch) -> torch.Tensor:
+    """A grouped expert GEMV's launch: launch(ids_ptr, rows_ptr, pairs, x_ptr, x_rows, y_ptr,
+    stream, msg) -> status, into y, BF16 [pairs, width]."""
+    xb, msg = _bf16_rows(x), _msg()
+    y = torch.empty(ids.numel(), width, dtype=torch.bfloat16, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    _t()._check(launch(ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(), xb.data_ptr(), xb.shape[0],
+                       y.data_ptr(), stream, msg), msg)
+    return y
+
+
 @torch.library.custom_op("iris::gemv_experts", mutates_args=())
 def gemv_experts(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int) -> torch.Tensor:
     """y[p] = W[ids[p]] @ x[rows[p]] (rows None: x[p]) for the experts `handle`; ids and rows int32."""
-    t = _t()
-    xb, msg = _bf16_rows(x), _msg()
-    y = torch.empty(ids.numel(), n, dtype=torch.bfloat16, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    t._check(t._lib().iris_cuda_gemv_experts(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
-                                         xb.data_ptr(), xb.shape[0], y.data_ptr(), _BF16, stream, msg, len(msg)), msg)
-    return y
+    fn = _t()._lib().iris_cuda_gemv_experts
+    return _experts_launch(x, ids, rows, n, lambda ip, rp, pairs, xp, xr, yp, stream, msg:
+                           fn(handle, ip, rp, pairs, xp, xr, yp, _BF16, stream, msg, len(msg)))
 
 
 @gemv_experts.register_fake
@@ -124,21 +131,18 @@ def gemv_experts_swiglu(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch
     """gemv_experts with gpt-oss's expert activation in the same launch
     (iris_cuda_gemv_experts_swiglu): [P, N / 2] BF16, output j of pair p the clamped SwiGLU of
     its outputs 2j (gate) and 2j + 1 (up), each plus bias[ids[p]] (BF16 [E, N]) when given."""
-    t = _t()
-    xb, msg = _bf16_rows(x), _msg()
+    lib = _t()._lib()
     if bias is not None:
         _bf16_dense(bias, "the gate_up bias")
-        experts = t._lib().iris_cuda_experts_count(handle)
+        experts = lib.iris_cuda_experts_count(handle)
         if bias.numel() != experts * n:
             from ._errors import IrisError
 
             raise IrisError(f"iris: gemv_experts_swiglu bias {tuple(bias.shape)} is not [{experts}, {n}] (one row per expert)")
-    y = torch.empty(ids.numel(), n // 2, dtype=torch.bfloat16, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    t._check(t._lib().iris_cuda_gemv_experts_swiglu(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(),
-                                                xb.data_ptr(), xb.shape[0], bias.data_ptr() if bias is not None else None,
-                                                ctypes.c_float(alpha), ctypes.c_float(limit), y.data_ptr(), stream, msg, len(msg)), msg)
-    return y
+    bp = bias.data_ptr() if bias is not None else None
+    return _experts_launch(x, ids, rows, n // 2, lambda ip, rp, pairs, xp, xr, yp, stream, msg:
+                           lib.iris_cuda_gemv_experts_swiglu(handle, ip, rp, pairs, xp, xr, bp, ctypes.c_float(alpha),
+                                                             ctypes.c_float(limit), yp, stream, msg, len(msg)))
 
 
 @gemv_experts_swiglu.register_fake

@@ -227,6 +227,23 @@ void upload(const Built& b, Gpu& gpu, DevicePointers& dev, ComponentBytes* host 
   }
 }
 
+// A case built from rng, its components on the device (and kept on the host), and its view:
+// each test's first steps.
+struct OnDevice {
+  Built b;
+  Gpu gpu;
+  DevicePointers dev{};
+  ComponentBytes host;
+  QuantView view{};
+};
+void build_on_device(const Case& c, std::mt19937& rng, OnDevice& d) {
+  d.b = build(c, rng);
+  ASSERT_NO_FATAL_FAILURE(upload(d.b, d.gpu, d.dev, &d.host));
+  auto view = make_quant_view(d.b.desc, d.dev);
+  ASSERT_TRUE(view.is_ok()) << view.status().message();
+  d.view = *view;
+}
+
 class KernelCases : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -268,13 +285,11 @@ TEST(KernelArch, TheLoadedCodeIsTheBuildsBestForTheDevice) {
 
 TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()))));
-  Built b = build(GetParam(), rng);
-  ComponentBytes host;
-  Gpu gpu;
-  DevicePointers dev{};
-  ASSERT_NO_FATAL_FAILURE(upload(b, gpu, dev, &host));
-  auto view = make_quant_view(b.desc, dev);
-  ASSERT_TRUE(view.is_ok()) << view.status().message();
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const Built& b = d.b;
+  const ComponentBytes& host = d.host;
+  const QuantView* view = &d.view;
   const uint64_t numel = view->rows * view->k;
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
@@ -406,14 +421,12 @@ class ExpertCases : public KernelCases {};
 
 TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " experts")));
-  Built b = build(GetParam(), rng);
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const Built& b = d.b;
   ASSERT_EQ(b.desc.layout.kind, LayoutKind::kTiled);
-  Gpu gpu;
-  DevicePointers dev{};
-  ComponentBytes host;
-  ASSERT_NO_FATAL_FAILURE(upload(b, gpu, dev, &host));
-  auto view = make_quant_view(b.desc, dev);
-  ASSERT_TRUE(view.is_ok()) << view.status().message();
+  const ComponentBytes& host = d.host;
+  const QuantView* view = &d.view;
   const uint64_t n = view->n, k = view->k, experts = n ? view->rows / n : 0;
   ASSERT_GT(experts, 0u);
   const uint64_t x_count = 5, pairs = 2 * experts + 5;
@@ -558,13 +571,9 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
 // outputs, and with no clamp. An odd N is refused. Bad indices give the pair NaNs.
 TEST_P(ExpertCases, SwigluIsThePlainGemvThenTheActivationBitForBit) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " swiglu")));
-  Built b = build(GetParam(), rng);
-  Gpu gpu;
-  DevicePointers dev{};
-  ComponentBytes host;
-  ASSERT_NO_FATAL_FAILURE(upload(b, gpu, dev, &host));
-  auto view = make_quant_view(b.desc, dev);
-  ASSERT_TRUE(view.is_ok()) << view.status().message();
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const QuantView* view = &d.view;
   const uint64_t n = view->n, k = view->k, experts = view->rows / n;
   const uint64_t x_count = 3, pairs = experts + 4;
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

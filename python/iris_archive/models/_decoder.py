@@ -31,7 +31,7 @@ class Decoder:
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool | None = None):
+                 activation_in_gemv: bool = False):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -258,7 +258,7 @@ def _inductor_has_pdl() -> bool:
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
-         rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool | None = None) -> Decoder:
+         rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -272,8 +272,9 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     each residual step with the next RMSNorm (and an MoE layer's weighted sum) as one iris
     kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
     into the attention kernel. activation_in_gemv=True (with fused) runs gpt-oss's expert
-    activation inside the gate_up expert GEMV's launch (measured no faster: off by default). nf4_table="bf16": NF4's GEMVs with the declared BF16 table
-    (iris.torch.load says what it changes); refused where there are no NF4 GEMVs for it to
+    activation inside the gate_up expert GEMV's launch (measured no faster: off by default).
+    nf4_table="bf16": NF4's GEMVs with the declared BF16 table (iris.torch.load says what it
+    changes); refused where there are no NF4 GEMVs for it to
     change (a snapshot folder, or dequantize=True), rather than ignored."""
     import os
 
@@ -289,7 +290,7 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                activation_in_gemv: bool | None = None) -> Decoder:
+                activation_in_gemv: bool = False) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 

@@ -45,7 +45,7 @@ class GptOssDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool | None = None):
+                 activation_in_gemv: bool = False):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
                          activation_in_gemv)
         c, w = self.config, weights
@@ -53,8 +53,7 @@ class GptOssDecoder(Decoder):
         self.groups = self.heads // self.kv_heads
         self.window = int(c.get("sliding_window") or 128)
         self.top_k = int(c.get("num_experts_per_tok", c.get("experts_per_token", 4)))
-        alpha, limit = 1.702, float(c.get("swiglu_limit", 7.0))
-        self.alpha, self.limit = alpha, limit
+        alpha, limit = self.alpha, self.limit = 1.702, float(c.get("swiglu_limit", 7.0))
         self.embed = w.take("model.embed_tokens.weight")
         n_layers = int(c["num_hidden_layers"])
         self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]

@@ -122,7 +122,7 @@ class LlamaDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool | None = None):
+                 activation_in_gemv: bool = False):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
                          activation_in_gemv)
         c, w = self.config, weights
