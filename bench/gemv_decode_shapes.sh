@@ -9,9 +9,9 @@ set -uo pipefail
 . bench/device_env.sh
 cases=()
 # FORMATS= picks the formats (default "mxfp4 nf4 fp8"; fp8 is FP8 with 128x128 block scales,
-# fp8-channel with row scales).
+# fp8-channel with row scales), SHAPES= the shapes (default: all six above).
 for fmt in ${FORMATS:-mxfp4 nf4 fp8}; do
-  for shape in 4096x4096 1024x4096 14336x4096 4096x14336 32x5760x2880 32x2880x2880; do cases+=(--synthetic "$fmt:$shape"); done
+  for shape in ${SHAPES:-4096x4096 1024x4096 14336x4096 4096x14336 32x5760x2880 32x2880x2880}; do cases+=(--synthetic "$fmt:$shape"); done
 done
 # A list entry may name several variants joined by commas (gemv-prefetch=on,gemv-probe=skip-decode).
 # BATCH= picks the batch (default 1).

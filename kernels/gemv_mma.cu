@@ -121,7 +121,7 @@ struct MmaMxfp4 : ByRow {
   // The scale's factors. Scale 0xFF (NaN): a NaN factor makes every pair NaN, and so the mma's
   // sums of the row, as the reference's. A select, not a branch: filling the pairs with NaN on
   // a path of their own had the compiler set all 16 to NaN ahead of every chunk's decode (run v50).
-  static __device__ __forceinline__ dev::E8m0Factors factors(Aux e) {
+  static __device__ __forceinline__ dev::E8m0Factors factors(Aux e, const uint32_t*) {
     dev::E8m0Factors f = dev::e8m0_factors(e);
     if (e == 0xffu) f = {dev::kBf16x2CanonicalNan, 0u};
     return f;
@@ -131,7 +131,7 @@ struct MmaMxfp4 : ByRow {
     else dev::e2m1_word_to_bf16x4_factors<true>(w, f, p);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
-    const dev::E8m0Factors f = factors(e);
+    const dev::E8m0Factors f = factors(e, nullptr);
     // One branch for the lane's 32 columns: scales up to 2^1 (blocks of weights up to 12 in
     // magnitude) take one multiply a pair; larger ones the second factor too.
     if (f.second == 0) decode_words<false>(w, f, a);
@@ -269,6 +269,70 @@ struct MmaNf4 : ByRow {
         a[0][i] = dev::prmt(e, o, 0x5410u);                           // the two hi halves
         a[kSplits - 1][i] = dev::prmt(e, o, 0x7632u);                 // the two lo halves
       }
+    }
+  }
+};
+
+// NF4 with the declared BF16 table in bitsandbytes' own arithmetic (LaunchConfig::nf4_bf16_table,
+// the default kernel for it since run v57): each weight is bf16(bf16(t) * bf16(absmax)), the
+// table value and the block's absmax each rounded to BF16 and their product rounded once, as
+// bitsandbytes' kgemm_4bit_inference_naive forms `quant_map[code] * local_absmax` in BF16. The
+// weights are then scaled before the mma, as MXFP4's are, so the chunk has MXFP4's shape: 128
+// columns (32 a lane, 16 bytes a row, inside one absmax block since blocks are multiples of 64
+// columns and K of the block), one absmax a lane and row, no partial sums, decoded word by word
+// at unroll 1. kChunk 64 (8 bytes a lane and row) where tile_k is not a multiple of 128.
+// Per code byte: one lookup in the lane's copy of the 256-entry pair table, one BF16 multiply.
+template <uint32_t kChunkCols>
+struct MmaNf4Scaled : ByRow {
+  static constexpr uint32_t kBits = 4;
+  static constexpr uint32_t kChunk = kChunkCols;
+  static constexpr int kPairs = kChunk / 8;
+  static constexpr bool kFactored = false;  // the absmax is in the BF16 weights
+  static constexpr bool kWordwise = true;
+  static constexpr int kSplits = 1;
+  static constexpr int kRuns = 1;
+  static constexpr int kSplitEntries = 256 * 32;  // the BF16 pair table, a copy per lane
+  using Word = std::conditional_t<kChunk == 128, uint4, uint2>;
+  using Aux = float;  // the absmax (0 for padding)
+  using Raw = typename MmaNf4<Nf4Table::kBf16Pairs>::Raw;
+
+  static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested) {
+    MmaNf4<Nf4Table::kBf16Pairs>::load_smem(v, split, nested);
+  }
+  // The absmax of the lane's columns [kc, kc + kChunk / 4) (one block).
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float* nested, const Cursor& r, bool cols_ok, uint64_t kc) {
+    return MmaNf4<Nf4Table::kBf16Pairs>::aux(v, nested, r, cols_ok, kc);
+  }
+  static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, const Raw& r) {
+    return MmaNf4<Nf4Table::kBf16Pairs>::finish(v, nested, r);
+  }
+  // The row's factor for chunk_mma's word-by-word step: bf16(absmax) in both halves (a NaN
+  // absmax gives a NaN factor, so NaN weights and a NaN row sum, as the reference's), and this
+  // lane's table copies.
+  struct Factors {
+    uint32_t absmax2;
+    const uint32_t* lane_table;
+  };
+  static __device__ __forceinline__ Factors factors(Aux a, const uint32_t* split) {
+    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
+    return {h | (h << 16), split + (threadIdx.x & 31)};
+  }
+  // Byte j of w holds columns 2j (high nibble) and 2j + 1; its table entry is their bf16x2 pair.
+  static __device__ __forceinline__ void decode_word(uint32_t w, const Factors& f, uint32_t (&p)[4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[j] = dev::mul_bf16x2(f.lane_table[((w >> (8 * j)) & 0xffu) * 32], f.absmax2);
+  }
+  static __device__ __forceinline__ void decode(Word w, Aux& a, const uint32_t* split, uint32_t (&out)[kSplits][kPairs]) {
+    const Factors f = factors(a, split);
+    constexpr int kWords = sizeof(Word) / 4;
+    uint32_t ws[kWords];
+    memcpy(ws, &w, sizeof w);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      uint32_t p[4];
+      decode_word(ws[i], f, p);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out[0][4 * i + j] = p[j];
     }
   }
 };
@@ -482,10 +546,13 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
   constexpr int kPairs = P::kPairs;
   typename P::Aux ag = P::finish(v, nested, l.rg), ah = P::finish(v, nested, l.rh);
   if constexpr (kWordwise) {
-    const dev::E8m0Factors fg = P::factors(ag), fh = P::factors(ah);
-    const uint32_t wg[4] = {l.wg.x, l.wg.y, l.wg.z, l.wg.w}, wh[4] = {l.wh.x, l.wh.y, l.wh.z, l.wh.w};
+    const auto fg = P::factors(ag, split), fh = P::factors(ah, split);
+    constexpr int kWords = sizeof(typename P::Word) / 4;
+    uint32_t wg[kWords], wh[kWords];
+    memcpy(wg, &l.wg, sizeof wg);
+    memcpy(wh, &l.wh, sizeof wh);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kWords; ++i) {
       uint32_t pg[4], ph[4];
       P::decode_word(wg[i], fg, pg);
       P::decode_word(wh[i], fh, ph);
@@ -808,6 +875,10 @@ auto with_step(int step, F&& f) {
 template <typename F>
 auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
+  if (c.nf4_bf16_table && nf4_scaled_weights(c)) {
+    if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128>>{});
+    return f(std::type_identity<MmaNf4Scaled<64>>{});
+  }
   if (c.nf4_bf16_table && v.tile_k % Wide::kChunk == 0 && nf4_wide_chunks(c)) return f(std::type_identity<Wide>{});
   if (c.nf4_bf16_table) return f(std::type_identity<MmaNf4<Nf4Table::kBf16Pairs>>{});
   if (nf4_pair_table(c)) return f(std::type_identity<MmaNf4<Nf4Table::kSplitPairs>>{});

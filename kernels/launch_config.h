@@ -18,7 +18,8 @@ struct KernelVariants {
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)
-  int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
+  int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table and nf4_scaled off: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
+  int nf4_scaled = 0;             // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best), 1 the absmax applied to the FP32 partial sums, 2 to the BF16 weights (bitsandbytes' arithmetic)
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
   int gemv_l2_prefetch = 0;       // tensor-core GEMV blocks ask L2 for their stripe's codes first (sm_90): 0 (best), 1 off, 2 on
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
@@ -35,9 +36,11 @@ struct LaunchConfig {
   int kernel_arch = 0;  // the architecture of the loaded kernel code (DeviceInfo::kernel_arch)
   KernelVariants variants;
   // A declared precision, not a variant (its results differ): the tensor-core GEMV takes each
-  // of NF4's 16 table values rounded to one BF16 (within 2^-9 of it, as bitsandbytes' kernels
-  // round it) instead of as two (within 2^-18): one mma a fragment instead of two and one
-  // shared-memory lookup a code byte (verify/gemv_bound.h: GemvAccumulation::kTensorCoresBf16Table).
+  // NF4 weight as bitsandbytes' own GEMV forms it, bf16(bf16(t) * bf16(absmax)) (three BF16
+  // roundings, each within 2^-9), instead of each table value as two BF16s (within 2^-18) and
+  // the exact FP32 absmax: one mma a fragment instead of two, one shared-memory lookup and one
+  // BF16 multiply a code byte, MXFP4's chunk shape (verify/gemv_bound.h:
+  // GemvAccumulation::kTensorCoresBf16Table).
   bool nf4_bf16_table = false;
 };
 

@@ -46,7 +46,11 @@ uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint
 // The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
 bool nf4_pair_table(const LaunchConfig& config);
 
-// NF4 with the declared BF16 table: 128-column chunks (two absmax runs a lane) where the
+// NF4 with the declared BF16 table: the absmax applied to the BF16 weights before the mma, as
+// bitsandbytes' kernel does (true), or to each chunk's FP32 partial sums (false).
+bool nf4_scaled_weights(const LaunchConfig& config);
+
+// NF4 with the declared BF16 table and nf4_scaled_weights false: 128-column chunks (two absmax runs a lane) where the
 // variant asks (tuning.cpp says why it is not the default), else 64-column ones.
 bool nf4_wide_chunks(const LaunchConfig& config);
 

@@ -7,13 +7,15 @@
 namespace iris {
 
 double gemv_error_bound(uint64_t k, double sum_abs_products, GemvAccumulation acc) {
-  const double flush = double(k) * std::ldexp(1.0, -126);
+  const bool bf16_weights = acc == GemvAccumulation::kTensorCoresBf16Table;
+  const double flush = double(k) * std::ldexp(1.0, bf16_weights ? -125 : -126);
   if (acc == GemvAccumulation::kFp32) {
     const double ku = double(k) * std::ldexp(1.0, -24);
     return ku / (1.0 - ku) * sum_abs_products + flush;
   }
   const double nu = double(k + 64) * std::ldexp(1.0, -22);
-  const double table = std::ldexp(1.0, acc == GemvAccumulation::kTensorCoresBf16Table ? -9 : -18);
+  const double u_bf16 = std::ldexp(1.0, -9);
+  const double table = bf16_weights ? (1 + u_bf16) * (1 + u_bf16) * (1 + u_bf16) - 1 : std::ldexp(1.0, -18);
   return (nu / (1.0 - nu) + table + std::ldexp(1.0, -24)) * sum_abs_products + flush;
 }
 

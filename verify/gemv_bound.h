@@ -16,7 +16,10 @@
 // path does not repeat:
 //   bound_tc = (gamma_{K+64}(2^-22) + 2^-18 + 2^-24) * sum |w x| + K 2^-126.
 // With NF4's declared BF16 table (LaunchConfig::nf4_bf16_table, IRIS_NF4_TABLE_BF16) each
-// table value is one BF16, rounded to nearest: within 2^-9 of it, so 2^-9 replaces 2^-18.
+// weight is bitsandbytes' bf16(bf16(t) * bf16(absmax)): three roundings to nearest BF16, each
+// within 2^-9 relative, so (1 + 2^-9)^3 - 1 replaces 2^-18, and the absolute term doubles for
+// the products that land among BF16's subnormals (each within 2^-134 of t * absmax). The
+// bound holds where bf16(absmax) is finite (absmax below 0x1.fefp127).
 #pragma once
 
 #include <cstdint>

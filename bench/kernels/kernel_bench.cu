@@ -386,7 +386,10 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";
-  } else if (name == "nf4-chunk") {  // with nf4-table=bf16
+  } else if (name == "nf4-scaled") {  // with nf4-table=bf16: the absmax on the BF16 weights (on) or the partial sums (off)
+    if (value != "auto" && value != "off" && value != "on") return bad();
+    v->nf4_scaled = value == "auto" ? 0 : value == "off" ? 1 : 2;
+  } else if (name == "nf4-chunk") {  // with nf4-table=bf16 and nf4-scaled=off
     if (value != "auto" && value != "64" && value != "128") return bad();
     v->nf4_chunk = value == "64" ? 1 : value == "128" ? 2 : 0;
   } else if (name == "nf4-table") {

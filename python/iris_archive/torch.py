@@ -310,9 +310,10 @@ def load(path, device="cuda", names=None, rank=None, world_size=None, nf4_table:
     torch.Tensor (unquantized: views of the device copy) or QuantTensor (quantized). With rank
     and world_size, `path` is a folder of tensor-parallel rank archives (`iris shard`) and this
     rank's is loaded (iris.open_rank checks it is that rank): its tensors are its boxes.
-    nf4_table="bf16": the NF4 GEMVs take each table value rounded to one BF16 (within 2^-9, as
-    bitsandbytes' kernels do) instead of two (2^-18): faster, a looser bound
-    (IRIS_NF4_TABLE_BF16 in iris_cuda.h). Dequantization is exact either way."""
+    nf4_table="bf16": the NF4 GEMVs form each weight as bitsandbytes' own GEMV does,
+    bf16(bf16(t) * bf16(absmax)), instead of the table value as two BF16s (2^-18) and the exact
+    absmax: faster, a looser bound (IRIS_NF4_TABLE_BF16 in iris_cuda.h). Dequantization is
+    exact either way."""
     nf4_table_code = _nf4_table_code(nf4_table)
     device = torch.device(device)
     if device.type != "cuda":

@@ -26,6 +26,7 @@
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
 #include "tests/kernels/late_writer.h"
+#include "tests/kernels/nf4_bnb_weights.h"
 #include "formats/tensor_decode.h"
 
 namespace iris {
@@ -334,11 +335,14 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // and with x written late by a producer that lets the GEMV start at once (late_writer.h: a
   // GEMV that read x before waiting would sum zeros), releasing its own dependents early or late.
   const bool is_fp8 = view->format == ViewFormat::kFp8, is_nf4 = view->format == ViewFormat::kNf4;
-  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table): the oracle is the CPU reference
-  // of the same tensor with each table value rounded to BF16 first, which the kernel must then
-  // match within the exact table's bound (and the true reference within the declared one).
-  std::vector<float> ref_bf16_table;
+  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table) has two oracles, each of which
+  // the kernel must match within the exact table's bound (and the true reference within the
+  // declared one): its default kernels' weights, bitsandbytes' bf16(bf16(t) * bf16(absmax))
+  // (nf4_bnb_weights.h); and, for the kernels that apply the absmax to FP32 partial sums
+  // (KernelVariants::nf4_scaled off), the CPU reference with each table value rounded to BF16.
+  std::vector<float> ref_bf16_table, ref_bnb;
   if (is_nf4) {
+    ASSERT_TRUE(test::nf4_bnb_weights(b.desc, host, ref, ref_bnb)) << name_of(GetParam());
     const auto& table = host[int(Role::kCodeTable)];
     std::vector<float> rounded(table.size() / 4);
     std::memcpy(rounded.data(), table.data(), table.size());
@@ -348,7 +352,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ref_bf16_table.resize(numel);
     ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
   }
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -364,6 +368,9 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.nf4_bf16_table = variant.rfind("nf4-bf16-table", 0) == 0;  // a declared precision, with its own bound
     if (variant.find("-prefetch") != std::string::npos) launch.variants.gemv_prefetch = 2;
     if (variant.find("-chunk-128") != std::string::npos) launch.variants.nf4_chunk = 2;  // 128 columns where tile_k allows
+    const bool factored = variant.find("-factored") != std::string::npos || variant.find("-chunk-128") != std::string::npos;
+    if (launch.nf4_bf16_table) launch.variants.nf4_scaled = factored ? 1 : 2;
+    if (variant == "nf4-bf16-table-unroll-2") launch.variants.gemv_unroll = 2;
     launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
     launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
     if (variant == "late-x-unroll-1") launch.variants.gemv_unroll = 1;
@@ -399,10 +406,11 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
                         << (acc == GemvAccumulation::kFp32 ? " cuda cores" : " tensor cores")
                         << " row-set " << bi << ": " << r.detail;
       if (acc != GemvAccumulation::kTensorCoresBf16Table) continue;
-      r = check_gemv_row_sums(ref_bf16_table.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv",
-                              GemvAccumulation::kTensorCores);
-      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant << " against the BF16-rounded table's reference, row-set "
-                        << bi << ": " << r.detail;
+      r = check_gemv_row_sums((factored ? ref_bf16_table : ref_bnb).data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows,
+                              "gemv", GemvAccumulation::kTensorCores);
+      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
+                        << (factored ? " against the BF16-rounded table's reference" : " against bitsandbytes' BF16 weights") << ", row-set " << bi
+                        << ": " << r.detail;
     }
   }
 }
@@ -464,22 +472,24 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   // prefetch forced off and forced on (the oracle, cuda_gemv on each matrix, runs with the
   // same variants); and by default with the router's picks written late by a producer that
   // lets the expert GEMV start at once (late_writer.h: one that read them before waiting
-  // would take expert 0 for every pair); for NF4, with the declared BF16 table in 64- and
-  // 128-column chunks.
+  // would take expert 0 for every pair); for NF4, with the declared BF16 table: its default
+  // kernels (the absmax on the BF16 weights), and the absmax on the partial sums in 128- and
+  // 64-column chunks.
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  for (int pass : {0, 1, 2, 3, 4, 5, 6}) {
-    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 and 6 as pass 1
+  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 7 as pass 1
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
-    launch.nf4_bf16_table = pass >= 5;              // NF4's declared BF16 table ...
-    launch.variants.nf4_chunk = pass == 6 ? 2 : 0;  // ... in 64-column chunks, and in 128 where tile_k allows
+    launch.nf4_bf16_table = pass >= 5;               // NF4's declared BF16 table ...
+    launch.variants.nf4_scaled = pass >= 6 ? 1 : 0;  // ... with the absmax on the partial sums
+    launch.variants.nf4_chunk = pass == 6 ? 2 : 0;   // in 128-column chunks where tile_k allows, then 64
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, 128-column chunks" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
