@@ -431,6 +431,22 @@ struct SkipDecode : P {
   }
 };
 
+// Measurement aids for NF4's BF16-table kernel (KernelVariants::gemv_probe 2 and 3, run v58):
+// without its absmax inputs (no loads, absmax 1) or without its table fill (the lookups read
+// whatever shared memory holds). Outputs meaningless; the kernel tests never run them.
+template <typename P>
+struct SkipAbsmax : P {
+  static __device__ __forceinline__ typename P::Raw aux(const QuantView&, const float*, const typename P::Cursor&, bool, uint64_t) { return {}; }
+  static __device__ __forceinline__ float finish(const QuantView&, const float*, const typename P::Raw&) { return 1.f; }
+};
+template <typename P>
+struct SkipTableFill : P {
+  static __device__ void load_smem(const QuantView& v, uint32_t*, float* nested) {
+    if (v.double_quant)
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
+  }
+};
+
 template <typename W>
 __device__ __forceinline__ W load_word(const uint8_t* p) {
   return __ldg(reinterpret_cast<const W*>(p));
@@ -977,7 +993,9 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {
     case ViewFormat::kMxfp4: return true;
-    case ViewFormat::kNf4: return v.block_size % MmaNf4<Nf4Table::kSplit>::kChunk == 0;
+    // A lane's run of columns lies in one absmax block: blocks of whole chunks, rows of whole
+    // blocks (blocks run over the flat index; a tiled NF4 tensor has K a multiple of them).
+    case ViewFormat::kNf4: return v.block_size % MmaNf4<Nf4Table::kSplit>::kChunk == 0 && v.k % v.block_size == 0;
     case ViewFormat::kFp8:
       switch (v.granularity) {
         case 0: case 1: return true;                                     // tensor, channel
@@ -1000,6 +1018,12 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("gemv probe: BF16 output only");
+    if (c.variants.gemv_probe >= 2) {
+      if (v.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || v.tile_k % 128 != 0)
+        return unsupported("gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
+      if (c.variants.gemv_probe == 2) return launch_probe<SkipAbsmax<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
+      return launch_probe<SkipTableFill<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
+    }
     switch (v.format) {
       case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
       case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(v, x, batch, y, s, c);
@@ -1027,6 +1051,12 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     if (a.swiglu) return unsupported("expert gemv probe: no activation");
+    if (c.variants.gemv_probe >= 2) {
+      if (geometry.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || geometry.tile_k % 128 != 0)
+        return unsupported("expert gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
+      if (c.variants.gemv_probe == 2) return launch_experts_probe<SkipAbsmax<MmaNf4Scaled<128>>>(geometry, a, s, c);
+      return launch_experts_probe<SkipTableFill<MmaNf4Scaled<128>>>(geometry, a, s, c);
+    }
     switch (geometry.format) {
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
       case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(geometry, a, s, c);

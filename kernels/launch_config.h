@@ -25,7 +25,9 @@ struct KernelVariants {
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
   // left out, so its outputs are meaningless (kernels/NOTES.md, runs v33 and v37). Only
   // `iris bench` sets it.
-  bool gemv_probe = false;
+  // 1: every format without its decode; for NF4's BF16-table kernel (MmaNf4Scaled) alone, 2:
+  // without its absmax loads (absmax 1), 3: without its shared-memory table fill (run v58).
+  int gemv_probe = 0;
   // The same for the tiled dequant to BF16: its loads, item arithmetic and stores, the code
   // words stored undecoded (kernels/NOTES.md, run v35). Only `iris bench` sets it.
   bool dequant_probe = false;

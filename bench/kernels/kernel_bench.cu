@@ -329,8 +329,9 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
       results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
       // The same launch with gpt-oss's activation in it (ExpertSet::gemv_swiglu, a bias of
-      // zeros): what the activation adds to the launch (kernels/NOTES.md run v56).
-      if (n % 2 == 0) {
+      // zeros): what the activation adds to the launch (kernels/NOTES.md run v56). Not with a
+      // probe, which has no activation.
+      if (n % 2 == 0 && !o.variants.gemv_probe) {
         DeviceBuffer bias;
         IRIS_CUDA_TRY(cudaMalloc(&bias.p, e * n * 2));
         IRIS_CUDA_TRY(cudaMemset(bias.p, 0, e * n * 2));
@@ -381,8 +382,8 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
     v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
   } else if (name == "gemv-probe") {  // a measurement aid: the GEMV without its decode (wrong outputs)
-    if (value != "off" && value != "skip-decode") return bad();
-    v->gemv_probe = value == "skip-decode";
+    if (value != "off" && value != "skip-decode" && value != "nf4-skip-absmax" && value != "nf4-skip-table") return bad();
+    v->gemv_probe = value == "skip-decode" ? 1 : value == "nf4-skip-absmax" ? 2 : value == "nf4-skip-table" ? 3 : 0;
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";
