@@ -97,7 +97,7 @@ iris_status upload_with(Uploader& uploader, const iris_archive* a, const iris_up
   auto dev = uploader.upload(a->archive, names, o && o->verify != 0);
   if (!dev.is_ok()) return report(dev.status(), msg, msg_size);
   auto handle = std::make_unique<iris_cuda_archive>(iris_cuda_archive{std::move(dev).value(), {}});
-  handle->archive.set_nf4_bf16_table(nf4_table == IRIS_NF4_TABLE_BF16);
+  if (Status s = handle->archive.set_nf4_bf16_table(nf4_table == IRIS_NF4_TABLE_BF16); !s.is_ok()) return report(s, msg, msg_size);
   handle->tensors.reserve(handle->archive.tensors().size());
   for (const auto& t : handle->archive.tensors()) {
     iris_cuda_tensor ct{&t, &handle->archive, {}};

@@ -12,6 +12,8 @@
 #include "common/thread_team.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_guard.h"
+#include "kernels/kernels.h"
+#include "kernels/device_guard.h"
 
 namespace iris {
 
@@ -198,6 +200,7 @@ DeviceArchive& DeviceArchive::operator=(DeviceArchive&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     seconds_ = o.seconds_;
     nf4_bf16_table_ = o.nf4_bf16_table_;
+    absmax_bf16_ = std::exchange(o.absmax_bf16_, nullptr);
     tensors_ = std::move(o.tensors_);
     by_name_ = std::move(o.by_name_);
   }
@@ -207,11 +210,55 @@ DeviceArchive& DeviceArchive::operator=(DeviceArchive&& o) noexcept {
 DeviceArchive::~DeviceArchive() { release(); }
 
 void DeviceArchive::release() {
-  if (!base_) return;
+  if (!base_ && !absmax_bf16_) return;
   DeviceGuard g(device_.ordinal);
   cudaDeviceSynchronize();  // kernels may still read these tensors on a caller's stream
   cudaFree(base_);
+  cudaFree(absmax_bf16_);
   base_ = nullptr;
+  absmax_bf16_ = nullptr;
+}
+
+Status DeviceArchive::set_nf4_bf16_table(bool on) {
+  if (on == nf4_bf16_table_) return Status::ok();
+  DeviceGuard g(device_.ordinal);
+  if (!g.ok()) return Status::error(ErrorKind::kDevice, "nf4 table: cannot select device " + std::to_string(device_.ordinal));
+  auto takes_it = [](const Tensor& t) { return t.view.is_ok() && t.view->format == ViewFormat::kNf4 && t.view->tiled; };
+  if (!on) {
+    IRIS_CUDA_TRY(cudaDeviceSynchronize());  // launches may still read the old absmax
+    for (auto& t : tensors_)
+      if (takes_it(t)) t.view->absmax_bf16 = nullptr;
+    cudaFree(absmax_bf16_);
+    absmax_bf16_ = nullptr;
+    nf4_bf16_table_ = false;
+    return Status::ok();
+  }
+  constexpr uint64_t kAlign = 256;
+  uint64_t bytes = 0;
+  for (const auto& t : tensors_)
+    if (takes_it(t)) bytes += (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign;
+  if (bytes) {
+    void* p = nullptr;
+    IRIS_CUDA_TRY(cudaMalloc(&p, bytes));
+    uint64_t at = 0;
+    for (auto& t : tensors_) {
+      if (!takes_it(t)) continue;
+      auto* out = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p) + at);
+      Status s = cuda_nf4_absmax_bf16(*t.view, out, nullptr);
+      if (!s.is_ok()) {
+        cudaFree(p);
+        for (auto& u : tensors_)
+          if (takes_it(u)) u.view->absmax_bf16 = nullptr;
+        return s;
+      }
+      t.view->absmax_bf16 = out;
+      at += (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign;
+    }
+    IRIS_CUDA_TRY(cudaDeviceSynchronize());
+    absmax_bf16_ = p;
+  }
+  nf4_bf16_table_ = true;
+  return Status::ok();
 }
 
 const DeviceArchive::Tensor* DeviceArchive::find(std::string_view name) const {

@@ -72,8 +72,10 @@ class DeviceArchive {
   const DeviceInfo& device() const { return device_; }
   LaunchConfig launch_config(const KernelVariants& variants = {}) const { return device_.launch_config(variants, nf4_bf16_table_); }
   // The declared precision of this archive's NF4 GEMVs (LaunchConfig::nf4_bf16_table), set
-  // by its owner before any launch: off by default.
-  void set_nf4_bf16_table(bool on) { nf4_bf16_table_ = on; }
+  // by its owner before any launch: off by default. On, it also works out each tiled NF4
+  // tensor's absmax as one BF16 a block on the device (QuantView::absmax_bf16: 2 bytes a block,
+  // a 32nd of the codes' bytes), which those GEMVs then read; off frees it.
+  Status set_nf4_bf16_table(bool on);
   bool nf4_bf16_table() const { return nf4_bf16_table_; }
   uint64_t device_bytes() const { return bytes_; }
   double upload_seconds() const { return seconds_; }  // staging and copies, wall clock
@@ -88,6 +90,7 @@ class DeviceArchive {
   uint64_t bytes_ = 0;
   double seconds_ = 0;
   bool nf4_bf16_table_ = false;
+  void* absmax_bf16_ = nullptr;  // every NF4 tensor's QuantView::absmax_bf16, one allocation
   std::vector<Tensor> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
 };

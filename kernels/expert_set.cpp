@@ -13,10 +13,11 @@ namespace iris {
 
 namespace {
 
-// The fields the kernel's launch shape depends on: equal for every expert of a set.
+// The fields the kernel's launch shape and code depend on: equal for every expert of a set
+// (the NF4 kernel reads a precomputed BF16 absmax where the set's first tensor has one).
 bool same_geometry(const QuantView& a, const QuantView& b) {
   return a.format == b.format && a.n == b.n && a.k == b.k && a.tiled == b.tiled && a.tile_n == b.tile_n && a.tile_k == b.tile_k &&
-         a.padded_n == b.padded_n && a.padded_k == b.padded_k;
+         a.padded_n == b.padded_n && a.padded_k == b.padded_k && (a.absmax_bf16 == nullptr) == (b.absmax_bf16 == nullptr);
 }
 
 }  // namespace
@@ -35,7 +36,7 @@ Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int dev
       if (!v.tiled) return unsupported("expert set: tensor " + std::to_string(i) + " is not tiled");
       if (v.rows != v.n) return invalid_argument("expert set: tensor " + std::to_string(i) + " holds several matrices; pass a stack alone");
       if (!same_geometry(v, views[0]))
-        return invalid_argument("expert set: tensor " + std::to_string(i) + " differs from tensor 0 in format, shape or tiles");
+        return invalid_argument("expert set: tensor " + std::to_string(i) + " differs from tensor 0 in format, shape, tiles or NF4 absmax form");
       experts.push_back({v, 0});
     }
   }

@@ -196,7 +196,8 @@ struct MmaNf4 : ByRow {
     const __nv_bfloat16 lo = __float2bfloat16_rn(t - __bfloat162float(hi));
     return uint32_t(__bfloat16_as_ushort(hi)) | (uint32_t(__bfloat16_as_ushort(lo)) << 16);
   }
-  static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested) {
+  // with_nested: the double-quant map too (MmaNf4Scaled's precomputed absmax needs none).
+  static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested, bool with_nested = true) {
     if constexpr (kTable == Nf4Table::kSplitPairs) {
       for (int i = threadIdx.x; i < 256; i += blockDim.x) {
         const uint32_t e = split_of(v, uint32_t(i) >> 4), o = split_of(v, uint32_t(i) & 15u);  // high nibble = even column
@@ -213,7 +214,7 @@ struct MmaNf4 : ByRow {
     } else {
       for (int i = threadIdx.x; i < 16; i += blockDim.x) split[i] = split_of(v, uint32_t(i));
     }
-    if (v.double_quant)
+    if (with_nested && v.double_quant)
       for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
   }
   // The absmax of each run of the chunk starting at column kc (a run lies in one block:
@@ -282,7 +283,10 @@ struct MmaNf4 : ByRow {
 // columns and K of the block), one absmax a lane and row, no partial sums, decoded word by word
 // at unroll 1. kChunk 64 (8 bytes a lane and row) where tile_k is not a multiple of 128.
 // Per code byte: one lookup in the lane's copy of the 256-entry pair table, one BF16 multiply.
-template <uint32_t kChunkCols>
+// kPrecomputed: the absmax as QuantView::absmax_bf16 holds it (bf16(absmax) a block, worked out
+// once an upload), one 2-byte load a lane and row, in place of the double-quantized inputs and
+// their nested lookup at each chunk: the same BF16 factor, so the same sums bit for bit.
+template <uint32_t kChunkCols, bool kPrecomputed = false>
 struct MmaNf4Scaled : ByRow {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = kChunkCols;
@@ -293,18 +297,28 @@ struct MmaNf4Scaled : ByRow {
   static constexpr int kRuns = 1;
   static constexpr int kSplitEntries = 256 * 32;  // the BF16 pair table, a copy per lane
   using Word = std::conditional_t<kChunk == 128, uint4, uint2>;
-  using Aux = float;  // the absmax (0 for padding)
-  using Raw = typename MmaNf4<Nf4Table::kBf16Pairs>::Raw;
+  // The absmax (0 for padding): FP32, or its BF16 bits where precomputed.
+  using Aux = std::conditional_t<kPrecomputed, uint32_t, float>;
+  using Raw = std::conditional_t<kPrecomputed, uint32_t, typename MmaNf4<Nf4Table::kBf16Pairs>::Raw>;
 
   static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested) {
-    MmaNf4<Nf4Table::kBf16Pairs>::load_smem(v, split, nested);
+    if constexpr (kPrecomputed) {  // the pair table only: the nested map is not read
+      MmaNf4<Nf4Table::kBf16Pairs>::load_smem(v, split, nullptr, false);
+    } else {
+      MmaNf4<Nf4Table::kBf16Pairs>::load_smem(v, split, nested);
+    }
   }
   // The absmax of the lane's columns [kc, kc + kChunk / 4) (one block).
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float* nested, const Cursor& r, bool cols_ok, uint64_t kc) {
-    return MmaNf4<Nf4Table::kBf16Pairs>::aux(v, nested, r, cols_ok, kc);
+    if constexpr (kPrecomputed) {
+      return r.ok && cols_ok ? uint32_t(__ldg(v.absmax_bf16 + dev::div_by(r.row * v.k + kc, v.block_size, v.block_shift))) : 0u;
+    } else {
+      return MmaNf4<Nf4Table::kBf16Pairs>::aux(v, nested, r, cols_ok, kc);
+    }
   }
   static __device__ __forceinline__ Aux finish(const QuantView& v, const float* nested, const Raw& r) {
-    return MmaNf4<Nf4Table::kBf16Pairs>::finish(v, nested, r);
+    if constexpr (kPrecomputed) return r;
+    else return MmaNf4<Nf4Table::kBf16Pairs>::finish(v, nested, r);
   }
   // The row's factor for chunk_mma's word-by-word step: bf16(absmax) in both halves (a NaN
   // absmax gives a NaN factor, so NaN weights and a NaN row sum, as the reference's), and this
@@ -314,7 +328,9 @@ struct MmaNf4Scaled : ByRow {
     const uint32_t* lane_table;
   };
   static __device__ __forceinline__ Factors factors(Aux a, const uint32_t* split) {
-    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
+    uint32_t h;
+    if constexpr (kPrecomputed) h = a;
+    else h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
     return {h | (h << 16), split + (threadIdx.x & 31)};
   }
   // Byte j of w holds columns 2j (high nibble) and 2j + 1; its table entry is their bf16x2 pair.
@@ -892,6 +908,10 @@ template <typename F>
 auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
   if (c.nf4_bf16_table && nf4_scaled_weights(c)) {
+    if (v.absmax_bf16) {
+      if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128, true>>{});
+      return f(std::type_identity<MmaNf4Scaled<64, true>>{});
+    }
     if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128>>{});
     return f(std::type_identity<MmaNf4Scaled<64>>{});
   }

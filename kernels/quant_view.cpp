@@ -112,6 +112,7 @@ Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
     case ViewFormat::kNf4: {
       const uint64_t first_block = m * s.n * s.k / s.block_size;  // tiled NF4: K is a multiple of the block
       v.scales = advance(s.scales, first_block * scale_bytes);
+      if (s.absmax_bf16) v.absmax_bf16 = s.absmax_bf16 + first_block;
       if (s.double_quant) {
         if (first_block % s.nested_block_size != 0)
           return unsupported("matrix view: matrix " + std::to_string(m) + " starts inside a nested absmax block");

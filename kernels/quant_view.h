@@ -36,6 +36,10 @@ struct QuantView {
   const float* nested_absmax;
   const float* code_table;         // 16 entries
   const float* nested_code_table;  // 256 entries
+  // Optional: bf16(absmax) of each block (cuda_nf4_absmax_bf16), set by the owner of an upload
+  // whose NF4 GEMVs take the declared BF16 table; those GEMVs then read it in place of the
+  // absmax above, for the same bits. nullptr otherwise.
+  const uint16_t* absmax_bf16;
   // Precomputed so that no kernel divides by a runtime 64-bit value per element:
   // log2 of power-of-two divisors (-1 when not a power of two).
   int32_t block_shift, nested_shift, block_n_shift, block_k_shift, group_shift;

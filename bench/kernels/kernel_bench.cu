@@ -244,10 +244,21 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         ptrs[r][int(s.role)] = b.p;
       }
     std::vector<QuantView> views;
+    // NF4 under the declared BF16 table: each block's absmax as one BF16 (QuantView::absmax_bf16),
+    // as an upload with that table works it out; its bytes count with the GEMVs' (absmax_bytes).
+    std::vector<DeviceBuffer> absmax_bf16(rot);
+    uint64_t absmax_bytes = 0;
     for (int r = 0; r < rot; ++r) {
       IRIS_ASSIGN_OR_RETURN(QuantView v, make_quant_view(c.desc, ptrs[r]));
+      if (o.nf4_bf16_table && o.nf4_absmax_bf16 && v.format == ViewFormat::kNf4 && v.tiled) {
+        absmax_bytes = nf4_absmax_blocks(v) * 2;
+        IRIS_CUDA_TRY(cudaMalloc(&absmax_bf16[r].p, std::max<uint64_t>(absmax_bytes, 16)));
+        IRIS_TRY(cuda_nf4_absmax_bf16(v, static_cast<uint16_t*>(absmax_bf16[r].p), nullptr));
+        v.absmax_bf16 = static_cast<const uint16_t*>(absmax_bf16[r].p);
+      }
       views.push_back(v);
     }
+    IRIS_CUDA_TRY(cudaDeviceSynchronize());
     const int out_rot = out_bytes < 2 * device.l2_bytes ? rot : 1;
     std::vector<DeviceBuffer> outs(out_rot);
     for (auto& b : outs) IRIS_CUDA_TRY(cudaMalloc(&b.p, out_bytes));
@@ -295,7 +306,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s, launch);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const double gb = double(in_bytes + uint64_t(batch) * (k + rows) * 2);
+      const double gb = double(in_bytes + absmax_bytes + uint64_t(batch) * (k + rows) * 2);
       results.push_back(row("gemv", c.name, batch, g_us, gb));
       results.back()["path"] = cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores";
     }
@@ -325,7 +336,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
                               static_cast<const uint16_t*>(x.p), 1, y.p, DType::kBF16, s);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const double eb = double(in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
+      const double eb = double(in_bytes + absmax_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
       results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
       results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
       // The same launch with gpt-oss's activation in it (ExpertSet::gemv_swiglu, a bias of
@@ -387,6 +398,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";
+  } else if (name == "nf4-absmax") {  // with nf4-table=bf16: bf16(absmax) a block worked out ahead (as uploads do), or inline
+    if (value != "auto" && value != "precomputed" && value != "inline") return bad();
+    o->nf4_absmax_bf16 = value != "inline";
   } else if (name == "nf4-scaled") {  // with nf4-table=bf16: the absmax on the BF16 weights (on) or the partial sums (off)
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->nf4_scaled = value == "auto" ? 0 : value == "off" ? 1 : 2;

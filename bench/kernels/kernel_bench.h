@@ -29,6 +29,7 @@ struct BenchOptions {
   int device = 0;
   KernelVariants variants;  // what to time (default: the measured best)
   bool nf4_bf16_table = false;  // NF4's declared BF16 table (LaunchConfig::nf4_bf16_table)
+  bool nf4_absmax_bf16 = true;  // with it, the absmax as one BF16 a block, as an upload has it ("nf4-absmax=inline": not)
   // Also time, per case, the floors of its byte counts: a kernel that only reads the GEMV's
   // input ("floor-read") and one that reads the dequant's input while writing its output
   // ("floor-stream"), timed like the kernels.

@@ -48,7 +48,8 @@ typedef struct iris_upload_options {
  *  - IRIS_NF4_TABLE_BF16: each weight as bitsandbytes' own GEMV forms it, the table value
  *    and the block's absmax each rounded to one BF16 and their product rounded to BF16 (each
  *    rounding within 2^-9): a quarter of the tensor-core work, for a looser bound (docs/API.md,
- *    "GEMV error bound"). Dequantization is exact either way.
+ *    "GEMV error bound"). The upload then also holds each NF4 block's absmax as one BF16
+ *    (2 bytes a block of 64 weights, worked out on the device). Dequantization is exact either way.
  * Other values give IRIS_ERR_INVALID_ARGUMENT. */
 #define IRIS_NF4_TABLE_EXACT 0u
 #define IRIS_NF4_TABLE_BF16 1u

@@ -415,6 +415,64 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   }
 }
 
+// NF4's absmax as one BF16 a block (cuda_nf4_absmax_bf16, QuantView::absmax_bf16): each
+// value equal to bf16 of the CPU reference's absmax of that block, and the BF16-table GEMVs
+// that read it equal, bit for bit, to the same GEMVs working the absmax out themselves (the
+// same factor, the same sums), at batches 1 and 9 and at each step mode.
+TEST_P(KernelCases, Nf4PrecomputedAbsmaxGivesTheSameBits) {
+  std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " absmax")));
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const QuantView& view = d.view;
+  if (view.format != ViewFormat::kNf4 || !view.tiled) return;  // the GEMVs read it on tiled NF4 only
+  const uint64_t numel = view.rows * view.k, blocks = nf4_absmax_blocks(view);
+  ASSERT_EQ(blocks, (numel + view.block_size - 1) / view.block_size);
+  void* dabsmax = nullptr;
+  ASSERT_EQ(cudaMalloc(&dabsmax, std::max<uint64_t>(blocks * 2, 16)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dabsmax, 0xa5, std::max<uint64_t>(blocks * 2, 16)), cudaSuccess);  // poison
+  ASSERT_TRUE(cuda_nf4_absmax_bf16(view, static_cast<uint16_t*>(dabsmax), nullptr).is_ok());
+  std::vector<uint16_t> got(blocks);
+  ASSERT_EQ(cudaMemcpy(got.data(), dabsmax, blocks * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<float> absmax;
+  ASSERT_TRUE(test::nf4_element_absmax(d.b.desc, d.host, numel, absmax));
+  for (uint64_t blk = 0; blk < blocks; ++blk) {
+    const uint16_t want = f32_to_bf16(absmax[blk * view.block_size]);
+    const bool both_nan = std::isnan(bf16_to_f32(want)) && std::isnan(bf16_to_f32(got[blk]));
+    ASSERT_TRUE(got[blk] == want || both_nan) << name_of(GetParam()) << " block " << blk << ": gpu " << std::hex << got[blk] << " cpu " << want;
+  }
+  QuantView pre = view;
+  pre.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
+  for (int batch : {1, 9})
+    for (const char* step : {"auto", "prefetch-on", "unroll-1", "unroll-2"}) {
+      if (!gemv_mma_supports(view, batch)) continue;
+      LaunchConfig launch = device_.launch_config();
+      launch.nf4_bf16_table = true;
+      launch.variants.nf4_scaled = 2;
+      launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
+      launch.variants.gemv_unroll = std::string(step) == "unroll-1" ? 1 : std::string(step) == "unroll-2" ? 2 : 0;
+      if (std::string(step) == "auto") launch.variants.gemv_prefetch = 0;
+      ASSERT_TRUE(cuda_gemv_uses_tensor_cores(view, batch, launch));
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      std::vector<uint16_t> x(batch * view.k);
+      for (auto& v : x) v = f32_to_bf16(dist(rng));
+      void *dx, *dy;
+      const size_t ybytes = std::max<size_t>(batch * view.rows * 4, 16);
+      ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dy, 2 * ybytes), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dy, 0xff, 2 * ybytes), cudaSuccess);
+      ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch).is_ok());
+      ASSERT_TRUE(cuda_gemv(pre, static_cast<const uint16_t*>(dx), batch, static_cast<uint8_t*>(dy) + ybytes, DType::kF32, nullptr, launch).is_ok());
+      std::vector<uint32_t> y(2 * ybytes / 4);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy, 2 * ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(dx);
+      cudaFree(dy);
+      for (uint64_t i = 0; i < uint64_t(batch) * view.rows; ++i)
+        ASSERT_EQ(y[i], y[ybytes / 4 + i]) << name_of(GetParam()) << " batch " << batch << " " << step << " output " << i;
+    }
+  cudaFree(dabsmax);
+}
+
 // The grouped expert GEMV (cuda_gemv_experts) against the dense GEMV, bit for bit, on both
 // of its paths: with the CUDA-core kernel forced, against cuda_gemv's CUDA-core kernel at
 // batch 1 on the whole stack; by default (tensor cores where they apply), against cuda_gemv
@@ -478,18 +536,35 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7}) {
-    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 7 as pass 1
+  // Pass 8: NF4's BF16 table reading the absmax as bf16(absmax) a block (QuantView::absmax_bf16,
+  // as an upload with that table has it), on the stack and on each matrix's view.
+  void* dabsmax = nullptr;
+  if (view->format == ViewFormat::kNf4) {
+    ASSERT_EQ(cudaMalloc(&dabsmax, std::max<uint64_t>(nf4_absmax_blocks(*view) * 2, 16)), cudaSuccess);
+    ASSERT_TRUE(cuda_nf4_absmax_bf16(*view, static_cast<uint16_t*>(dabsmax), nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7, 8}) {
+    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 8 as pass 1
+    if (pass == 8) {
+      d.view.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
+      matrices.clear();
+      for (uint64_t m = 0; m < experts; ++m) {
+        auto mv = matrix_view(*view, m);
+        if (!mv.is_ok()) break;
+        matrices.push_back(*mv);
+      }
+    }
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
     launch.nf4_bf16_table = pass >= 5;               // NF4's declared BF16 table ...
-    launch.variants.nf4_scaled = pass >= 6 ? 1 : 0;  // ... with the absmax on the partial sums
+    launch.variants.nf4_scaled = pass == 6 || pass == 7 ? 1 : 0;  // ... with the absmax on the partial sums
     launch.variants.nf4_chunk = pass == 6 ? 2 : 0;   // in 128-column chunks where tile_k allows, then 64
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : pass == 8 ? "tensor cores, NF4 BF16 table, absmax precomputed" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
@@ -569,7 +644,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
       }
     }
   }
-  for (void* p : {dx, dfull, dids, drows, dy, dstaging}) cudaFree(p);
+  for (void* p : {dx, dfull, dids, drows, dy, dstaging, dabsmax}) cudaFree(p);
 }
 
 // The grouped expert GEMV with gpt-oss's activation in its launch (ExpertSet::gemv_swiglu)

@@ -26,6 +26,16 @@ inline float round_to_bf16(double p) {
   return float(r);
 }
 
+// The absmax of every element of an NF4 tensor (row-major, as reference_decode writes), from
+// a reference decode with every table value 1 (1 * absmax is exact).
+inline bool nf4_element_absmax(const TensorDesc& desc, const ComponentBytes& host, uint64_t numel, std::vector<float>& out) {
+  std::vector<float> ones(16, 1.f);
+  ComponentBytes with_ones = host;
+  with_ones[int(Role::kCodeTable)] = {reinterpret_cast<const uint8_t*>(ones.data()), ones.size() * 4};
+  out.resize(numel);
+  return reference_decode(desc, with_ones, out.data()).is_ok();
+}
+
 // The declared weights of an NF4 tensor whose CPU reference decode is `exact` (t * absmax in
 // FP32, FORMAT.md section 6). The absmax of each element comes from a second reference decode
 // with every table value 1 (1 * absmax is exact), its code from matching `exact` against
@@ -37,11 +47,8 @@ inline bool nf4_bnb_weights(const TensorDesc& desc, const ComponentBytes& host, 
   if (table_bytes.size() != 16 * 4) return false;
   float table[16];
   std::memcpy(table, table_bytes.data(), sizeof table);
-  std::vector<float> ones(16, 1.f);
-  ComponentBytes with_ones = host;
-  with_ones[int(Role::kCodeTable)] = {reinterpret_cast<const uint8_t*>(ones.data()), ones.size() * 4};
-  std::vector<float> absmax(exact.size());
-  if (!reference_decode(desc, with_ones, absmax.data()).is_ok()) return false;
+  std::vector<float> absmax;
+  if (!nf4_element_absmax(desc, host, exact.size(), absmax)) return false;
   out.resize(exact.size());
   for (size_t i = 0; i < exact.size(); ++i) {
     const float a = absmax[i];
