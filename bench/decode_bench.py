@@ -347,8 +347,8 @@ def main():
     ap.add_argument("--no-rope-in-attention", dest="rope_in_attention", action="store_false",
                     help="the rotary positions and the KV-cache write as Inductor's kernels (iris.models rope_in_attention=False), not inside iris's attention kernel")
     ap.add_argument("--nf4-table", choices=["exact", "bf16"], default="exact",
-                    help="the quantized model's NF4 GEMVs: exact (each table value as two BF16s, 2^-18) or bf16 (one BF16, 2^-9, "
-                         "as bitsandbytes' kernels round it)")
+                    help="the quantized model's NF4 GEMVs: exact (each table value as two BF16s, 2^-16) or bf16 (each weight "
+                         "as bitsandbytes' GEMV forms it in BF16: three roundings of 2^-8)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()

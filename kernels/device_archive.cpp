@@ -11,7 +11,6 @@
 #include "common/hashing.h"
 #include "common/thread_team.h"
 #include "kernels/cuda_check.h"
-#include "kernels/device_guard.h"
 #include "kernels/kernels.h"
 #include "kernels/device_guard.h"
 
@@ -221,41 +220,44 @@ void DeviceArchive::release() {
 
 Status DeviceArchive::set_nf4_bf16_table(bool on) {
   if (on == nf4_bf16_table_) return Status::ok();
+  // Expert sets and other holders copy the views, which then point at the absmax worked out
+  // below: freeing it under them is what switching off would do.
+  if (!on) return invalid_argument("nf4 table: the BF16 table cannot be switched off once on (views copied from it would dangle)");
   DeviceGuard g(device_.ordinal);
   if (!g.ok()) return Status::error(ErrorKind::kDevice, "nf4 table: cannot select device " + std::to_string(device_.ordinal));
   auto takes_it = [](const Tensor& t) { return t.view.is_ok() && t.view->format == ViewFormat::kNf4 && t.view->tiled; };
-  if (!on) {
-    IRIS_CUDA_TRY(cudaDeviceSynchronize());  // launches may still read the old absmax
-    for (auto& t : tensors_)
-      if (takes_it(t)) t.view->absmax_bf16 = nullptr;
-    cudaFree(absmax_bf16_);
-    absmax_bf16_ = nullptr;
-    nf4_bf16_table_ = false;
-    return Status::ok();
-  }
   constexpr uint64_t kAlign = 256;
+  auto share = [&](const Tensor& t) { return (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign; };
   uint64_t bytes = 0;
   for (const auto& t : tensors_)
-    if (takes_it(t)) bytes += (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign;
+    if (takes_it(t)) bytes += share(t);
   if (bytes) {
     void* p = nullptr;
     IRIS_CUDA_TRY(cudaMalloc(&p, bytes));
     uint64_t at = 0;
+    Status s = Status::ok();
     for (auto& t : tensors_) {
       if (!takes_it(t)) continue;
-      auto* out = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p) + at);
-      Status s = cuda_nf4_absmax_bf16(*t.view, out, nullptr);
-      if (!s.is_ok()) {
-        cudaFree(p);
-        for (auto& u : tensors_)
-          if (takes_it(u)) u.view->absmax_bf16 = nullptr;
-        return s;
-      }
-      t.view->absmax_bf16 = out;
-      at += (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign;
+      s = cuda_nf4_absmax_bf16(*t.view, reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p) + at), nullptr);
+      if (!s.is_ok()) break;
+      at += share(t);
     }
-    IRIS_CUDA_TRY(cudaDeviceSynchronize());
+    if (s.is_ok()) {
+      const cudaError_t e = cudaDeviceSynchronize();
+      if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, std::string("nf4 table: ") + cudaGetErrorString(e));
+    }
+    if (!s.is_ok()) {  // no view has been pointed at it yet
+      cudaFree(p);
+      return s;
+    }
+    at = 0;
+    for (auto& t : tensors_) {
+      if (!takes_it(t)) continue;
+      t.view->absmax_bf16 = reinterpret_cast<const uint16_t*>(static_cast<uint8_t*>(p) + at);
+      at += share(t);
+    }
     absmax_bf16_ = p;
+    bytes_ += bytes;
   }
   nf4_bf16_table_ = true;
   return Status::ok();

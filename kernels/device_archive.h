@@ -74,7 +74,8 @@ class DeviceArchive {
   // The declared precision of this archive's NF4 GEMVs (LaunchConfig::nf4_bf16_table), set
   // by its owner before any launch: off by default. On, it also works out each tiled NF4
   // tensor's absmax as one BF16 a block on the device (QuantView::absmax_bf16: 2 bytes a block,
-  // a 32nd of the codes' bytes), which those GEMVs then read; off frees it.
+  // a 16th of the codes' bytes, counted in device_bytes), which those GEMVs then read. Once on
+  // it stays on (expert sets copy the views that point at it).
   Status set_nf4_bf16_table(bool on);
   bool nf4_bf16_table() const { return nf4_bf16_table_; }
   uint64_t device_bytes() const { return bytes_; }

@@ -3,10 +3,11 @@
 //
 // One block per stripe, of as many warps (1..8) as keep all stripes resident in one wave;
 // warp w takes the stripe's chunks w, w + warps, ... so the block's warps read each tile
-// together. A chunk is 128 columns for MXFP4 and 64 for NF4 and FP8: a lane (group g =
-// lane / 4, t = lane % 4) loads a quarter of it, columns [c t, c t + c) with c = chunk / 4, of
-// stripe rows g and g + 8 (16 bytes of MXFP4, 8 of NF4, 16 of FP8), decodes them into BF16
-// pairs and issues c / 4 mma.m16n8k16 (BF16 inputs, FP32 accumulation) per 8 batch rows.
+// together. A chunk is 128 columns for MXFP4 and NF4's declared BF16 table, 64 for the exact
+// NF4 table and FP8: a lane (group g = lane / 4, t = lane % 4) loads a quarter of it, columns
+// [c t, c t + c) with c = chunk / 4, of stripe rows g and g + 8 (16 bytes of MXFP4 and of NF4's
+// BF16 table, 8 of the exact NF4 table, 16 of FP8), decodes them into BF16 pairs and issues
+// c / 4 mma.m16n8k16 (BF16 inputs, FP32 accumulation) per 8 batch rows.
 //
 // The k order inside an mma is permuted, identically for A (weights) and B (activations):
 // the mma's k slots {2t, 2t+1, 2t+8, 2t+9} of step i hold columns c t + 4i + {0, 1, 2, 3}.
@@ -19,8 +20,10 @@
 //  - FP8: e4m3 is exact in BF16; the scale (tensor, channel, or a block/group of >= 64
 //    columns) is constant over a chunk and multiplies the chunk's FP32 partial sums.
 //  - NF4: the 16 table values are FP32; each is split into hi = bf16(t) and lo = bf16(t - hi)
-//    (|t - hi - lo| <= 2^-18 |t|), two mmas; the absmax (blocks of >= 64) multiplies the
-//    chunk's partial sums, as for FP8.
+//    (|t - hi - lo| <= 2^-16 |t|), two mmas; the absmax (blocks of >= 64) multiplies the
+//    chunk's partial sums, as for FP8. With the declared BF16 table (a looser bound) each
+//    weight is bitsandbytes' bf16(bf16(t) * bf16(absmax)), applied before the mma as MXFP4's
+//    scale is (MmaNf4Scaled).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -147,9 +150,11 @@ struct MmaMxfp4 : ByRow {
 };
 
 // How NF4's 16 table values reach the mma. The exact ones (LaunchConfig::nf4_bf16_table
-// false; KernelVariants::nf4_table picks the lookup) keep each FP32 value to 2^-18 as hi + lo
+// false; KernelVariants::nf4_table picks the lookup) keep each FP32 value to 2^-16 as hi + lo
 // BF16s, two mmas a fragment; the declared BF16 table (nf4_bf16_table) rounds each to one BF16
-// (2^-9 a weight, the rounding bitsandbytes' own kernels make) for one mma and one lookup a byte.
+// (2^-8 a weight) for one mma and one lookup a byte: with the absmax on the partial sums in
+// MmaNf4 (the nf4_scaled=off variant), or as bitsandbytes' own arithmetic in MmaNf4Scaled (the
+// default, below).
 enum class Nf4Table {
   kSplit,       // 16-entry (hi, lo) table, two lookups a code byte (one bank an entry: conflict-free)
   kSplitPairs,  // the issue-11 variant: a 256-entry table of a byte's two columns as (hi pair, lo pair),
@@ -901,7 +906,9 @@ auto with_step(int step, F&& f) {
 }
 
 // Calls f(std::type_identity<P>) for the NF4 chunk type P that runs view v under c: the declared
-// BF16 table (128-column chunks where tile_k and nf4_wide_chunks allow), else the exact table's
+// BF16 table in bitsandbytes' arithmetic (MmaNf4Scaled: 128 columns where tile_k allows, reading
+// the precomputed absmax where the view has it), or with the absmax on the partial sums where
+// nf4_scaled_weights is off (128 columns where nf4_wide_chunks asks); else the exact table's
 // lookup (nf4_pair_table). The dense and the grouped expert launch take the same P for the same
 // c and geometry (the chunk width sets the order of the sums).
 template <typename F>
@@ -1041,7 +1048,9 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
     if (c.variants.gemv_probe >= 2) {
       if (v.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || v.tile_k % 128 != 0)
         return unsupported("gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
+      // (of the kernel the view runs: with or without the precomputed absmax)
       if (c.variants.gemv_probe == 2) return launch_probe<SkipAbsmax<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
+      if (v.absmax_bf16) return launch_probe<SkipTableFill<MmaNf4Scaled<128, true>>>(v, x, batch, y, s, c);
       return launch_probe<SkipTableFill<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
     }
     switch (v.format) {
@@ -1075,6 +1084,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
       if (geometry.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || geometry.tile_k % 128 != 0)
         return unsupported("expert gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
       if (c.variants.gemv_probe == 2) return launch_experts_probe<SkipAbsmax<MmaNf4Scaled<128>>>(geometry, a, s, c);
+      if (geometry.absmax_bf16) return launch_experts_probe<SkipTableFill<MmaNf4Scaled<128, true>>>(geometry, a, s, c);
       return launch_experts_probe<SkipTableFill<MmaNf4Scaled<128>>>(geometry, a, s, c);
     }
     switch (geometry.format) {

@@ -39,7 +39,7 @@ struct LaunchConfig {
   KernelVariants variants;
   // A declared precision, not a variant (its results differ): the tensor-core GEMV takes each
   // NF4 weight as bitsandbytes' own GEMV forms it, bf16(bf16(t) * bf16(absmax)) (three BF16
-  // roundings, each within 2^-9), instead of each table value as two BF16s (within 2^-18) and
+  // roundings, each within 2^-8), instead of each table value as two BF16s (within 2^-16) and
   // the exact FP32 absmax: one mma a fragment instead of two, one shared-memory lookup and one
   // BF16 multiply a code byte, MXFP4's chunk shape (verify/gemv_bound.h:
   // GemvAccumulation::kTensorCoresBf16Table).

@@ -245,12 +245,13 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }
     std::vector<QuantView> views;
     // NF4 under the declared BF16 table: each block's absmax as one BF16 (QuantView::absmax_bf16),
-    // as an upload with that table works it out; its bytes count with the GEMVs' (absmax_bytes).
+    // as an upload with that table works it out. The GEMVs then read it (absmax_bytes) in place
+    // of the double-quantized absmax and its nested absmax (dq_bytes), and their GB/s say so.
     std::vector<DeviceBuffer> absmax_bf16(rot);
     uint64_t absmax_bytes = 0;
     for (int r = 0; r < rot; ++r) {
       IRIS_ASSIGN_OR_RETURN(QuantView v, make_quant_view(c.desc, ptrs[r]));
-      if (o.nf4_bf16_table && o.nf4_absmax_bf16 && v.format == ViewFormat::kNf4 && v.tiled) {
+      if (o.nf4_bf16_table && o.nf4_absmax_bf16 && o.variants.nf4_scaled != 1 && v.format == ViewFormat::kNf4 && v.tiled) {
         absmax_bytes = nf4_absmax_blocks(v) * 2;
         IRIS_CUDA_TRY(cudaMalloc(&absmax_bf16[r].p, std::max<uint64_t>(absmax_bytes, 16)));
         IRIS_TRY(cuda_nf4_absmax_bf16(v, static_cast<uint16_t*>(absmax_bf16[r].p), nullptr));
@@ -259,6 +260,11 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       views.push_back(v);
     }
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
+    uint64_t dq_bytes = 0;
+    if (absmax_bytes)
+      for (const auto& s : specs)
+        if (s.role == Role::kAbsmax || s.role == Role::kNestedAbsmax) dq_bytes += s.bytes;
+    const uint64_t gemv_in_bytes = in_bytes - dq_bytes + absmax_bytes;
     const int out_rot = out_bytes < 2 * device.l2_bytes ? rot : 1;
     std::vector<DeviceBuffer> outs(out_rot);
     for (auto& b : outs) IRIS_CUDA_TRY(cudaMalloc(&b.p, out_bytes));
@@ -306,7 +312,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s, launch);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const double gb = double(in_bytes + absmax_bytes + uint64_t(batch) * (k + rows) * 2);
+      const double gb = double(gemv_in_bytes + uint64_t(batch) * (k + rows) * 2);
       results.push_back(row("gemv", c.name, batch, g_us, gb));
       results.back()["path"] = cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores";
     }
@@ -336,7 +342,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
                               static_cast<const uint16_t*>(x.p), 1, y.p, DType::kBF16, s);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const double eb = double(in_bytes + absmax_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
+      const double eb = double(gemv_in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
       results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
       results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
       // The same launch with gpt-oss's activation in it (ExpertSet::gemv_swiglu, a bias of

@@ -44,12 +44,12 @@ typedef struct iris_upload_options {
 
 /* iris_upload_options.nf4_table: how the tensor-core GEMVs of the uploaded archive (its tensors'
  * iris_cuda_gemv, _gemv_matrix, and the expert sets made of them) carry NF4's 16 table values.
- *  - IRIS_NF4_TABLE_EXACT (the default): each as two BF16s, within 2^-18 of its FP32 value;
+ *  - IRIS_NF4_TABLE_EXACT (the default): each as two BF16s, within 2^-16 of its FP32 value;
  *  - IRIS_NF4_TABLE_BF16: each weight as bitsandbytes' own GEMV forms it, the table value
  *    and the block's absmax each rounded to one BF16 and their product rounded to BF16 (each
- *    rounding within 2^-9): a quarter of the tensor-core work, for a looser bound (docs/API.md,
+ *    rounding within 2^-8): half the tensor-core work, for a looser bound (docs/API.md,
  *    "GEMV error bound"). The upload then also holds each NF4 block's absmax as one BF16
- *    (2 bytes a block of 64 weights, worked out on the device). Dequantization is exact either way.
+ *    (2 bytes a block of 64 weights, worked out on the device; counted in device_bytes). Dequantization is exact either way.
  * Other values give IRIS_ERR_INVALID_ARGUMENT. */
 #define IRIS_NF4_TABLE_EXACT 0u
 #define IRIS_NF4_TABLE_BF16 1u

@@ -39,7 +39,7 @@ class _UploadOptions(ctypes.Structure):
                 ("verify", ctypes.c_uint32), ("nf4_table", ctypes.c_uint32), ("reserved32", ctypes.c_uint32),
                 ("reserved", ctypes.c_uint64 * 3)]
 
-# iris_upload_options.nf4_table (IRIS_NF4_TABLE_*): how the GEMVs carry NF4's table values.
+# iris_upload_options.nf4_table (IRIS_NF4_TABLE_*): the arithmetic of the NF4 GEMVs' weights.
 _NF4_TABLES = {"exact": 0, "bf16": 1}
 
 
@@ -311,7 +311,7 @@ def load(path, device="cuda", names=None, rank=None, world_size=None, nf4_table:
     and world_size, `path` is a folder of tensor-parallel rank archives (`iris shard`) and this
     rank's is loaded (iris.open_rank checks it is that rank): its tensors are its boxes.
     nf4_table="bf16": the NF4 GEMVs form each weight as bitsandbytes' own GEMV does,
-    bf16(bf16(t) * bf16(absmax)), instead of the table value as two BF16s (2^-18) and the exact
+    bf16(bf16(t) * bf16(absmax)), instead of the table value as two BF16s (2^-16) and the exact
     absmax: faster, a looser bound (IRIS_NF4_TABLE_BF16 in iris_cuda.h). Dequantization is
     exact either way."""
     nf4_table_code = _nf4_table_code(nf4_table)

@@ -470,6 +470,30 @@ TEST_P(KernelCases, Nf4PrecomputedAbsmaxGivesTheSameBits) {
       for (uint64_t i = 0; i < uint64_t(batch) * view.rows; ++i)
         ASSERT_EQ(y[i], y[ybytes / 4 + i]) << name_of(GetParam()) << " batch " << batch << " " << step << " output " << i;
     }
+  // The control: with every precomputed absmax replaced by 1, the same launch must give other
+  // sums, so the equality above is the kernel reading them, not ignoring them.
+  if (gemv_mma_supports(view, 1) && view.rows * view.k > 0) {
+    const std::vector<uint16_t> ones(blocks, 0x3f80);
+    ASSERT_EQ(cudaMemcpy(dabsmax, ones.data(), blocks * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    LaunchConfig launch = device_.launch_config();
+    launch.nf4_bf16_table = true;
+    launch.variants.nf4_scaled = 2;
+    std::vector<uint16_t> x(view.k, f32_to_bf16(1.f));
+    void *dx, *dy;
+    const size_t ybytes = std::max<size_t>(view.rows * 4, 16);
+    ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, 2 * ybytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), 1, dy, DType::kF32, nullptr, launch).is_ok());
+    ASSERT_TRUE(cuda_gemv(pre, static_cast<const uint16_t*>(dx), 1, static_cast<uint8_t*>(dy) + ybytes, DType::kF32, nullptr, launch).is_ok());
+    std::vector<uint32_t> y(2 * ybytes / 4);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, 2 * ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(dx);
+    cudaFree(dy);
+    bool differs = false;
+    for (uint64_t i = 0; i < view.rows && !differs; ++i) differs = y[i] != y[ybytes / 4 + i];
+    EXPECT_TRUE(differs) << name_of(GetParam()) << ": absmax 1 everywhere gave the same sums as the true absmax";
+  }
   cudaFree(dabsmax);
 }
 
