@@ -82,8 +82,8 @@ Layout layout_of(const Case& c) {
   if (c.tile_n) return Layout{LayoutKind::kTiled, c.tile_n, c.tile_k};
   TensorDesc d;
   d.shape = c.shape;
-  d.format = c.format == "mxfp4" ? Format::kMxfp4 : c.format == "nf4" ? Format::kNf4 : c.format == "bnb_fp4" ? Format::kBnbFp4 : Format::kFp8E4M3;
-  if (d.format == Format::kNf4 || d.format == Format::kBnbFp4) d.params = {{"block_size", 64}};
+  d.format = c.format == "mxfp4" ? Format::kMxfp4 : c.format.rfind("nf4", 0) == 0 ? Format::kNf4 : c.format == "bnb_fp4" ? Format::kBnbFp4 : Format::kFp8E4M3;
+  if (d.format == Format::kNf4 || d.format == Format::kBnbFp4) d.params = {{"block_size", c.format == "nf4-b128" ? 128 : 64}};
   return choose_layout(d, kDefaultTileN, kDefaultTileK);
 }
 
@@ -140,17 +140,24 @@ Built build(const Case& c, std::mt19937& rng) {
     rows = bytes(batch * n * round_up(k, 32) / 2);
     const uint64_t ns = batch * n * ceil_div(k, 32);
     b.comps[Role::kScales] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255) : bytes(ns, 100, 140);
-  } else if (c.format == "nf4" || c.format == "bnb_fp4") {
-    const bool fp4 = c.format == "bnb_fp4";
+  } else if (c.format.rfind("nf4", 0) == 0 || c.format == "bnb_fp4") {
+    // nf4: blocks of 64, double quantization; nf4-b128: blocks of 128; nf4-fp32-absmax: no
+    // double quantization (an FP32 absmax a block).
+    const bool fp4 = c.format == "bnb_fp4", dq = c.format != "nf4-fp32-absmax";
+    const uint64_t block = c.format == "nf4-b128" ? 128 : 64;
     d.format = fp4 ? Format::kBnbFp4 : Format::kNf4;
-    const uint64_t nabs = ceil_div(numel, 64);
-    d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0732421875},
-                {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
+    const uint64_t nabs = ceil_div(numel, block);
+    if (dq)
+      d.params = {{"block_size", block}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.0732421875},
+                  {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
+    else
+      d.params = {{"block_size", block}, {"double_quant", false}, {"nibble_order", "high_first"}, {"quant_state_bytes", 0}};
     rows = bytes(ceil_div(numel, 2));
-    b.comps[Role::kAbsmax] = bytes(nabs);
-    b.comps[Role::kNestedAbsmax] = signed_scales ? f32_bytes(signed_values(ceil_div(nabs, 256)))
-                                   : c.scales == Scales::kExtreme ? floats(ceil_div(nabs, 256), 1e-30f, 1e30f)
-                                                                  : floats(ceil_div(nabs, 256), 0.01f, 0.2f);
+    auto absmax_floats = [&](uint64_t count) {
+      return signed_scales ? f32_bytes(signed_values(count)) : c.scales == Scales::kExtreme ? floats(count, 1e-30f, 1e30f) : floats(count, 0.01f, 0.2f);
+    };
+    b.comps[Role::kAbsmax] = dq ? bytes(nabs) : absmax_floats(nabs);
+    if (dq) b.comps[Role::kNestedAbsmax] = absmax_floats(ceil_div(nabs, 256));
     std::vector<uint8_t> table(16 * 4), nested(256 * 4);
     for (int i = 0; i < 16; ++i) {
       float v = fp4 ? quant::bnb_fp4_to_f32(uint8_t(i)) : quant::nf4_to_f32(uint8_t(i));
@@ -158,7 +165,7 @@ Built build(const Case& c, std::mt19937& rng) {
     }
     for (int i = 0; i < 256; ++i) { float v = quant::dynamic_map_value(uint8_t(i)); std::memcpy(&nested[i * 4], &v, 4); }
     b.comps[Role::kCodeTable] = table;
-    b.comps[Role::kNestedCodeTable] = nested;
+    if (dq) b.comps[Role::kNestedCodeTable] = nested;
   } else {
     d.format = Format::kFp8E4M3;
     const bool nan_free = c.scales != Scales::kWithNaN;
@@ -829,6 +836,17 @@ std::vector<Case> all_cases() {
   // Large enough to use many blocks and the grid-stride loops.
   cs.push_back({"mxfp4", {1024, 4096}, 0, 0});
   cs.push_back({"nf4", {1024, 4096}, 0, 0});
+  // NF4 without double quantization (an FP32 absmax a block) and with blocks of 128: tiled,
+  // a stack of experts, the tensor-core stripes and a flat tensor; the FP32 absmax also with
+  // scales of either sign (zeros and subnormals among them).
+  for (std::string f : {"nf4-fp32-absmax", "nf4-b128"}) {
+    cs.push_back({f, {64, 1024}, 0, 0});
+    cs.push_back({f, {40, 1024}, 16, 128});
+    cs.push_back({f, {4, 32, 512}, 0, 0});
+    cs.push_back({f, {5, 100}, 0, 0});  // flat: blocks cross rows
+  }
+  cs.push_back({"nf4-fp32-absmax", {129, 512}, 0, 0, Scales::kSigned});
+  cs.push_back({"nf4-fp32-absmax", {3, 48, 256}, 0, 0, Scales::kSignedHuge});
   cs.push_back({"fp8-block", {1024, 4096}, 0, 0});
   cs.push_back({"mxfp4", {4, 576, 2880}, 0, 0});
   return cs;
