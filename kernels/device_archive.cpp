@@ -225,37 +225,30 @@ Status DeviceArchive::set_nf4_bf16_table(bool on) {
   if (!on) return invalid_argument("nf4 table: the BF16 table cannot be switched off once on (views copied from it would dangle)");
   DeviceGuard g(device_.ordinal);
   if (!g.ok()) return Status::error(ErrorKind::kDevice, "nf4 table: cannot select device " + std::to_string(device_.ordinal));
-  auto takes_it = [](const Tensor& t) { return t.view.is_ok() && t.view->format == ViewFormat::kNf4 && t.view->tiled; };
-  constexpr uint64_t kAlign = 256;
-  auto share = [&](const Tensor& t) { return (nf4_absmax_blocks(*t.view) * 2 + kAlign - 1) / kAlign * kAlign; };
+  // Each tiled NF4 tensor's share of one allocation, 256-byte aligned.
+  std::vector<std::pair<Tensor*, uint64_t>> at;  // tensor, offset
   uint64_t bytes = 0;
-  for (const auto& t : tensors_)
-    if (takes_it(t)) bytes += share(t);
+  for (auto& t : tensors_) {
+    const uint64_t blocks = t.view.is_ok() ? nf4_absmax_blocks(*t.view) : 0;
+    if (blocks == 0) continue;
+    at.emplace_back(&t, bytes);
+    bytes += (blocks * 2 + 255) / 256 * 256;
+  }
   if (bytes) {
     void* p = nullptr;
     IRIS_CUDA_TRY(cudaMalloc(&p, bytes));
-    uint64_t at = 0;
+    auto slot = [p](uint64_t offset) { return reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p) + offset); };
     Status s = Status::ok();
-    for (auto& t : tensors_) {
-      if (!takes_it(t)) continue;
-      s = cuda_nf4_absmax_bf16(*t.view, reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p) + at), nullptr);
-      if (!s.is_ok()) break;
-      at += share(t);
-    }
+    for (size_t i = 0; i < at.size() && s.is_ok(); ++i) s = cuda_nf4_absmax_bf16(*at[i].first->view, slot(at[i].second), nullptr);
     if (s.is_ok()) {
       const cudaError_t e = cudaDeviceSynchronize();
       if (e != cudaSuccess) s = Status::error(ErrorKind::kDevice, std::string("nf4 table: ") + cudaGetErrorString(e));
     }
-    if (!s.is_ok()) {  // no view has been pointed at it yet
+    if (!s.is_ok()) {  // no view points at it yet
       cudaFree(p);
       return s;
     }
-    at = 0;
-    for (auto& t : tensors_) {
-      if (!takes_it(t)) continue;
-      t.view->absmax_bf16 = reinterpret_cast<const uint16_t*>(static_cast<uint8_t*>(p) + at);
-      at += share(t);
-    }
+    for (auto& [t, offset] : at) t->view->absmax_bf16 = slot(offset);
     absmax_bf16_ = p;
     bytes_ += bytes;
   }

@@ -201,6 +201,11 @@ struct MmaNf4 : ByRow {
     const __nv_bfloat16 lo = __float2bfloat16_rn(t - __bfloat162float(hi));
     return uint32_t(__bfloat16_as_ushort(hi)) | (uint32_t(__bfloat16_as_ushort(lo)) << 16);
   }
+  // The double-quant map (256 floats), where the tensor has one.
+  static __device__ void load_nested(const QuantView& v, float* nested) {
+    if (v.double_quant)
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
+  }
   // with_nested: the double-quant map too (MmaNf4Scaled's precomputed absmax needs none).
   static __device__ void load_smem(const QuantView& v, uint32_t* split, float* nested, bool with_nested = true) {
     if constexpr (kTable == Nf4Table::kSplitPairs) {
@@ -219,8 +224,7 @@ struct MmaNf4 : ByRow {
     } else {
       for (int i = threadIdx.x; i < 16; i += blockDim.x) split[i] = split_of(v, uint32_t(i));
     }
-    if (with_nested && v.double_quant)
-      for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
+    if (with_nested) load_nested(v, nested);
   }
   // The absmax of each run of the chunk starting at column kc (a run lies in one block:
   // block_size is a multiple of 64): its loads with the codes (`aux`), the nested-map lookup
@@ -462,10 +466,7 @@ struct SkipAbsmax : P {
 };
 template <typename P>
 struct SkipTableFill : P {
-  static __device__ void load_smem(const QuantView& v, uint32_t*, float* nested) {
-    if (v.double_quant)
-      for (int i = threadIdx.x; i < 256; i += blockDim.x) nested[i] = v.nested_code_table[i];
-  }
+  static __device__ void load_smem(const QuantView& v, uint32_t*, float* nested) { MmaNf4<Nf4Table::kBf16Pairs>::load_nested(v, nested); }
 };
 
 template <typename W>
@@ -911,17 +912,17 @@ auto with_step(int step, F&& f) {
 // nf4_scaled_weights is off (128 columns where nf4_wide_chunks asks); else the exact table's
 // lookup (nf4_pair_table). The dense and the grouped expert launch take the same P for the same
 // c and geometry (the chunk width sets the order of the sums).
+template <bool kPrecomputed, typename F>
+auto with_nf4_scaled(const QuantView& v, F&& f) {
+  if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128, kPrecomputed>>{});
+  return f(std::type_identity<MmaNf4Scaled<64, kPrecomputed>>{});
+}
+
 template <typename F>
 auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
-  if (c.nf4_bf16_table && nf4_scaled_weights(c)) {
-    if (v.absmax_bf16) {
-      if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128, true>>{});
-      return f(std::type_identity<MmaNf4Scaled<64, true>>{});
-    }
-    if (v.tile_k % 128 == 0) return f(std::type_identity<MmaNf4Scaled<128>>{});
-    return f(std::type_identity<MmaNf4Scaled<64>>{});
-  }
+  if (c.nf4_bf16_table && nf4_scaled_weights(c))
+    return v.absmax_bf16 ? with_nf4_scaled<true>(v, f) : with_nf4_scaled<false>(v, f);
   if (c.nf4_bf16_table && v.tile_k % Wide::kChunk == 0 && nf4_wide_chunks(c)) return f(std::type_identity<Wide>{});
   if (c.nf4_bf16_table) return f(std::type_identity<MmaNf4<Nf4Table::kBf16Pairs>>{});
   if (nf4_pair_table(c)) return f(std::type_identity<MmaNf4<Nf4Table::kSplitPairs>>{});
@@ -1037,6 +1038,17 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
 // for every GPU target, in a build whose time its compile work bounds: docs/BENCHMARKS.md).
 #if !IRIS_KERNEL_PROBES
 constexpr const char* kNoProbes = "gemv probe: this build has no measurement probes (configure with -DIRIS_KERNEL_PROBES=ON)";
+#else
+// Calls f(std::type_identity<P>) for the NF4 probe (KernelVariants::gemv_probe 2 or 3) of the
+// BF16-table kernel that view v runs under c; `what` names the launch in the refusal.
+template <typename F>
+Status with_nf4_probe(const LaunchConfig& c, const QuantView& v, const char* what, F&& f) {
+  if (v.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || v.tile_k % 128 != 0)
+    return unsupported(std::string(what) + " probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
+  if (c.variants.gemv_probe == 2) return f(std::type_identity<SkipAbsmax<MmaNf4Scaled<128>>>{});
+  if (v.absmax_bf16) return f(std::type_identity<SkipTableFill<MmaNf4Scaled<128, true>>>{});
+  return f(std::type_identity<SkipTableFill<MmaNf4Scaled<128>>>{});
+}
 #endif
 
 Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& c) {
@@ -1045,14 +1057,8 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("gemv probe: BF16 output only");
-    if (c.variants.gemv_probe >= 2) {
-      if (v.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || v.tile_k % 128 != 0)
-        return unsupported("gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
-      // (of the kernel the view runs: with or without the precomputed absmax)
-      if (c.variants.gemv_probe == 2) return launch_probe<SkipAbsmax<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
-      if (v.absmax_bf16) return launch_probe<SkipTableFill<MmaNf4Scaled<128, true>>>(v, x, batch, y, s, c);
-      return launch_probe<SkipTableFill<MmaNf4Scaled<128>>>(v, x, batch, y, s, c);
-    }
+    if (c.variants.gemv_probe >= 2)
+      return with_nf4_probe(c, v, "gemv", [&](auto t) { return launch_probe<typename decltype(t)::type>(v, x, batch, y, s, c); });
     switch (v.format) {
       case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
       case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(v, x, batch, y, s, c);
@@ -1080,13 +1086,8 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     if (a.swiglu) return unsupported("expert gemv probe: no activation");
-    if (c.variants.gemv_probe >= 2) {
-      if (geometry.format != ViewFormat::kNf4 || !c.nf4_bf16_table || !nf4_scaled_weights(c) || geometry.tile_k % 128 != 0)
-        return unsupported("expert gemv probe: the NF4 probes take NF4's BF16-table kernel in 128-column chunks");
-      if (c.variants.gemv_probe == 2) return launch_experts_probe<SkipAbsmax<MmaNf4Scaled<128>>>(geometry, a, s, c);
-      if (geometry.absmax_bf16) return launch_experts_probe<SkipTableFill<MmaNf4Scaled<128, true>>>(geometry, a, s, c);
-      return launch_experts_probe<SkipTableFill<MmaNf4Scaled<128>>>(geometry, a, s, c);
-    }
+    if (c.variants.gemv_probe >= 2)
+      return with_nf4_probe(c, geometry, "expert gemv", [&](auto t) { return launch_experts_probe<typename decltype(t)::type>(geometry, a, s, c); });
     switch (geometry.format) {
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
       case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(geometry, a, s, c);

@@ -26,9 +26,10 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
 // without BF16 mma (config.kernel_arch < 80: Turing, or a compute_75-only build).
 bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const LaunchConfig& config);
 
-// NF4: the number of absmax blocks of v (0 for another format), and bf16(absmax) of each of
-// them into out (device memory, that many uint16) -- QuantView::absmax_bf16, which the GEMVs
-// of the declared BF16 table then read instead of the double-quantized absmax.
+// Tiled NF4 (the views the tensor-core GEMVs take): the number of absmax blocks of v (0 for
+// any other view), and bf16(absmax) of each of them into out (device memory, that many
+// uint16) -- QuantView::absmax_bf16, which the GEMVs of the declared BF16 table then read
+// instead of the double-quantized absmax.
 uint64_t nf4_absmax_blocks(const QuantView& v);
 Status cuda_nf4_absmax_bf16(const QuantView& v, uint16_t* out, void* stream);
 

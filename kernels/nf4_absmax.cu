@@ -27,12 +27,12 @@ __global__ void nf4_absmax_bf16_kernel(const QuantView v, uint64_t blocks, uint1
 }  // namespace
 
 uint64_t nf4_absmax_blocks(const QuantView& v) {
-  if (v.format != ViewFormat::kNf4 || v.block_size == 0) return 0;
+  if (v.format != ViewFormat::kNf4 || !v.tiled || v.block_size == 0) return 0;
   return (v.rows * v.k + v.block_size - 1) / v.block_size;
 }
 
 Status cuda_nf4_absmax_bf16(const QuantView& v, uint16_t* out, void* stream) {
-  if (v.format != ViewFormat::kNf4) return invalid_argument("nf4 absmax: not an NF4 tensor");
+  if (v.format != ViewFormat::kNf4 || !v.tiled) return invalid_argument("nf4 absmax: not a tiled NF4 tensor");
   const uint64_t blocks = nf4_absmax_blocks(v);
   if (blocks == 0) return Status::ok();
   const unsigned grid = unsigned(std::min<uint64_t>((blocks + kThreads - 1) / kThreads, 4096));

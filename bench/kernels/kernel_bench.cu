@@ -251,7 +251,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     uint64_t absmax_bytes = 0;
     for (int r = 0; r < rot; ++r) {
       IRIS_ASSIGN_OR_RETURN(QuantView v, make_quant_view(c.desc, ptrs[r]));
-      if (o.nf4_bf16_table && o.nf4_absmax_bf16 && o.variants.nf4_scaled != 1 && v.format == ViewFormat::kNf4 && v.tiled) {
+      if (o.nf4_bf16_table && o.nf4_absmax_bf16 && o.variants.nf4_scaled != 1 && nf4_absmax_blocks(v) > 0) {
         absmax_bytes = nf4_absmax_blocks(v) * 2;
         IRIS_CUDA_TRY(cudaMalloc(&absmax_bf16[r].p, std::max<uint64_t>(absmax_bytes, 16)));
         IRIS_TRY(cuda_nf4_absmax_bf16(v, static_cast<uint16_t*>(absmax_bf16[r].p), nullptr));

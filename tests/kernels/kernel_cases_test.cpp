@@ -449,12 +449,34 @@ TEST_P(KernelCases, Nf4PrecomputedAbsmaxGivesTheSameBits) {
   }
   QuantView pre = view;
   pre.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
+  // The F32 outputs of one launch on `view` and one on `pre`, the same x: [2, batch * rows].
+  auto both = [&](const std::vector<uint16_t>& x, int batch, const LaunchConfig& launch, std::vector<uint32_t>& y) {
+    void *dx, *dy;
+    const size_t ybytes = std::max<size_t>(batch * view.rows * 4, 16);
+    ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, 2 * ybytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy, 0xff, 2 * ybytes), cudaSuccess);
+    ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch).is_ok());
+    ASSERT_TRUE(cuda_gemv(pre, static_cast<const uint16_t*>(dx), batch, static_cast<uint8_t*>(dy) + ybytes, DType::kF32, nullptr, launch).is_ok());
+    std::vector<uint32_t> all(2 * ybytes / 4);
+    ASSERT_EQ(cudaMemcpy(all.data(), dy, 2 * ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(dx);
+    cudaFree(dy);
+    const uint64_t outputs = uint64_t(batch) * view.rows;
+    y.assign(all.begin(), all.begin() + outputs);
+    y.insert(y.end(), all.begin() + ybytes / 4, all.begin() + ybytes / 4 + outputs);
+  };
+  auto bf16_table = [&] {
+    LaunchConfig launch = device_.launch_config();
+    launch.nf4_bf16_table = true;
+    launch.variants.nf4_scaled = 2;
+    return launch;
+  };
   for (int batch : {1, 9})
     for (const char* step : {"auto", "prefetch-on", "unroll-1", "unroll-2"}) {
       if (!gemv_mma_supports(view, batch)) continue;
-      LaunchConfig launch = device_.launch_config();
-      launch.nf4_bf16_table = true;
-      launch.variants.nf4_scaled = 2;
+      LaunchConfig launch = bf16_table();
       launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
       launch.variants.gemv_unroll = std::string(step) == "unroll-1" ? 1 : std::string(step) == "unroll-2" ? 2 : 0;
       if (std::string(step) == "auto") launch.variants.gemv_prefetch = 0;
@@ -462,43 +484,21 @@ TEST_P(KernelCases, Nf4PrecomputedAbsmaxGivesTheSameBits) {
       std::uniform_real_distribution<float> dist(-1.f, 1.f);
       std::vector<uint16_t> x(batch * view.k);
       for (auto& v : x) v = f32_to_bf16(dist(rng));
-      void *dx, *dy;
-      const size_t ybytes = std::max<size_t>(batch * view.rows * 4, 16);
-      ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&dy, 2 * ybytes), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_EQ(cudaMemset(dy, 0xff, 2 * ybytes), cudaSuccess);
-      ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch).is_ok());
-      ASSERT_TRUE(cuda_gemv(pre, static_cast<const uint16_t*>(dx), batch, static_cast<uint8_t*>(dy) + ybytes, DType::kF32, nullptr, launch).is_ok());
-      std::vector<uint32_t> y(2 * ybytes / 4);
-      ASSERT_EQ(cudaMemcpy(y.data(), dy, 2 * ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
-      cudaFree(dx);
-      cudaFree(dy);
-      for (uint64_t i = 0; i < uint64_t(batch) * view.rows; ++i)
-        ASSERT_EQ(y[i], y[ybytes / 4 + i]) << name_of(GetParam()) << " batch " << batch << " " << step << " output " << i;
+      std::vector<uint32_t> y;
+      ASSERT_NO_FATAL_FAILURE(both(x, batch, launch, y));
+      const uint64_t outputs = y.size() / 2;
+      for (uint64_t i = 0; i < outputs; ++i)
+        ASSERT_EQ(y[i], y[outputs + i]) << name_of(GetParam()) << " batch " << batch << " " << step << " output " << i;
     }
   // The control: with every precomputed absmax replaced by 1, the same launch must give other
   // sums, so the equality above is the kernel reading them, not ignoring them.
   if (gemv_mma_supports(view, 1) && view.rows * view.k > 0) {
     const std::vector<uint16_t> ones(blocks, 0x3f80);
     ASSERT_EQ(cudaMemcpy(dabsmax, ones.data(), blocks * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    LaunchConfig launch = device_.launch_config();
-    launch.nf4_bf16_table = true;
-    launch.variants.nf4_scaled = 2;
-    std::vector<uint16_t> x(view.k, f32_to_bf16(1.f));
-    void *dx, *dy;
-    const size_t ybytes = std::max<size_t>(view.rows * 4, 16);
-    ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dy, 2 * ybytes), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), 1, dy, DType::kF32, nullptr, launch).is_ok());
-    ASSERT_TRUE(cuda_gemv(pre, static_cast<const uint16_t*>(dx), 1, static_cast<uint8_t*>(dy) + ybytes, DType::kF32, nullptr, launch).is_ok());
-    std::vector<uint32_t> y(2 * ybytes / 4);
-    ASSERT_EQ(cudaMemcpy(y.data(), dy, 2 * ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    cudaFree(dx);
-    cudaFree(dy);
+    std::vector<uint32_t> y;
+    ASSERT_NO_FATAL_FAILURE(both(std::vector<uint16_t>(view.k, f32_to_bf16(1.f)), 1, bf16_table(), y));
     bool differs = false;
-    for (uint64_t i = 0; i < view.rows && !differs; ++i) differs = y[i] != y[ybytes / 4 + i];
+    for (uint64_t i = 0; i < view.rows && !differs; ++i) differs = y[i] != y[view.rows + i];
     EXPECT_TRUE(differs) << name_of(GetParam()) << ": absmax 1 everywhere gave the same sums as the true absmax";
   }
   cudaFree(dabsmax);
@@ -540,11 +540,15 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   std::vector<float> ref(view->rows * k);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
   std::vector<QuantView> matrices;  // each expert's own view, where it has one
-  for (uint64_t m = 0; m < experts; ++m) {
-    auto mv = matrix_view(*view, m);
-    if (!mv.is_ok()) break;  // NF4 double quant: a matrix may start inside a nested block
-    matrices.push_back(*mv);
-  }
+  auto make_matrices = [&] {
+    matrices.clear();
+    for (uint64_t m = 0; m < experts; ++m) {
+      auto mv = matrix_view(*view, m);
+      if (!mv.is_ok()) break;  // NF4 double quant: a matrix may start inside a nested block
+      matrices.push_back(*mv);
+    }
+  };
+  make_matrices();
 
   void *dx, *dfull, *dids, *drows, *dy;
   ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
@@ -579,12 +583,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 8 as pass 1
     if (pass == 8) {
       d.view.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
-      matrices.clear();
-      for (uint64_t m = 0; m < experts; ++m) {
-        auto mv = matrix_view(*view, m);
-        if (!mv.is_ok()) break;
-        matrices.push_back(*mv);
-      }
+      make_matrices();
     }
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
