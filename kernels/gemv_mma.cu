@@ -99,7 +99,7 @@ struct ByRow {
   static __device__ __forceinline__ Cursor cursor(const QuantView&, uint64_t row, bool ok) { return {row, ok}; }
 };
 
-struct MmaMxfp4 : ByRow {
+struct MmaMxfp4 {
   static constexpr uint32_t kBits = 4;
   static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, one scale block) per lane
   static constexpr int kPairs = kChunk / 8;  // bf16x2 pairs per lane and row
@@ -113,10 +113,19 @@ struct MmaMxfp4 : ByRow {
 
   static __device__ void load_smem(const QuantView&, uint32_t*, float*) {}
   static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
+  // A lane row's scales, found once a stripe (run v60): the row's first scale byte (the scales
+  // are row-major, one a 32-block), null for a padding row. Before, each chunk formed the
+  // index from the row with a 64-bit product.
+  struct Cursor {
+    const uint8_t* run;
+  };
+  static __device__ __forceinline__ Cursor cursor(const QuantView& v, uint64_t row, bool ok) {
+    return {ok ? static_cast<const uint8_t*>(v.scales) + row * ((v.k + 31) / 32) : nullptr};
+  }
   // The scale of columns [kc, kc + 32) (one 32-block); 127 (x1) for padding (the row, or
   // the columns past the matrix: !cols_ok).
-  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
-    return r.ok && cols_ok ? dev::Mxfp4::load_aux(v, nullptr, r.row, kc) : 127u;
+  static __device__ __forceinline__ Raw aux(const QuantView&, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
+    return r.run != nullptr && cols_ok ? uint32_t(__ldg(r.run + (kc >> 5))) : 127u;
   }
   // Word by word (chunk_mma's kWordwise): a code word's four pairs of each row, decoded just
   // before the two mma steps that take them.
@@ -132,6 +141,15 @@ struct MmaMxfp4 : ByRow {
   static __device__ __forceinline__ void decode_word(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
     if (f.second == 0) dev::e2m1_word_to_bf16x4_factors<false>(w, f, p);
     else dev::e2m1_word_to_bf16x4_factors<true>(w, f, p);
+  }
+  // chunk_mma's warp-uniform step (run v60): where no lane's two rows need a second factor
+  // (every scale <= 2^1, the blocks of real weights), the whole warp decodes with one multiply
+  // a pair. decode_word's per-row test is a predicated second multiply at every pair, issued
+  // whether or not it applies: a tenth of the chunk's instructions.
+  static constexpr bool kUniformStep = true;
+  static __device__ __forceinline__ bool one_factor(const dev::E8m0Factors& f) { return f.second == 0; }
+  static __device__ __forceinline__ void decode_word_one(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
+    dev::e2m1_word_to_bf16x4_factors<false>(w, f, p);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const dev::E8m0Factors f = factors(e, nullptr);
@@ -318,9 +336,16 @@ struct MmaNf4Scaled : ByRow {
     }
   }
   // The absmax of the lane's columns [kc, kc + kChunk / 4) (one block).
+  // The row's cursor also holds the flat index of its first element (row * k), formed once a
+  // stripe (run v60), where the precomputed absmax's block index used to take a 64-bit product
+  // at every chunk.
+  struct Cursor : RowCursor {
+    uint64_t first;
+  };
+  static __device__ __forceinline__ Cursor cursor(const QuantView& v, uint64_t row, bool ok) { return {{row, ok}, row * v.k}; }
   static __device__ __forceinline__ Raw aux(const QuantView& v, const float* nested, const Cursor& r, bool cols_ok, uint64_t kc) {
     if constexpr (kPrecomputed) {
-      return r.ok && cols_ok ? uint32_t(__ldg(v.absmax_bf16 + dev::div_by(r.row * v.k + kc, v.block_size, v.block_shift))) : 0u;
+      return r.ok && cols_ok ? uint32_t(__ldg(v.absmax_bf16 + dev::div_by(r.first + kc, v.block_size, v.block_shift))) : 0u;
     } else {
       return MmaNf4<Nf4Table::kBf16Pairs>::aux(v, nested, r, cols_ok, kc);
     }
@@ -578,6 +603,19 @@ __device__ __forceinline__ void scaled_block_mma(const uint32_t (&a_g)[kSplits][
 // SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower, also
 // with the next chunk's loads kept ahead of the chain (not profiled further), so that step
 // keeps the whole-chunk decode.
+// Whether format P has a warp-uniform one-factor step (MmaMxfp4::kUniformStep).
+template <typename P>
+constexpr bool uniform_step() {
+  if constexpr (requires { P::kUniformStep; }) return P::kUniformStep;
+  else return false;
+}
+
+template <typename P, bool kOne, typename F>
+__device__ __forceinline__ void decode_row_word(uint32_t w, const F& f, uint32_t (&p)[4]) {
+  if constexpr (kOne) P::decode_word_one(w, f, p);
+  else P::decode_word(w, f, p);
+}
+
 template <typename P, int NT, bool kWordwise>
 __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P>& l, const uint32_t (&bx)[NT][P::kPairs],
                                           const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
@@ -589,16 +627,28 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
     uint32_t wg[kWords], wh[kWords];
     memcpy(wg, &l.wg, sizeof wg);
     memcpy(wh, &l.wh, sizeof wh);
+    // kOne: P's one-factor decode (P::kUniformStep), taken by the whole warp or not at all;
+    // the same pairs as decode_word's wherever the warp takes it.
+    auto words = [&](auto one) {
 #pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      uint32_t pg[4], ph[4];
-      P::decode_word(wg[i], fg, pg);
-      P::decode_word(wh[i], fh, ph);
+      for (int i = 0; i < kWords; ++i) {
+        uint32_t pg[4], ph[4];
+        decode_row_word<P, decltype(one)::value>(wg[i], fg, pg);
+        decode_row_word<P, decltype(one)::value>(wh[i], fh, ph);
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        mma16816(acc[j], pg[0], ph[0], pg[1], ph[1], bx[j][4 * i], bx[j][4 * i + 1]);
-        mma16816(acc[j], pg[2], ph[2], pg[3], ph[3], bx[j][4 * i + 2], bx[j][4 * i + 3]);
+        for (int j = 0; j < NT; ++j) {
+          mma16816(acc[j], pg[0], ph[0], pg[1], ph[1], bx[j][4 * i], bx[j][4 * i + 1]);
+          mma16816(acc[j], pg[2], ph[2], pg[3], ph[3], bx[j][4 * i + 2], bx[j][4 * i + 3]);
+        }
       }
+    };
+    if constexpr (uniform_step<P>()) {
+      // Every lane of the warp runs the chunk loop together (its bounds depend on the warp
+      // alone), so the vote sees all 32.
+      if (__all_sync(0xffffffffu, P::one_factor(fg) && P::one_factor(fh))) words(std::true_type{});
+      else words(std::false_type{});
+    } else {
+      words(std::false_type{});
     }
     return;
   }
@@ -887,6 +937,42 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
   return best;
 }
 
+// The dynamic shared memory (unused) that holds a launch of `blocks` blocks of `threads` to
+// at most ceil(blocks / SMs) <= 2 blocks a SM where the kernel could hold more (gemv_spread; 0
+// otherwise, and wherever no byte count gives exactly that cap). The
+// block scheduler is free to stack as many blocks on one SM as fit while others get fewer, and
+// a one-wave GEMV takes as long as its fullest SM: run v60 measured MXFP4 4096x14336 at 16.1 us
+// with 2 blocks a SM possible and 19.7 with 3 (H200). Only the residency changes, not the sums.
+template <typename K>
+Result<uint32_t> spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig& c) {
+  if (!gemv_spread(c.variants) || c.sm_count <= 0 || blocks == 0) return 0u;
+  int per_sm = 0;
+  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  // Only where each SM gets one or two blocks: the unused shared memory also takes L1's share of
+  // the SM, which FP8 14336x4096 (held from 8 blocks a SM to 7) paid for, 22.7 -> 24.7 us, while
+  // the most a scheduler can overfill an SM by falls with the blocks it gets (run v60).
+  const uint64_t cap = (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
+  if (cap > 2 || cap >= uint64_t(per_sm)) return 0u;
+  int device = 0, smem_sm = 0, reserved = 0, optin = 0;
+  IRIS_CUDA_TRY(cudaGetDevice(&device));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attributes{};
+  IRIS_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+  // The smallest footprint a block at which cap + 1 blocks no longer fit an SM's shared memory.
+  const uint64_t footprint = uint64_t(smem_sm) / (cap + 1) + 1;
+  const uint64_t fixed = uint64_t(reserved) + attributes.sharedSizeBytes;
+  if (footprint <= fixed) return 0u;
+  const uint64_t dynamic = (footprint - fixed + 127) & ~uint64_t(127);
+  if (dynamic + attributes.sharedSizeBytes > uint64_t(optin)) return 0u;
+  if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes))
+    IRIS_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)));
+  int spread = 0;
+  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)));
+  return uint64_t(spread) == cap ? uint32_t(dynamic) : 0u;
+}
+
 // The warp count of every launch over stripes of this geometry: decided by the F32-output
 // dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
 // the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
@@ -936,7 +1022,9 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
   const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
-  IRIS_CUDA_TRY(launch_kernel(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), s, programmatic, v, g, x, batch, y));
+  IRIS_ASSIGN_OR_RETURN(uint32_t smem, (spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, c)));
+  IRIS_CUDA_TRY(launch_kernel_smem(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), smem, s, programmatic, v, g, x,
+                                   batch, y));
   return Status::ok();
 }
 
@@ -990,8 +1078,9 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   MmaGeometry gp = g;
   gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   gp.release_late = c.variants.programmatic == 3;
-  IRIS_CUDA_TRY(launch_kernel(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), s,
-                              programmatic_launch(c.variants, c.kernel_arch), a, gp));
+  IRIS_ASSIGN_OR_RETURN(uint32_t smem, (spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, c)));
+  IRIS_CUDA_TRY(launch_kernel_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), smem, s,
+                                   programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();
 }
 

@@ -9,22 +9,30 @@
 
 namespace iris {
 
-// Launches kernel<<<grid, block, 0, stream>>>(args...), with programmatic stream
+// Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...), with programmatic stream
 // serialization when `programmatic` (only for kernels that call dev::wait_for_producer()
 // before their first read of another kernel's output, in code the device loaded for sm_90 or
 // newer: programmatic_launch() in tuning.h decides).
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool programmatic, Args&&... args) {
+cudaError_t launch_kernel_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_smem, cudaStream_t stream, bool programmatic,
+                               Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = dynamic_smem;
   config.stream = stream;
   config.attrs = programmatic ? &attribute : nullptr;
   config.numAttrs = programmatic ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// launch_kernel_smem with no dynamic shared memory.
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool programmatic, Args&&... args) {
+  return launch_kernel_smem(kernel, grid, block, 0, stream, programmatic, std::forward<Args>(args)...);
 }
 
 // The architecture of the code the current device loaded for `kernel` (its ptxVersion, as

@@ -21,6 +21,7 @@ struct KernelVariants {
   int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table and nf4_scaled off: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
   int nf4_scaled = 0;             // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best), 1 the absmax applied to the FP32 partial sums, 2 to the BF16 weights (bitsandbytes' arithmetic)
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
+  int gemv_spread = 0;            // tensor-core GEMV launches of one wave with room to spare: 0 (best), 1 off, 2 on (at most ceil(blocks / SMs) blocks a SM)
   int gemv_l2_prefetch = 0;       // tensor-core GEMV blocks ask L2 for their stripe's codes first (sm_90): 0 (best), 1 off, 2 on
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
   // left out, so its outputs are meaningless (kernels/NOTES.md, runs v33 and v37). Only

@@ -140,6 +140,15 @@ bool programmatic_launch(const KernelVariants& variants, int kernel_arch) {
   return variants.programmatic != 1;
 }
 
+bool gemv_spread(const KernelVariants& variants) {
+  // Run v60 (H200, batch 1, us, spread / not): a launch of few stripes (Llama's 4096-row
+  // projections: 256 stripes on 132 SMs) whose kernel could hold 3-4 blocks a SM leaves it to
+  // the block scheduler how many each SM gets. MXFP4's prefetch kernel at 4096x14336 went from
+  // 16.1 to 19.7 when its registers fell from 115 (2 blocks a SM) to 80 (3); held to 2 again
+  // it takes 16.1 (4096x4096 6.1 / 7.0, FP8 4096x14336 28.4 / 28.8).
+  return variants.gemv_spread != 1;
+}
+
 uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks) {
   // Run v46 (H100, batch 1): asked of L2 as each block starts, the codes cost more than they
   // saved at 17 of 18 decode shapes (MXFP4 4096x14336 23.78 -> 25.88 us, 4096x4096 8.23 ->

@@ -43,6 +43,11 @@ bool programmatic_launch(const KernelVariants& variants, int kernel_arch);
 // the matrix.
 uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks);
 
+// Whether a tensor-core GEMV launch of at most two blocks a SM whose kernel could hold more
+// holds each SM to ceil(blocks / SMs) resident blocks (by asking for dynamic shared memory it
+// does not use), so that its blocks spread evenly over the SMs (run v60).
+bool gemv_spread(const KernelVariants& variants);
+
 // The tensor-core GEMV's NF4 lookup: the 256-entry byte-pair table (true) or the 16-entry one.
 bool nf4_pair_table(const LaunchConfig& config);
 

@@ -392,6 +392,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "gemv-l2-prefetch") {  // each block's stripe asked of L2 first (sm_90)
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->gemv_l2_prefetch = value == "auto" ? 0 : value == "off" ? 1 : 2;
+  } else if (name == "gemv-spread") {  // one-wave launches held to ceil(blocks / SMs) blocks a SM
+    if (value != "auto" && value != "off" && value != "on") return bad();
+    v->gemv_spread = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "gemv-warps") {
     if (value != "auto" && (value.size() != 1 || value[0] < '1' || value[0] > '8')) return bad();
     v->gemv_warps = value == "auto" ? 0 : std::stoi(value);

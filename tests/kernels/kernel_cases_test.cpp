@@ -36,7 +36,11 @@ namespace {
 // both signs and subnormals among them; kSignedHuge: random sign, magnitudes 1e25..1e30.
 // Decoding is code x scale whatever the sign (transformers' FP8 checkpoints hold negative
 // block scales), so every path must give the reference's bits with them (issue 24).
-enum class Scales { kNormal, kExtreme, kWithNaN, kSigned, kSignedHuge };
+// kRealMxfp4: MXFP4 scales as real weights have them, E8M0 <= 128 (blocks up to 12 in
+// magnitude), with one block in 200 larger (129..140). A warp's chunk holds 64 scales, so about
+// three chunks in four have no larger one and take the one-factor step (run v60) while the
+// others do not, both in one matrix; kNormal's 100..140 leaves almost no chunk without one.
+enum class Scales { kNormal, kExtreme, kWithNaN, kSigned, kSignedHuge, kRealMxfp4 };
 
 struct Case {
   // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16 (BF16
@@ -55,6 +59,7 @@ std::string name_of(const Case& c) {
        : c.scales == Scales::kWithNaN   ? " nan"
        : c.scales == Scales::kSigned    ? " signed"
        : c.scales == Scales::kSignedHuge ? " signed-huge"
+       : c.scales == Scales::kRealMxfp4  ? " real-mxfp4"
                                          : "";
   return s;
 }
@@ -139,7 +144,12 @@ Built build(const Case& c, std::mt19937& rng) {
     d.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}};
     rows = bytes(batch * n * round_up(k, 32) / 2);
     const uint64_t ns = batch * n * ceil_div(k, 32);
-    b.comps[Role::kScales] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255) : bytes(ns, 100, 140);
+    b.comps[Role::kScales] = c.scales == Scales::kExtreme ? bytes(ns, 0, 254) : c.scales == Scales::kWithNaN ? bytes(ns, 250, 255)
+                             : c.scales == Scales::kRealMxfp4 ? bytes(ns, 100, 128) : bytes(ns, 100, 140);
+    if (c.scales == Scales::kRealMxfp4) {
+      std::uniform_int_distribution<int> one_in(0, 199), large(129, 140);
+      for (auto& e : b.comps[Role::kScales]) if (one_in(rng) == 0) e = uint8_t(large(rng));
+    }
   } else if (c.format.rfind("nf4", 0) == 0 || c.format == "bnb_fp4") {
     // nf4: blocks of 64, double quantization; nf4-b128: blocks of 128; nf4-fp32-absmax: no
     // double quantization (an FP32 absmax a block).
@@ -359,7 +369,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ref_bf16_table.resize(numel);
     ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
   }
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "spread-off", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -380,6 +390,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     if (variant == "nf4-bf16-table-unroll-2") launch.variants.gemv_unroll = 2;
     launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
     launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
+    launch.variants.gemv_spread = variant == "spread-off" ? 1 : 0;
     if (variant == "late-x-unroll-1") launch.variants.gemv_unroll = 1;
     const bool late = variant.rfind("late-x", 0) == 0;
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -848,6 +859,12 @@ std::vector<Case> all_cases() {
   cs.push_back({"nf4-fp32-absmax", {3, 48, 256}, 0, 0, Scales::kSignedHuge});
   cs.push_back({"fp8-block", {1024, 4096}, 0, 0});
   cs.push_back({"mxfp4", {4, 576, 2880}, 0, 0});
+  // MXFP4 scales as real weights have them: the warp-uniform one-factor step and the
+  // two-factor one in the same matrix (Scales::kRealMxfp4).
+  cs.push_back({"mxfp4", {1024, 4096}, 0, 0, Scales::kRealMxfp4});
+  cs.push_back({"mxfp4", {4, 576, 2880}, 0, 0, Scales::kRealMxfp4});
+  cs.push_back({"mxfp4", {40, 1024}, 16, 128, Scales::kRealMxfp4});
+  cs.push_back({"mxfp4", {33, 1000}, 0, 0, Scales::kRealMxfp4});
   return cs;
 }
 
