@@ -90,6 +90,11 @@ iris_status iris_cuda_gemv_bf16(const uint16_t*, uint64_t, uint64_t, const uint1
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 
+iris_status iris_cuda_gemv_bf16_f32(const uint16_t*, uint64_t, uint64_t, const uint16_t*, const uint16_t*, int, float*, iris_cuda_stream,
+                                    char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
 iris_status iris_cuda_attention_decode(const uint16_t*, const uint16_t*, const uint16_t*, const int64_t*, const uint16_t*, uint64_t,
                                        uint64_t, uint64_t, uint64_t, uint64_t, float, uint16_t*, iris_cuda_stream, char* msg,
                                        size_t msg_size) {

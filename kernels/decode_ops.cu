@@ -291,7 +291,7 @@ constexpr int kDenseWarps = 8;  // a warp per output row
 // producer (weights only: kernels/grid_dependency.cuh), so that they arrive while the kernel
 // before ends; the rest, and every activation, after it. (A bulk L2 prefetch of the row before the wait lost at the
 // quantized GEMVs' shapes in run v46 and was not kept.)
-template <int B>
+template <int B, bool F32>
 __global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvArgs a, bool vector) {
   const int lane = threadIdx.x & 31;
   const uint32_t r = blockIdx.x * kDenseWarps + (threadIdx.x >> 5);
@@ -344,14 +344,16 @@ __global__ void __launch_bounds__(kDenseWarps * 32) dense_gemv_kernel(DenseGemvA
   for (int b = 0; b < B; ++b) {
     float v = butterfly32(acc[b]);
     if (a.bias) v = v + bias;
-    if (lane == 0) a.y[uint64_t(b) * a.n + r] = bf16_output(v);
+    if (lane != 0) continue;
+    if constexpr (F32) a.y_f32[uint64_t(b) * a.n + r] = v;
+    else a.y[uint64_t(b) * a.n + r] = bf16_output(v);
   }
 }
 
-template <int B>
+template <int B, bool F32>
 cudaError_t launch_dense(const DenseGemvArgs& a, bool vector, cudaStream_t stream) {
-  return launch_kernel(dense_gemv_kernel<B>, dim3((a.n + kDenseWarps - 1) / kDenseWarps), dim3(kDenseWarps * 32), stream,
-                       programmatic_launch({}, loaded_kernel_arch(dense_gemv_kernel<B>)), a, vector);
+  return launch_kernel(dense_gemv_kernel<B, F32>, dim3((a.n + kDenseWarps - 1) / kDenseWarps), dim3(kDenseWarps * 32), stream,
+                       programmatic_launch({}, loaded_kernel_arch(dense_gemv_kernel<B, F32>)), a, vector);
 }
 
 // ---- the residual step and RMSNorm
@@ -518,7 +520,7 @@ Status cuda_dense_gemv(const DenseGemvArgs& a, void* stream) {
   // Every batch 1..16 its own instance: the sums stay in registers.
   switch (a.batch) {
 #define IRIS_DENSE_CASE(B) \
-  case B: IRIS_CUDA_TRY(launch_dense<B>(a, vector, st)); break;
+  case B: IRIS_CUDA_TRY((a.y_f32 ? launch_dense<B, true>(a, vector, st) : launch_dense<B, false>(a, vector, st))); break;
     IRIS_DENSE_CASE(1) IRIS_DENSE_CASE(2) IRIS_DENSE_CASE(3) IRIS_DENSE_CASE(4) IRIS_DENSE_CASE(5) IRIS_DENSE_CASE(6)
     IRIS_DENSE_CASE(7) IRIS_DENSE_CASE(8) IRIS_DENSE_CASE(9) IRIS_DENSE_CASE(10) IRIS_DENSE_CASE(11) IRIS_DENSE_CASE(12)
     IRIS_DENSE_CASE(13) IRIS_DENSE_CASE(14) IRIS_DENSE_CASE(15) IRIS_DENSE_CASE(16)

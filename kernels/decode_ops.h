@@ -94,11 +94,12 @@ struct DenseGemvArgs {
   const uint16_t* bias = nullptr;  // bf16 [n], or nullptr
   const uint16_t* x = nullptr;     // bf16 [batch, k]
   uint32_t n = 0, k = 0, batch = 0;  // batch 1..kDenseGemvMaxBatch
-  uint16_t* y = nullptr;           // out: bf16 [batch, n]
+  uint16_t* y = nullptr;           // out: bf16 [batch, n]; or
+  float* y_f32 = nullptr;          // out: the same sums unrounded, fp32 [batch, n] (a model's logits)
 };
 constexpr uint32_t kDenseGemvMaxBatch = 16;
 
-// y[b, r] = x[b, :] . w[r, :] + bias[r], rounded to BF16: FP32 sums in 32 interleaved partial
+// y[b, r] = x[b, :] . w[r, :] + bias[r], rounded to BF16 (y_f32: not rounded): FP32 sums in 32 interleaved partial
 // sums (partial l takes the 8-element chunks l, l + 32, ... in order, fmaf each, then element
 // 8 * (k / 8) + l of a tail), combined by the butterfly s[l] + s[l ^ m], m = 16..1; plus the bias.
 Status check_dense_gemv(const DenseGemvArgs& a);

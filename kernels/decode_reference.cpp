@@ -71,7 +71,8 @@ float dot32(const uint16_t* x, const uint16_t* w, uint32_t k) {
 }  // namespace
 
 Status check_dense_gemv(const DenseGemvArgs& a) {
-  if (!a.w || !a.x || !a.y) return invalid_argument("dense gemv: w, x and y must not be NULL");
+  if (!a.w || !a.x) return invalid_argument("dense gemv: w and x must not be NULL");
+  if ((a.y == nullptr) == (a.y_f32 == nullptr)) return invalid_argument("dense gemv: exactly one of y (bf16) and y_f32 must be set");
   if (a.batch == 0 || a.batch > kDenseGemvMaxBatch)
     return invalid_argument("dense gemv: batch " + std::to_string(a.batch) + " (1.." + std::to_string(kDenseGemvMaxBatch) + " supported)");
   if (a.k == 0) return invalid_argument("dense gemv: k is 0");
@@ -83,7 +84,8 @@ void dense_gemv_reference(const DenseGemvArgs& a) {
     for (uint32_t r = 0; r < a.n; ++r) {
       float v = dot32(a.x + uint64_t(b) * a.k, a.w + uint64_t(r) * a.k, a.k);
       if (a.bias) v = v + bf16_to_f32(a.bias[r]);
-      a.y[uint64_t(b) * a.n + r] = bf16_output(v);
+      if (a.y_f32) a.y_f32[uint64_t(b) * a.n + r] = v;
+      else a.y[uint64_t(b) * a.n + r] = bf16_output(v);
     }
 }
 

@@ -194,6 +194,12 @@ IRIS_API iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const
 IRIS_API iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch,
                                          uint16_t* y, iris_cuda_stream stream, char* msg, size_t msg_size);
 
+/* iris_cuda_gemv_bf16 with the FP32 sums (plus the bias) written unrounded to y FP32 [batch,
+ * n]: a model's logits from its BF16 lm_head, where rounding to BF16 makes ties among a large
+ * vocabulary common. The same sums as iris_cuda_gemv_bf16's before its rounding. */
+IRIS_API iris_status iris_cuda_gemv_bf16_f32(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x,
+                                             int batch, float* y, iris_cuda_stream stream, char* msg, size_t msg_size);
+
 /* Attention of one query over a static KV cache: for each query head h (kv head
  * h / (heads / kv_heads)), softmax(scale * q[h] . k[p]) over positions p with
  * pos - window < p <= pos (window 0: every p <= pos), joined in its denominator by sinks[h]

@@ -14,6 +14,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_experts_swiglu(x, ids, rows, handle, n, bias, alpha, limit)  gpt-oss's activation inside: [P, N / 2]
     torch.ops.iris.dequantize(handle, shape, dtype, device)
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
+    torch.ops.iris.gemv_bf16_f32(x, w, bias)           the same sums, not rounded: [R, N] FP32 (logits)
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
     torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)
     torch.ops.iris.attention_decode_rope(q, k, v, cos, sin, k_cache, v_cache, pos, sinks, window, scale)
@@ -190,6 +191,23 @@ def gemv_bf16(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) ->
 @gemv_bf16.register_fake
 def _(x, w, bias):
     return x.new_empty((x.shape[0], w.shape[0]), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_bf16_f32", mutates_args=())
+def gemv_bf16_f32(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """gemv_bf16 with FP32 outputs (its sums before the BF16 rounding): a model's logits from a
+    dense BF16 lm_head (iris_cuda_gemv_bf16_f32)."""
+    _bf16_dense(w, "the weight")
+    if bias is not None:
+        _bf16_dense(bias, "the bias")
+    fn, n, k = _t()._lib().iris_cuda_gemv_bf16_f32, w.shape[0], w.shape[1]
+    b = bias.data_ptr() if bias is not None else None
+    return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(w.data_ptr(), n, k, b, xp, rows, yp, stream, msg, len(msg)), torch.float32)
+
+
+@gemv_bf16_f32.register_fake
+def _(x, w, bias):
+    return x.new_empty((x.shape[0], w.shape[0]), dtype=torch.float32)
 
 
 @torch.library.custom_op("iris::moe_route", mutates_args=())

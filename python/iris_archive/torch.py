@@ -87,6 +87,7 @@ def _lib():
                                         msg, sz]
     lib.iris_cuda_attention_decode.argtypes = [vp, vp, vp, vp, vp] + [ctypes.c_uint64] * 5 + [ctypes.c_float, vp, vp, msg, sz]
     lib.iris_cuda_gemv_bf16.argtypes = [vp, ctypes.c_uint64, ctypes.c_uint64, vp, vp, ctypes.c_int, vp, vp, msg, sz]
+    lib.iris_cuda_gemv_bf16_f32.argtypes = [vp, ctypes.c_uint64, ctypes.c_uint64, vp, vp, ctypes.c_int, vp, vp, msg, sz]
     lib.iris_cuda_attention_decode_rope.argtypes = [vp] * 9 + [ctypes.c_uint64] * 5 + [ctypes.c_float, vp, vp, msg, sz]
     lib.iris_cuda_residual_norm.argtypes = ([vp, vp] + [ctypes.c_uint64] * 3 + [vp, ctypes.c_uint64, vp, vp, vp, ctypes.c_float, ctypes.c_int,
                                             vp, vp, vp, msg, sz])

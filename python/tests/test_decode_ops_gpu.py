@@ -3,6 +3,7 @@
 to their CPU references bit for bit; these hold the ops to oracles written in torch in FP64:
 
 - gemv_bf16: within FP32-sum and BF16 rounding of x W^T + b, at 1, 3 and 17 rows;
+- gemv_bf16_f32: within the FP32 sums' bound alone, and gemv_bf16's output is its rounding;
 - moe_route: the logits within FP32-sum and BF16 rounding of x W^T + b, the ids torch.topk's
   picks over those logits (ties to the lower index), the weights the FP64 softmax of the
   picked logits; gpt-oss's and Mixtral's shapes, several rows, a NaN logit;
@@ -144,6 +145,20 @@ def test_gemv_bf16_against_fp64(rows, n, k, bias):
     assert got.shape == (rows, n) and ((got.double() - exact).abs() <= bound).all()
 
 
+@pytest.mark.parametrize("rows,n,k,bias", [(1, 32064, 2880, False), (3, 300, 1000, True), (17, 64, 512, False)])
+def test_gemv_bf16_f32_is_the_unrounded_sum(rows, n, k, bias):
+    """gemv_bf16_f32 (a dense lm_head's logits): within the FP32 sums' bound of the exact
+    product (no BF16 rounding), and gemv_bf16's output is its BF16 rounding."""
+    x, w = _randn(rows, k, seed=31), _randn(n, k, seed=32, scale=0.05)
+    b = _randn(n, seed=33, scale=0.5) if bias else None
+    got = torch.ops.iris.gemv_bf16_f32(x, w, b)
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    exact = x.double() @ w.double().T + (b.double() if bias else 0)
+    magnitude = x.double().abs() @ w.double().abs().T + (b.double().abs() if bias else 0)
+    assert ((got.double() - exact).abs() <= magnitude * (k + 1) * 2.0 ** -24).all()
+    assert torch.equal(got.to(torch.bfloat16), torch.ops.iris.gemv_bf16(x, w, b))
+
+
 @pytest.mark.parametrize("rows,terms,n,bias,weights,weight_in_f32", [(1, 4, 2880, True, True, True), (1, 1, 4096, False, False, False),
                                                                        (1, 2, 4096, False, True, False), (3, 3, 1000, True, True, True),
                                                                        (2, 1, 1003, False, False, True), (1, 1, 20000, False, False, False)])
@@ -190,6 +205,7 @@ def test_ops_pass_opcheck_and_compile_into_a_graph():
     torch.library.opcheck(torch.ops.iris.moe_route.default, (x, w, b, 4, ws))
     torch.library.opcheck(torch.ops.iris.attention_decode.default, (q, k, v, pos, s, 8, 0.125))
     torch.library.opcheck(torch.ops.iris.gemv_bf16.default, (x, w, b))
+    torch.library.opcheck(torch.ops.iris.gemv_bf16_f32.default, (x, w, None))
     cos, sin = _rope_tables(40, 64)
     torch.library.opcheck(torch.ops.iris.attention_decode_rope.default,
                           (q, _randn(4, 64, seed=11), _randn(4, 64, seed=12), cos, sin, k.clone(), v.clone(), pos, s, 8, 0.125))

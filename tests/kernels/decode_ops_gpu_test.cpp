@@ -168,6 +168,18 @@ TEST_F(DecodeOps, DenseGemvEqualsTheReferenceBitForBit) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
     EXPECT_EQ(gy.read<uint16_t>(want.size()), want) << "x written late";
+    // The FP32 output: the reference's FP32 sums bit for bit.
+    std::vector<float> want32(want.size());
+    DenseGemvArgs host32 = host;
+    host32.y = nullptr, host32.y_f32 = want32.data();
+    dense_gemv_reference(host32);
+    DeviceBuffer gy32(want32.size() * 4);
+    DenseGemvArgs dev32 = dev;
+    dev32.y = nullptr, dev32.y_f32 = gy32.as<float>();
+    ASSERT_TRUE(cuda_dense_gemv(dev32, nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got32 = gy32.read<float>(want32.size());
+    EXPECT_EQ(0, std::memcmp(got32.data(), want32.data(), want32.size() * 4)) << "FP32 output";
   }
 }
 

@@ -202,6 +202,47 @@ TEST(DenseGemvReference, RejectsBadArguments) {
   EXPECT_FALSE(check_dense_gemv(b).is_ok());
   b = a, b.y = nullptr;
   EXPECT_FALSE(check_dense_gemv(b).is_ok());
+  float f32[16] = {};
+  b = a, b.y_f32 = f32;  // both outputs
+  EXPECT_FALSE(check_dense_gemv(b).is_ok());
+  b.y = nullptr;  // the FP32 one alone
+  EXPECT_TRUE(check_dense_gemv(b).is_ok());
+}
+
+// The FP32 output (y_f32, a model's logits): within the FP32 sums' own bound of the exact
+// dot product (no BF16 rounding), and rounding it to BF16 gives the BF16 output bit for bit.
+TEST(DenseGemvReference, F32OutputIsTheUnroundedSum) {
+  uint32_t seed = 1900;
+  for (const auto& c : test::dense_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_dense_data(c, seed += 10);
+    std::vector<uint16_t> y(size_t(c.batch) * c.n);
+    std::vector<float> y32(y.size());
+    DenseGemvArgs a;
+    a.w = d.w.data(), a.bias = c.bias ? d.bias.data() : nullptr, a.x = d.x(), a.n = c.n, a.k = c.k, a.batch = c.batch;
+    a.y = y.data();
+    dense_gemv_reference(a);
+    a.y = nullptr, a.y_f32 = y32.data();
+    ASSERT_TRUE(check_dense_gemv(a).is_ok());
+    dense_gemv_reference(a);
+    for (uint32_t b = 0; b < c.batch; ++b)
+      for (uint32_t r = 0; r < c.n; ++r) {
+        const size_t at = size_t(b) * c.n + r;
+        double sum = 0, abs_sum = 0;
+        for (uint32_t i = 0; i < c.k; ++i) {
+          const double p = double(bf16_to_f32(a.x[size_t(b) * c.k + i])) * bf16_to_f32(d.w[size_t(r) * c.k + i]);
+          sum += p, abs_sum += std::fabs(p);
+        }
+        if (c.bias) sum += bf16_to_f32(d.bias[r]), abs_sum += std::fabs(bf16_to_f32(d.bias[r]));
+        if (std::isnan(y32[at])) {
+          ASSERT_TRUE(std::isnan(bf16_to_f32(y[at]))) << "batch " << b << " row " << r;
+          continue;
+        }
+        ASSERT_EQ(f32_to_bf16(y32[at]), y[at]) << "batch " << b << " row " << r;
+        if (std::isinf(sum) || std::isinf(y32[at])) continue;
+        ASSERT_LE(std::fabs(double(y32[at]) - sum), double(c.k + 1) * std::ldexp(abs_sum, -24) + 1e-38) << "batch " << b << " row " << r;
+      }
+  }
 }
 
 // ---- attention

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from . import _weights
+from . import _layers
 from ._layers import KVCache, rope_and_write_kv, rope_tables
 
 
@@ -31,7 +32,7 @@ class Decoder:
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -62,6 +63,10 @@ class Decoder:
         # arithmetic rounds where transformers' BF16 steps round. Other families have no such
         # activation: there it changes nothing.
         self.activation_in_gemv = self.fused and bool(activation_in_gemv)
+        # iris_head (default: fused): a dense BF16 lm_head gives its FP32 logits through iris's
+        # dense GEMV (torch.ops.iris.gemv_bf16_f32) instead of cuBLAS (logits_f32): the same
+        # FP32 sums in another order, 9% faster on gpt-oss's head (kernels/NOTES.md, run v61).
+        self.iris_head = self.fused if iris_head is None else bool(iris_head)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -76,6 +81,13 @@ class Decoder:
         # timelines in docs/device-runs/2026-11-26-decode-llama-4formats.json); these two stages
         # 2.0 + 1.8 us (...-decode-final.json).
         self._pick = self.fn(_two_stage_argmax)
+
+    def _head(self, head):
+        """The lm_head, on iris's dense GEMV where iris_head says so and it is a dense BF16
+        matrix without a bias (use_iris_dense_logits); returns it."""
+        if self.iris_head:
+            _layers.use_iris_dense_logits(head)
+        return head
 
     def reads(self, part, times: int = 1):
         """Registers a projection the step reads `times` matrices of (top-k for an expert
@@ -258,7 +270,8 @@ def _inductor_has_pdl() -> bool:
 
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
-         rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False) -> Decoder:
+         rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False,
+         iris_head: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -273,6 +286,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     kernel. rope_in_attention (default: fused) moves the rotary positions and the KV-cache write
     into the attention kernel. activation_in_gemv=True (with fused) runs gpt-oss's expert
     activation inside the gate_up expert GEMV's launch (measured no faster: off by default).
+    iris_head (default: fused) computes a dense BF16 lm_head's FP32 logits with iris's dense
+    GEMV instead of cuBLAS.
     nf4_table="bf16": NF4's GEMVs with the declared BF16 table (iris.torch.load says what it
     changes); refused where there are no NF4 GEMVs for it to
     change (a snapshot folder, or dequantize=True), rather than ignored."""
@@ -285,12 +300,13 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)
-    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv)
+    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
+                       iris_head)
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                activation_in_gemv: bool = False) -> Decoder:
+                activation_in_gemv: bool = False, iris_head: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -301,6 +317,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
     decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                             activation_in_gemv)
+                             activation_in_gemv, iris_head)
     weights.check_all_taken()
     return decoder

@@ -45,9 +45,9 @@ class GptOssDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                         activation_in_gemv)
+                         activation_in_gemv, iris_head)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads
@@ -58,7 +58,7 @@ class GptOssDecoder(Decoder):
         n_layers = int(c["num_hidden_layers"])
         self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
         self.norm = w.take("model.norm.weight")
-        self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
+        self.lm_head = self.reads(self._head(Linear(w, "lm_head", bias=False)))
         self._make_rope_and_cache(n_layers, self.embed.dtype)
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=self.device)
         heads, kv_heads, groups, head_dim = self.heads, self.kv_heads, self.groups, self.head_dim

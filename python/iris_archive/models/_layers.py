@@ -26,6 +26,7 @@ class Linear:
         self.quantized = isinstance(self.w, QuantTensor)
         self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
         self.iris_dense = False  # use_iris_dense_gemv() sets it
+        self.iris_logits = False  # use_iris_dense_logits() sets it
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
@@ -45,6 +46,8 @@ class Linear:
             return self(x).float()
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
+        if self.iris_logits:
+            return torch.ops.iris.gemv_bf16_f32(x, self.w, None)
         return logits_f32(x, self.w)
 
 
@@ -116,6 +119,16 @@ def use_iris_dense_gemv(part) -> None:
     dense = getattr(part, "w", None) is not None and not part.quantized and part.w.dtype == torch.bfloat16 and part.w.dim() == 2
     if dense and part.b is not None and (not isinstance(part, GroupedLinear) or part.mode == "concatenated"):
         part.iris_dense = True
+
+
+def use_iris_dense_logits(head) -> None:
+    """Runs a dense BF16 lm_head without a bias (a Linear, or a tied embedding) on
+    torch.ops.iris.gemv_bf16_f32: the FP32 logits, as logits_f32 gives them, from iris's dense
+    GEMV, which read gpt-oss's 201088x2880 head in 372 us where cuBLAS took 410 (H100,
+    bench/dense_bf16_bench.py, kernels/NOTES.md run v61)."""
+    w = getattr(head, "w", None)
+    if w is not None and not head.quantized and head.b is None and w.dtype == torch.bfloat16 and w.dim() == 2 and w.is_contiguous():
+        head.iris_logits = True
 
 
 class ExpertStack:

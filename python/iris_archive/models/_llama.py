@@ -84,14 +84,22 @@ class _TiedHead:
     """lm_head sharing the embedding matrix (tie_word_embeddings)."""
 
     quantized = False
+    b = None
 
     def __init__(self, embed, nbytes: int):
         self.embed, self.nbytes = embed, nbytes
+        self.iris_logits = False  # use_iris_dense_logits() sets it
+
+    @property
+    def w(self):
+        return self.embed
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
 
     def logits(self, h):
+        if self.iris_logits:
+            return torch.ops.iris.gemv_bf16_f32(h, self.embed, None)
         return logits_f32(h, self.embed)
 
 
@@ -122,9 +130,9 @@ class LlamaDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                         activation_in_gemv)
+                         activation_in_gemv, iris_head)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
@@ -134,9 +142,9 @@ class LlamaDecoder(Decoder):
         self.layers = [_Layer(self, w, i, c) for i in range(n_layers)]
         self.norm = w.take("model.norm.weight")
         if w.has("lm_head.weight"):
-            self.lm_head = self.reads(Linear(w, "lm_head", bias=False))
+            self.lm_head = self.reads(self._head(Linear(w, "lm_head", bias=False)))
         elif c.get("tie_word_embeddings", False):
-            self.lm_head = self.reads(_TiedHead(self.embed, w.nbytes("model.embed_tokens.weight")))
+            self.lm_head = self.reads(self._head(_TiedHead(self.embed, w.nbytes("model.embed_tokens.weight"))))
         else:
             raise IrisError(f"{w.source}: no lm_head.weight and tie_word_embeddings is not set")
         self._make_rope_and_cache(n_layers, self.embed.dtype)
