@@ -315,6 +315,7 @@ iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const
   return guarded(msg, msg_size, [&]() -> iris_status {
     if (n > UINT32_MAX || k > UINT32_MAX || batch < 0)
       return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16: n or k over 2^32, or a negative batch", msg, msg_size);
+    if (!y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16: y must not be NULL", msg, msg_size);
     DenseGemvArgs a;
     a.w = w, a.bias = bias, a.x = x, a.n = uint32_t(n), a.k = uint32_t(k), a.batch = uint32_t(batch), a.y = y;
     return report(cuda_dense_gemv(a, stream).with_context("iris_cuda_gemv_bf16: "), msg, msg_size);

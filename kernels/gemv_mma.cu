@@ -595,14 +595,6 @@ __device__ __forceinline__ void scaled_block_mma(const uint32_t (&a_g)[kSplits][
   }
 }
 
-// The step: a chunk's loaded codes decoded and multiplied into acc by the mma chain.
-// mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
-// kWordwise (a format with a word-by-word decode, MXFP4): each code word's pairs decoded just
-// before the two mma steps that take them, instead of the chunk's 32 pairs first. Same mmas in
-// the same order. Run v52: at unroll 1 that freed 16-21 registers (a fourth 8-warp block a
-// SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower, also
-// with the next chunk's loads kept ahead of the chain (not profiled further), so that step
-// keeps the whole-chunk decode.
 // Whether format P has a warp-uniform one-factor step (MmaMxfp4::kUniformStep).
 template <typename P>
 constexpr bool uniform_step() {
@@ -616,6 +608,14 @@ __device__ __forceinline__ void decode_row_word(uint32_t w, const F& f, uint32_t
   else P::decode_word(w, f, p);
 }
 
+// The step: a chunk's loaded codes decoded and multiplied into acc by the mma chain.
+// mma step q: k slots {2t, 2t+1} <- lane columns 4q, 4q+1; {2t+8, 2t+9} <- 4q+2, 4q+3.
+// kWordwise (a format with a word-by-word decode, MXFP4): each code word's pairs decoded just
+// before the two mma steps that take them, instead of the chunk's 32 pairs first. Same mmas in
+// the same order. Run v52: at unroll 1 that freed 16-21 registers (a fourth 8-warp block a
+// SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower, also
+// with the next chunk's loads kept ahead of the chain (not profiled further), so that step
+// keeps the whole-chunk decode.
 template <typename P, int NT, bool kWordwise>
 __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P>& l, const uint32_t (&bx)[NT][P::kPairs],
                                           const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
@@ -944,32 +944,44 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
 // a one-wave GEMV takes as long as its fullest SM: run v60 measured MXFP4 4096x14336 at 16.1 us
 // with 2 blocks a SM possible and 19.7 with 3 (H200). Only the residency changes, not the sums.
 template <typename K>
-Result<uint32_t> spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig& c) {
+uint32_t spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig& c) {
   if (!gemv_spread(c.variants) || c.sm_count <= 0 || blocks == 0) return 0u;
+  // A placement aid, never a reason to fail the GEMV: any query that fails means no spread
+  // (and leaves no error behind for the launch's own check).
+  auto ok = [](cudaError_t e) {
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
+  };
   int per_sm = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0))) return 0u;
   // Only where each SM gets one or two blocks: the unused shared memory also takes L1's share of
   // the SM, which FP8 14336x4096 (held from 8 blocks a SM to 7) paid for, 22.7 -> 24.7 us, while
   // the most a scheduler can overfill an SM by falls with the blocks it gets (run v60).
   const uint64_t cap = (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
   if (cap > 2 || cap >= uint64_t(per_sm)) return 0u;
   int device = 0, smem_sm = 0, reserved = 0, optin = 0;
-  IRIS_CUDA_TRY(cudaGetDevice(&device));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   cudaFuncAttributes attributes{};
-  IRIS_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+  if (!ok(cudaGetDevice(&device)) || !ok(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
+      !ok(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device)) ||
+      !ok(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) ||
+      !ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
+    return 0u;
   // The smallest footprint a block at which cap + 1 blocks no longer fit an SM's shared memory.
   const uint64_t footprint = uint64_t(smem_sm) / (cap + 1) + 1;
   const uint64_t fixed = uint64_t(reserved) + attributes.sharedSizeBytes;
   if (footprint <= fixed) return 0u;
   const uint64_t dynamic = (footprint - fixed + 127) & ~uint64_t(127);
-  if (dynamic + attributes.sharedSizeBytes > uint64_t(optin)) return 0u;
-  if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes))
-    IRIS_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)));
+  const uint64_t most = uint64_t(optin) - attributes.sharedSizeBytes;
+  if (dynamic > most) return 0u;
+  // The kernel's allowance is raised once to the most the device allows, never lowered: a
+  // process-wide attribute, which a launch of another cap on another thread must not shrink
+  // under this one.
+  if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes) &&
+      !ok(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(most))))
+    return 0u;
   int spread = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)));
+  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return 0u;
   return uint64_t(spread) == cap ? uint32_t(dynamic) : 0u;
 }
 
@@ -1022,7 +1034,7 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
   const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
-  IRIS_ASSIGN_OR_RETURN(uint32_t smem, (spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, c)));
+  const uint32_t smem = spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, c);
   IRIS_CUDA_TRY(launch_kernel_smem(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), smem, s, programmatic, v, g, x,
                                    batch, y));
   return Status::ok();
@@ -1078,7 +1090,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   MmaGeometry gp = g;
   gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   gp.release_late = c.variants.programmatic == 3;
-  IRIS_ASSIGN_OR_RETURN(uint32_t smem, (spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, c)));
+  const uint32_t smem = spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, c);
   IRIS_CUDA_TRY(launch_kernel_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), smem, s,
                                    programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();

@@ -176,13 +176,25 @@ def _bf16_dense(t: torch.Tensor, what: str) -> torch.Tensor:
     return t
 
 
+def _dense_operands(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
+    """The dense GEMVs' operand checks: x [R, K] on w's device, bias [N] (the kernel reads K
+    columns of x and N biases whatever the tensors hold)."""
+    _bf16_dense(w, "the weight")
+    if bias is not None:
+        _bf16_dense(bias, "the bias")
+    if w.dim() != 2 or x.dim() != 2 or x.shape[1] != w.shape[1] or x.device != w.device or (
+            bias is not None and (bias.numel() != w.shape[0] or bias.device != w.device)):
+        from ._errors import IrisError
+
+        raise IrisError(f"iris: x {tuple(x.shape)} ({x.device}) does not fit the weight {tuple(w.shape)} ({w.device})"
+                        + (f" and bias {tuple(bias.shape)}" if bias is not None else ""))
+
+
 @torch.library.custom_op("iris::gemv_bf16", mutates_args=())
 def gemv_bf16(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """x [R, K] times a dense BF16 weight w [N, K], plus bias [N]: iris_cuda_gemv_bf16, the bias
     in the same launch (cuBLAS adds it with a reduction kernel or a separate add)."""
-    _bf16_dense(w, "the weight")
-    if bias is not None:
-        _bf16_dense(bias, "the bias")
+    _dense_operands(x, w, bias)
     fn, n, k = _t()._lib().iris_cuda_gemv_bf16, w.shape[0], w.shape[1]
     b = bias.data_ptr() if bias is not None else None
     return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(w.data_ptr(), n, k, b, xp, rows, yp, stream, msg, len(msg)))
@@ -197,9 +209,7 @@ def _(x, w, bias):
 def gemv_bf16_f32(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """gemv_bf16 with FP32 outputs (its sums before the BF16 rounding): a model's logits from a
     dense BF16 lm_head (iris_cuda_gemv_bf16_f32)."""
-    _bf16_dense(w, "the weight")
-    if bias is not None:
-        _bf16_dense(bias, "the bias")
+    _dense_operands(x, w, bias)
     fn, n, k = _t()._lib().iris_cuda_gemv_bf16_f32, w.shape[0], w.shape[1]
     b = bias.data_ptr() if bias is not None else None
     return _rows16(x, n, lambda xp, rows, yp, stream, msg: fn(w.data_ptr(), n, k, b, xp, rows, yp, stream, msg, len(msg)), torch.float32)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <numeric>
 
@@ -234,12 +235,19 @@ TEST(DenseGemvReference, F32OutputIsTheUnroundedSum) {
           sum += p, abs_sum += std::fabs(p);
         }
         if (c.bias) sum += bf16_to_f32(d.bias[r]), abs_sum += std::fabs(bf16_to_f32(d.bias[r]));
+        // The largest magnitude any FP32 partial sum can reach (the terms' sum, grown by rounding).
+        const double reach = abs_sum * (1 + std::ldexp(double(c.k + 1), -24));
         if (std::isnan(y32[at])) {
           ASSERT_TRUE(std::isnan(bf16_to_f32(y[at]))) << "batch " << b << " row " << r;
+          ASSERT_TRUE(std::isnan(sum) || reach >= double(FLT_MAX)) << "a NaN from a sum within FP32's range, batch " << b << " row " << r;
           continue;
         }
         ASSERT_EQ(f32_to_bf16(y32[at]), y[at]) << "batch " << b << " row " << r;
-        if (std::isinf(sum) || std::isinf(y32[at])) continue;
+        if (std::isinf(y32[at])) {  // an FP32 overflow: possible only where a partial sum can pass FP32's range
+          ASSERT_GE(reach, double(FLT_MAX)) << "batch " << b << " row " << r;
+          continue;
+        }
+        if (std::isinf(sum)) continue;
         ASSERT_LE(std::fabs(double(y32[at]) - sum), double(c.k + 1) * std::ldexp(abs_sum, -24) + 1e-38) << "batch " << b << " row " << r;
       }
   }

@@ -433,6 +433,56 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   }
 }
 
+// The tensor-core GEMV's launch choices that must not change a bit (run v60): the spread
+// (unused shared memory that only changes residency) against none, and, at one warp count (which
+// sets the order of the sums), the step modes against each other -- unroll 1 and 2 take MXFP4's
+// word-by-word decode with its warp-uniform one-factor step, the prefetch the per-row decode.
+TEST_P(KernelCases, StepModesAndSpreadGiveTheSameBits) {
+  std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " same bits")));
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const QuantView& view = d.view;
+  if (!view.tiled || view.rows == 0 || view.k == 0) return;
+  for (int batch : {1, 9}) {
+    if (!gemv_mma_supports(view, batch)) continue;
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    std::vector<uint16_t> x(batch * view.k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    void *dx, *dy;
+    const size_t ybytes = std::max<size_t>(batch * view.rows * 4, 16);
+    ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, ybytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    auto run = [&](const LaunchConfig& launch, std::vector<uint32_t>& y) {
+      ASSERT_EQ(cudaMemset(dy, 0xff, ybytes), cudaSuccess);
+      ASSERT_TRUE(cuda_gemv_uses_tensor_cores(view, batch, launch));
+      ASSERT_TRUE(cuda_gemv(view, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch).is_ok());
+      y.resize(size_t(batch) * view.rows);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    };
+    const LaunchConfig base = device_.launch_config();
+    std::vector<uint32_t> spread, plain;
+    ASSERT_NO_FATAL_FAILURE(run(base, spread));
+    LaunchConfig off = base;
+    off.variants.gemv_spread = 1;
+    ASSERT_NO_FATAL_FAILURE(run(off, plain));
+    EXPECT_EQ(spread, plain) << name_of(GetParam()) << " batch " << batch << ": spread against none";
+    std::vector<uint32_t> first;
+    for (const char* step : {"unroll-1", "unroll-2", "prefetch-on"}) {
+      LaunchConfig launch = base;
+      launch.variants.gemv_warps = 4;
+      launch.variants.gemv_unroll = std::string(step) == "unroll-2" ? 2 : 1;
+      launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
+      std::vector<uint32_t> y;
+      ASSERT_NO_FATAL_FAILURE(run(launch, y));
+      if (first.empty()) first = y;
+      else EXPECT_EQ(y, first) << name_of(GetParam()) << " batch " << batch << ": " << step << " against unroll-1, 4 warps";
+    }
+    cudaFree(dx);
+    cudaFree(dy);
+  }
+}
+
 // NF4's absmax as one BF16 a block (cuda_nf4_absmax_bf16, QuantView::absmax_bf16): each
 // value equal to bf16 of the CPU reference's absmax of that block, and the BF16-table GEMVs
 // that read it equal, bit for bit, to the same GEMVs working the absmax out themselves (the

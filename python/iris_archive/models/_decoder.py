@@ -63,10 +63,12 @@ class Decoder:
         # arithmetic rounds where transformers' BF16 steps round. Other families have no such
         # activation: there it changes nothing.
         self.activation_in_gemv = self.fused and bool(activation_in_gemv)
-        # iris_head (default: fused): a dense BF16 lm_head gives its FP32 logits through iris's
-        # dense GEMV (torch.ops.iris.gemv_bf16_f32) instead of cuBLAS (logits_f32): the same
-        # FP32 sums in another order, 9% faster on gpt-oss's head (kernels/NOTES.md, run v61).
-        self.iris_head = self.fused if iris_head is None else bool(iris_head)
+        # iris_head (default: fused, except for a dequantized model, the BF16 reference that
+        # load() promises runs on cuBLAS): a dense BF16 lm_head gives its FP32 logits through
+        # iris's dense GEMV (torch.ops.iris.gemv_bf16_f32) instead of cuBLAS (logits_f32): the
+        # same FP32 sums in another order, 9% faster on gpt-oss's head (kernels/NOTES.md, v61).
+        dequantized = bool(getattr(weights, "dequantized", False))
+        self.iris_head = (self.fused and not dequantized) if iris_head is None else bool(iris_head)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -102,10 +104,12 @@ class Decoder:
 
     @property
     def bytes_by_kernel(self) -> dict:
-        """bytes_per_token split by who reads them: iris's kernels (quantized) or cuBLAS (dense)."""
+        """bytes_per_token split by who reads them: iris's kernels (quantized weights, and dense
+        ones on iris's dense GEMV) or cuBLAS (the other dense ones)."""
         out = {"iris": 0, "cublas": 0}
         for part, times in self._reads:
-            out["iris" if part.quantized else "cublas"] += part.read_bytes(times)
+            on_iris = part.quantized or getattr(part, "iris_dense", False) or getattr(part, "iris_logits", False)
+            out["iris" if on_iris else "cublas"] += part.read_bytes(times)
         return out
 
     def forward(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

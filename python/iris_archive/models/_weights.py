@@ -66,7 +66,9 @@ def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str =
     if dequantize:
         tensors = {n: t.dequantize(torch.bfloat16) if isinstance(t, QuantTensor) else t for n, t in tensors.items()}
         nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
-    return Weights(tensors, config, nbytes, str(archive.path))
+    weights = Weights(tensors, config, nbytes, str(archive.path))
+    weights.dequantized = dequantize  # the BF16 reference: iris.models keeps its lm_head on cuBLAS
+    return weights
 
 
 def from_folder(path, device="cuda") -> Weights:
