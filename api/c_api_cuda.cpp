@@ -310,28 +310,32 @@ iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t
   });
 }
 
-iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch, uint16_t* y,
-                                iris_cuda_stream stream, char* msg, size_t msg_size) {
+namespace {
+
+// Both dense GEMV entry points: y16 (BF16) or y32 (the FP32 sums), the other null.
+iris_status dense_gemv_entry(const char* fn, const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch,
+                             uint16_t* y16, float* y32, iris_cuda_stream stream, char* msg, size_t msg_size) {
+  const std::string name = fn;
   return guarded(msg, msg_size, [&]() -> iris_status {
     if (n > UINT32_MAX || k > UINT32_MAX || batch < 0)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16: n or k over 2^32, or a negative batch", msg, msg_size);
-    if (!y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16: y must not be NULL", msg, msg_size);
+      return fail(IRIS_ERR_INVALID_ARGUMENT, name + ": n or k over 2^32, or a negative batch", msg, msg_size);
+    if (!y16 && !y32) return fail(IRIS_ERR_INVALID_ARGUMENT, name + ": y must not be NULL", msg, msg_size);
     DenseGemvArgs a;
-    a.w = w, a.bias = bias, a.x = x, a.n = uint32_t(n), a.k = uint32_t(k), a.batch = uint32_t(batch), a.y = y;
-    return report(cuda_dense_gemv(a, stream).with_context("iris_cuda_gemv_bf16: "), msg, msg_size);
+    a.w = w, a.bias = bias, a.x = x, a.n = uint32_t(n), a.k = uint32_t(k), a.batch = uint32_t(batch), a.y = y16, a.y_f32 = y32;
+    return report(cuda_dense_gemv(a, stream).with_context(name + ": "), msg, msg_size);
   });
+}
+
+}  // namespace
+
+iris_status iris_cuda_gemv_bf16(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch, uint16_t* y,
+                                iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return dense_gemv_entry("iris_cuda_gemv_bf16", w, n, k, bias, x, batch, y, nullptr, stream, msg, msg_size);
 }
 
 iris_status iris_cuda_gemv_bf16_f32(const uint16_t* w, uint64_t n, uint64_t k, const uint16_t* bias, const uint16_t* x, int batch, float* y,
                                     iris_cuda_stream stream, char* msg, size_t msg_size) {
-  return guarded(msg, msg_size, [&]() -> iris_status {
-    if (n > UINT32_MAX || k > UINT32_MAX || batch < 0)
-      return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16_f32: n or k over 2^32, or a negative batch", msg, msg_size);
-    if (!y) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_bf16_f32: y must not be NULL", msg, msg_size);
-    DenseGemvArgs a;
-    a.w = w, a.bias = bias, a.x = x, a.n = uint32_t(n), a.k = uint32_t(k), a.batch = uint32_t(batch), a.y_f32 = y;
-    return report(cuda_dense_gemv(a, stream).with_context("iris_cuda_gemv_bf16_f32: "), msg, msg_size);
-  });
+  return dense_gemv_entry("iris_cuda_gemv_bf16_f32", w, n, k, bias, x, batch, nullptr, y, stream, msg, msg_size);
 }
 
 namespace {

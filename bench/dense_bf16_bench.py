@@ -14,29 +14,13 @@ import json
 import torch
 
 import iris_archive.torch  # noqa: F401  (registers torch.ops.iris.*)
+from decode_bench import graph_ms  # the same graph timer (this script runs from bench/'s folder on sys.path)
 
 
 def time_graph(fn, weights, replays):
-    """us per launch of fn over every weight in turn, captured once and replayed."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for w in weights[:2]:
-            fn(w)  # warm-up outside the capture (lazy initialisation)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for w in weights:
-            fn(w)
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / (replays * len(weights))
+    """us per launch of fn over every weight in turn, captured once and replayed (decode_bench's
+    graph timer over one pass of the weights)."""
+    return graph_ms(lambda: [fn(w) for w in weights], reps=replays) * 1e3 / len(weights)
 
 
 def main():
