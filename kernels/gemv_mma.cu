@@ -53,7 +53,21 @@ namespace iris {
 
 namespace {
 
-constexpr int kMaxWarps = 8;  // warps per block (one block per stripe): chosen at launch
+// Warps per block (one block per stripe), chosen at launch: at most kMaxWarps, and at most
+// kAutoMaxWarps where the launch picks (KernelVariants::gemv_warps forces up to kMaxWarps).
+// The prefetch step (U = 0) is bounded for 8-warp blocks (its registers, run v45): a launch of
+// more warps takes unroll 1, the same sums.
+constexpr int kMaxWarps = 16;
+constexpr int kAutoMaxWarps = 8;
+constexpr int kPrefetchMaxWarps = 8;
+constexpr int threads_bound(int u) { return (u == 0 ? kPrefetchMaxWarps : kMaxWarps) * 32; }
+
+// The warps' C fragments for the block's closing sum (reduce_store) live in dynamic shared
+// memory sized to the launch's warps, so that a block holds no more than it uses.
+template <int NT>
+constexpr uint32_t partial_bytes(int warps) {
+  return uint32_t(warps) * NT * 32 * 4 * sizeof(float);
+}
 
 struct MmaGeometry {
   FastDiv chunks_per_tile;
@@ -387,6 +401,99 @@ struct MmaNf4Scaled : ByRow {
   }
 };
 
+// NF4 with the declared BF16 table, MmaNf4Scaled's arithmetic and chunks, its lookup done by
+// byte permutes on the table held in registers instead of in a shared-memory copy a lane
+// (LaunchConfig::variants.nf4_lookup 2). The 16 table values bf16(t) as two byte planes (high
+// and low bytes, 4 registers each, entries 4i..4i+3 in register i): a PRMT picks 4 codes' bytes
+// among entries 0-7 and another among 8-15, a third, in PRMT's sign mode, makes the mask of
+// codes >= 8 from the code bits themselves, and a LOP3 keeps the right one. Then PRMTs pair each
+// byte's two columns (high nibble = even column) into the bf16x2 the pair table holds, and the
+// same BF16 multiply by the absmax: the same weights, so the same sums bit for bit. It has no
+// table, no fill and no shared-memory traffic, for about 13 more integer instructions a code
+// word. Run v62: at equal warps and blocks a SM that trade is even or a loss; what it buys is
+// occupancy -- 4-warp blocks at 8 a SM where the table's 32 KB holds 6 -- so a launch takes it
+// only where the table binds (table_binds, nf4_register_lookup).
+template <uint32_t kChunkCols, bool kPrecomputed = false>
+struct MmaNf4Permute : MmaNf4Scaled<kChunkCols, kPrecomputed> {
+  using Base = MmaNf4Scaled<kChunkCols, kPrecomputed>;
+  using Aux = typename Base::Aux;
+  using Word = typename Base::Word;
+  static constexpr int kSplitEntries = 1;  // no shared-memory table
+  static constexpr int kPairs = Base::kPairs;
+
+  struct Lookup {
+    uint32_t hi[4], lo[4];  // byte planes of bf16(t): register i holds entries 4i..4i+3
+  };
+  static __device__ void load_smem(const QuantView& v, uint32_t*, float* nested) {
+    if constexpr (!kPrecomputed) MmaNf4<Nf4Table::kBf16Pairs>::load_nested(v, nested);
+  }
+  static __device__ __forceinline__ Lookup register_lookup(const QuantView& v) {
+    Lookup t;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      t.hi[i] = t.lo[i] = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t b = MmaNf4<Nf4Table::kBf16Pairs>::split_of(v, uint32_t(4 * i + j));  // bf16(t) bits
+        t.lo[i] |= (b & 0xffu) << (8 * j);
+        t.hi[i] |= (b >> 8) << (8 * j);
+      }
+    }
+    return t;
+  }
+  struct Factors {
+    uint32_t absmax2;
+    Lookup t;
+  };
+  static __device__ __forceinline__ Factors factors(Aux a, const Lookup& t) {
+    uint32_t h;
+    if constexpr (kPrecomputed) h = a;
+    else h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
+    return {h | (h << 16), t};
+  }
+  // Byte j of w: columns 2j (high nibble) and 2j + 1. Half h of w (bytes 2h, 2h + 1) as PRMT
+  // selectors: nibble k of (w >> 16h) & 0x7777 picks entry (code & 7) of the code in nibble k,
+  // i.e. the codes of columns 4h + 1, 4h, 4h + 3, 4h + 2. Their bit 3 is bit 3 of bytes 2h and
+  // 2h + 1 (the low nibbles: the sign bit of w << 4's bytes) and bit 7 (the high nibbles: the
+  // sign bit of w's), which PRMT's sign mode spreads over each output byte.
+  static __device__ __forceinline__ void decode_word(uint32_t w, const Factors& f, uint32_t (&p)[4]) {
+    const uint32_t s7 = w & 0x77777777u, w4 = w << 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sel = h ? s7 >> 16 : s7;
+      const uint32_t high8 = dev::prmt(w, w4, h ? 0xBFAEu : 0x9D8Cu);  // 0xFF where the code is >= 8
+      const uint32_t hi = (dev::prmt(f.t.hi[0], f.t.hi[1], sel) & ~high8) | (dev::prmt(f.t.hi[2], f.t.hi[3], sel) & high8);
+      const uint32_t lo = (dev::prmt(f.t.lo[0], f.t.lo[1], sel) & ~high8) | (dev::prmt(f.t.lo[2], f.t.lo[3], sel) & high8);
+      // bytes [lo, hi] of the codes in nibbles 1 and 0 (columns 4h, 4h + 1), then 3 and 2
+      p[2 * h] = dev::mul_bf16x2(dev::prmt(lo, hi, 0x4051u), f.absmax2);
+      p[2 * h + 1] = dev::mul_bf16x2(dev::prmt(lo, hi, 0x6273u), f.absmax2);
+    }
+  }
+  static __device__ __forceinline__ void decode(Word w, Aux& a, const Lookup& t, uint32_t (&out)[1][kPairs]) {
+    const Factors f = factors(a, t);
+    constexpr int kWords = sizeof(Word) / 4;
+    uint32_t ws[kWords];
+    memcpy(ws, &w, sizeof w);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      uint32_t p[4];
+      decode_word(ws[i], f, p);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out[0][4 * i + j] = p[j];
+    }
+  }
+};
+
+// A chunk type's twin that decodes the same weights with its lookup in registers (void: none).
+template <typename P>
+struct RegisterTwin {
+  using type = void;
+};
+template <uint32_t kChunkCols, bool kPrecomputed>
+struct RegisterTwin<MmaNf4Scaled<kChunkCols, kPrecomputed>> {
+  using type = MmaNf4Permute<kChunkCols, kPrecomputed>;
+};
+
 // kBitDecode: E4M3 placed on BF16 bits by integer operations (PRMT, shift, LOP3) and one
 // exact BF16 multiply by 2^120, NaN codes caught per lane and row of a chunk; otherwise the
 // hardware E4M3 -> F16 conversion and two conversions on to BF16 (sm_89 and newer; before
@@ -563,6 +670,23 @@ __device__ __forceinline__ void load_x_in_k(const uint16_t* __restrict__ x, uint
   for (int i = 0; i < kPairs; ++i) b[i] = uint32_t(p[2 * i]) | (uint32_t(p[2 * i + 1]) << 16);
 }
 
+// What P's decode looks its codes up in, formed once a stripe: the block's shared-memory
+// table, or a format's own register-resident table (P::register_lookup: MmaNf4Permute).
+template <typename P>
+__device__ __forceinline__ auto lookup_of(const QuantView& v, const uint32_t* split) {
+  if constexpr (requires { P::register_lookup(v); }) return P::register_lookup(v);
+  else return split;
+}
+
+// The chunk type whose kernel's occupancy sets a launch's warp count (warps_per_stripe), and
+// so the order of its sums: P itself, or for NF4's shared-memory-table kernel its register
+// lookup twin (RegisterTwin) -- so that either lookup, in a dense or a grouped launch, gives
+// the same bits, and the warps are not bounded by a table the twin does not have.
+template <typename P>
+struct WarpRuleOf {
+  using type = std::conditional_t<std::is_void_v<typename RegisterTwin<P>::type>, P, typename RegisterTwin<P>::type>;
+};
+
 // One chunk's codes and scale inputs of stripe rows g and g + 8 (lane-level).
 template <typename P>
 struct ChunkLoads {
@@ -616,9 +740,10 @@ __device__ __forceinline__ void decode_row_word(uint32_t w, const F& f, uint32_t
 // SM) and made those kernels 5-16% faster; in the prefetch step (U = 0) it was slower, also
 // with the next chunk's loads kept ahead of the chain (not profiled further), so that step
 // keeps the whole-chunk decode.
-template <typename P, int NT, bool kWordwise>
+// `split`: what P's decode looks its codes up in (lookup_of).
+template <typename P, int NT, bool kWordwise, typename Lookup>
 __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P>& l, const uint32_t (&bx)[NT][P::kPairs],
-                                          const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
+                                          const Lookup& split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
   typename P::Aux ag = P::finish(v, nested, l.rg), ah = P::finish(v, nested, l.rh);
   if constexpr (kWordwise) {
@@ -696,6 +821,7 @@ template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
                                            int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
+  const auto lookup = lookup_of<P>(v, split);
   constexpr uint32_t kLaneCols = P::kChunk / 4;
   // A lane's columns of a chunk as P::kRuns runs: run r is [r kRunCols + ti kLaneRunCols, + kLaneRunCols).
   constexpr uint32_t kRunCols = P::kChunk / P::kRuns, kLaneRunCols = kRunCols / 4;
@@ -751,7 +877,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
       const uint32_t n = c + warps;
       if (decltype(in_k)::value && n < g.full_chunks) load_chunk(n, next, kInK);
       else if (n < g.chunks) load_chunk(n, next, kMaybePastK);
-      chunk_mma<P, NT, false>(v, cur, bx, split, nested, acc);
+      chunk_mma<P, NT, false>(v, cur, bx, lookup, nested, acc);
     };
     // The full chunks without bound tests, then the last (padded) ones: the same chunks in the
     // same order, so the same sums bit for bit.
@@ -775,7 +901,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
       for (int u = 0; u < U; ++u) {
         const uint32_t c = c0 + u * warps;
         if (c >= g.chunks) break;
-        chunk_mma<P, NT, P::kWordwise>(v, l[u], bx[u], split, nested, acc);
+        chunk_mma<P, NT, P::kWordwise>(v, l[u], bx[u], lookup, nested, acc);
       }
     }
   }
@@ -841,12 +967,13 @@ __device__ __forceinline__ void reduce_store_swiglu(float (*partial)[1][32][4], 
 }
 
 template <typename P, int NT, bool OutF32, int U>
-__global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
-                                                                  int batch, void* y) {
+__global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
+                                                                    int batch, void* y) {
 #if IRIS_ARCH_BF16_MMA  // else a stub: never launched there (see mma16816), and fast to compile
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
-  __shared__ float partial[kMaxWarps][NT][32][4];
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];  // partial_bytes<NT>(warps), then the spread's unused bytes
+  auto partial = reinterpret_cast<float (*)[NT][32][4]>(dynamic_smem);
   const uint32_t stripe = blockIdx.x;
   if (threadIdx.x == 0) dev::prefetch_l2(v.codes + uint64_t(stripe) * g.stripe_bytes, g.l2_prefetch);
   P::load_smem(v, split, nested);
@@ -873,11 +1000,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_mma_kernel(const QuantVie
 // it changed them, e.g. NF4's split table 64 -> 76 registers, a block a SM fewer). Run v56: its
 // launch measured no faster than the plain one plus Inductor's activation kernel after it.
 template <typename P, bool OutF32, int U, bool kSwiglu = false>
-__global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
+__global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
 #if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
-  __shared__ float partial[kMaxWarps][1][32][4];
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];  // as gemv_mma_kernel's
+  auto partial = reinterpret_cast<float (*)[1][32][4]>(dynamic_smem);
   // The router's picks come from the kernel before: nothing is read before they are written.
   dev::wait_for_producer();
   if (!g.release_late) dev::release_dependents();
@@ -921,14 +1049,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32, U == 0 ? 3 : 0) experts_mma_ke
 // count gives one wave, the fewest waves, and of those the most warps: a kernel whose shared
 // memory bounds its blocks a SM (NF4's BF16 pair table, 37 KB) has as many waves at 8 warps as
 // at 1 (run v54, H200: 27.7 us at 8 warps against 132 at 1, NF4 14336x4096).
+// bytes_per_warp: the dynamic shared memory a warp of the launch takes (partial_bytes).
 template <typename K>
-Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
-  if (forced) return forced;
+Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, uint32_t bytes_per_warp) {
+  if (forced) {
+    if (forced < 1 || forced > kMaxWarps) return invalid_argument("gemv: " + std::to_string(forced) + " warps a stripe (1.." + std::to_string(kMaxWarps) + ")");
+    return forced;
+  }
   int best = 1;
   uint64_t best_waves = ~uint64_t(0);
-  for (int w = kMaxWarps; w >= 1; --w) {
+  for (int w = kAutoMaxWarps; w >= 1; --w) {
     int per_sm = 0;
-    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, 0));
+    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, size_t(w) * bytes_per_warp));
     const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(per_sm) * sms);
     const uint64_t waves = (stripes + per_wave - 1) / per_wave;
     if (waves <= 1) return w;
@@ -937,15 +1069,16 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced) {
   return best;
 }
 
-// The dynamic shared memory (unused) that holds a launch of `blocks` blocks of `threads` to
-// at most ceil(blocks / SMs) <= 2 blocks a SM where the kernel could hold more (gemv_spread; 0
+// The dynamic shared memory of a launch of `blocks` blocks of `threads` whose kernel uses
+// `used` bytes of it (partial_bytes): `used`, or more, unused, to hold the launch to at most
+// ceil(blocks / SMs) <= 2 blocks a SM where the kernel could hold more (gemv_spread; `used`
 // otherwise, and wherever no byte count gives exactly that cap). The
 // block scheduler is free to stack as many blocks on one SM as fit while others get fewer, and
 // a one-wave GEMV takes as long as its fullest SM: run v60 measured MXFP4 4096x14336 at 16.1 us
 // with 2 blocks a SM possible and 19.7 with 3 (H200). Only the residency changes, not the sums.
 template <typename K>
-uint32_t spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig& c) {
-  if (!gemv_spread(c.variants) || c.sm_count <= 0 || blocks == 0) return 0u;
+uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, const LaunchConfig& c) {
+  if (!gemv_spread(c.variants) || c.sm_count <= 0 || blocks == 0) return used;
   // A placement aid, never a reason to fail the GEMV: any query that fails means no spread
   // (and leaves no error behind for the launch's own check).
   auto ok = [](cudaError_t e) {
@@ -954,35 +1087,35 @@ uint32_t spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig&
     return false;
   };
   int per_sm = 0;
-  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0))) return 0u;
+  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, used))) return used;
   // Only where each SM gets one or two blocks: the unused shared memory also takes L1's share of
   // the SM, which FP8 14336x4096 (held from 8 blocks a SM to 7) paid for, 22.7 -> 24.7 us, while
   // the most a scheduler can overfill an SM by falls with the blocks it gets (run v60).
   const uint64_t cap = (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
-  if (cap > 2 || cap >= uint64_t(per_sm)) return 0u;
+  if (cap > 2 || cap >= uint64_t(per_sm)) return used;
   int device = 0, smem_sm = 0, reserved = 0, optin = 0;
   cudaFuncAttributes attributes{};
   if (!ok(cudaGetDevice(&device)) || !ok(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
       !ok(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device)) ||
       !ok(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) ||
       !ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
-    return 0u;
+    return used;
   // The smallest footprint a block at which cap + 1 blocks no longer fit an SM's shared memory.
   const uint64_t footprint = uint64_t(smem_sm) / (cap + 1) + 1;
   const uint64_t fixed = uint64_t(reserved) + attributes.sharedSizeBytes;
-  if (footprint <= fixed) return 0u;
-  const uint64_t dynamic = (footprint - fixed + 127) & ~uint64_t(127);
+  if (footprint <= fixed) return used;
+  const uint64_t dynamic = std::max<uint64_t>(used, (footprint - fixed + 127) & ~uint64_t(127));
   const uint64_t most = uint64_t(optin) - attributes.sharedSizeBytes;
-  if (dynamic > most) return 0u;
+  if (dynamic > most) return used;
   // The kernel's allowance is raised once to the most the device allows, never lowered: a
   // process-wide attribute, which a launch of another cap on another thread must not shrink
   // under this one.
   if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes) &&
       !ok(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(most))))
-    return 0u;
+    return used;
   int spread = 0;
-  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return 0u;
-  return uint64_t(spread) == cap ? uint32_t(dynamic) : 0u;
+  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return used;
+  return uint64_t(spread) == cap ? uint32_t(dynamic) : used;
 }
 
 // The warp count of every launch over stripes of this geometry: decided by the F32-output
@@ -991,8 +1124,59 @@ uint32_t spread_smem(K kernel, int threads, uint64_t blocks, const LaunchConfig&
 // that matrix alone (the warp count sets the order of the sums).
 template <typename P, int NT, int U>
 Result<int> stripe_warps(uint64_t stripes, const LaunchConfig& c) {
-  return warps_per_stripe(gemv_mma_kernel<P, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps);
+  using R = typename WarpRuleOf<P>::type;
+  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps, partial_bytes<NT>(1));
 }
+
+// Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
+// memory a kernel gets without asking (NF4's pair table and 16 warps' sums at batch 9 and up):
+// its allowance is raised, once, to the device's most (as spread_smem does, never lowered).
+// Whether `kernel`'s shared memory holds it to fewer blocks a SM than `twin` gets at `threads`
+// and `dynamic` bytes: NF4's shared-memory table against its register lookup
+// (nf4_register_lookup). Only the table's bound counts -- where registers bound `kernel`
+// (the prefetch step, 122 registers) the twin's being smaller is no reason to swap (run v62:
+// 4096x14336 19.1 us with the table against 22.8 in registers). False where a query fails,
+// leaving no error behind.
+template <typename K1, typename K2>
+bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic) {
+  auto ok = [](cudaError_t e) {
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
+  };
+  int mine = 0, theirs = 0, device = 0, smem_sm = 0, reserved = 0;
+  cudaFuncAttributes attributes{};
+  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mine, kernel, threads, dynamic)) ||
+      !ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&theirs, twin, threads, dynamic)) || theirs <= mine)
+    return false;
+  if (!ok(cudaGetDevice(&device)) || !ok(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
+      !ok(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device)) ||
+      !ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
+    return false;
+  // Shared memory binds where one block more would not fit it.
+  const uint64_t footprint = uint64_t(attributes.sharedSizeBytes) + dynamic + uint64_t(reserved);
+  return uint64_t(mine + 1) * footprint > uint64_t(smem_sm);
+}
+
+template <typename K>
+Status allow_dynamic_smem(K kernel, uint32_t dynamic) {
+  if (dynamic <= partial_bytes<2>(kAutoMaxWarps)) return Status::ok();  // within 48 KB with any kernel's static memory
+  cudaFuncAttributes attributes{};
+  IRIS_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+  if (dynamic <= uint32_t(attributes.maxDynamicSharedSizeBytes)) return Status::ok();
+  int device = 0, optin = 0;
+  IRIS_CUDA_TRY(cudaGetDevice(&device));
+  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int most = optin - int(attributes.sharedSizeBytes);
+  if (int64_t(dynamic) > most) return unsupported("gemv: " + std::to_string(dynamic) + " bytes of shared memory a block, more than the device has");
+  IRIS_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  return Status::ok();
+}
+
+// The step a launch of `warps` warps runs: `step`, or unroll 1 where the prefetch step's
+// register bound does not allow that many (the same sums: steps differ only in when a warp
+// loads its chunks).
+inline int step_for_warps(int step, int warps) { return step == 0 && warps > kPrefetchMaxWarps ? 1 : step; }
 
 // Calls f(std::integral_constant<int, U>) for the step mode U (gemv_step): 0, 1 or 2.
 template <typename F>
@@ -1016,6 +1200,8 @@ auto with_nf4_scaled(const QuantView& v, F&& f) {
   return f(std::type_identity<MmaNf4Scaled<64, kPrecomputed>>{});
 }
 
+// (MmaNf4Scaled's launches take its register-lookup twin where nf4_register_lookup says: the
+// same sums.)
 template <typename F>
 auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   using Wide = MmaNf4<Nf4Table::kBf16Pairs, true>;
@@ -1031,10 +1217,18 @@ template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, c)));
+  if (warps * 32 > threads_bound(U)) return internal_error("gemv: the prefetch step launched with more than its warps");
+  using Twin = typename RegisterTwin<P>::type;
+  if constexpr (!std::is_void_v<Twin>) {
+    const bool binds = c.variants.nf4_lookup == 0 &&
+                       table_binds(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps * 32, partial_bytes<NT>(warps));
+    if (nf4_register_lookup(c, binds)) return launch_k<Twin, NT, OutF32, U>(v, g, x, batch, y, s, c);
+  }
   const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
-  const uint32_t smem = spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, c);
+  const uint32_t smem = spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, partial_bytes<NT>(warps), c);
+  IRIS_TRY(allow_dynamic_smem(gemv_mma_kernel<P, NT, OutF32, U>, smem));
   IRIS_CUDA_TRY(launch_kernel_smem(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), smem, s, programmatic, v, g, x,
                                    batch, y));
   return Status::ok();
@@ -1042,7 +1236,7 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  const int step = gemv_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes);
+  const int step = step_for_warps(gemv_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes), c.variants.gemv_warps);
   return with_step(step, [&](auto u) { return launch_k<P, NT, OutF32, decltype(u)::value>(v, g, x, batch, y, s, c); });
 }
 
@@ -1084,13 +1278,21 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's step: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The step does not: a warp takes its chunks in the same
   // order at every step.)
-  const int dense_step = gemv_step(c, geometry.format, 8, g.stripes);
+  const int dense_step = step_for_warps(gemv_step(c, geometry.format, 8, g.stripes), c.variants.gemv_warps);
   IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
+  using Twin = typename RegisterTwin<P>::type;
+  if constexpr (!std::is_void_v<Twin>) {
+    const bool binds = c.variants.nf4_lookup == 0 && table_binds(experts_mma_kernel<P, kF32, U, kSwiglu>, experts_mma_kernel<Twin, kF32, U, kSwiglu>,
+                                                                  warps * 32, partial_bytes<1>(warps));
+    if (nf4_register_lookup(c, binds)) return launch_experts_kernel<Twin, kF32, U, kSwiglu>(geometry, a, s, c);
+  }
   MmaGeometry gp = g;
   gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   gp.release_late = c.variants.programmatic == 3;
-  const uint32_t smem = spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, c);
+  if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
+  const uint32_t smem = spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, partial_bytes<1>(warps), c);
+  IRIS_TRY(allow_dynamic_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, smem));
   IRIS_CUDA_TRY(launch_kernel_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), smem, s,
                                    programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();
@@ -1101,7 +1303,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
   // The activation at unroll 1 whatever the variants ask: the step sets no sum's order, and
   // one step's instances keep the compile short.
   if (a.swiglu) return launch_experts_kernel<P, false, 1, true>(geometry, a, s, c);
-  return with_step(gemv_experts_step(c.variants), [&](auto u) {
+  return with_step(step_for_warps(gemv_experts_step(c.variants), c.variants.gemv_warps), [&](auto u) {
     return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
   });
 }
@@ -1109,7 +1311,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
 // launch_experts for the probe, BF16 output only, at the launch's step.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return with_step(gemv_experts_step(c.variants),
+  return with_step(step_for_warps(gemv_experts_step(c.variants), c.variants.gemv_warps),
                    [&](auto u) { return launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c); });
 }
 

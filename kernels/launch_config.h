@@ -15,10 +15,11 @@ struct KernelVariants {
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
   int gemv_unroll = 0;            // chunks per warp of the tensor-core GEMV: 0 (per-format best), 1, 2
   int gemv_prefetch = 0;          // tensor-core GEMV, the next chunk's codes in flight (U = 0): 0 (per-format best), 1 off, 2 on (wins over gemv_unroll)
-  int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave), 1..8
+  int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave, at most 8), 1..16
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)
   int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table and nf4_scaled off: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
+  int nf4_lookup = 0;             // tensor-core GEMV NF4 with nf4_bf16_table and nf4_scaled: 0 (best), 1 a shared-memory pair table a lane, 2 byte permutes on the table in registers
   int nf4_scaled = 0;             // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best), 1 the absmax applied to the FP32 partial sums, 2 to the BF16 weights (bitsandbytes' arithmetic)
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
   int gemv_spread = 0;            // tensor-core GEMV launches of one wave with room to spare: 0 (best), 1 off, 2 on (at most ceil(blocks / SMs) blocks a SM)

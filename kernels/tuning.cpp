@@ -115,6 +115,18 @@ bool nf4_scaled_weights(const LaunchConfig& c) {
   return c.variants.nf4_scaled != 1;
 }
 
+bool nf4_register_lookup(const LaunchConfig& c, bool table_binds) {
+  if (c.variants.nf4_lookup) return c.variants.nf4_lookup == 2;
+  // Run v62 (H100, batch 1, us; the warps of the register kernel's occupancy, which is what both
+  // kernels now run): at the same warps and blocks a SM the shared-memory table wins, its
+  // lookup a load where the permutes are 9 more integer instructions a word -- 4096x14336 at 8
+  // warps 18.9 / 22.8, two of them grouped 36.9 / 40.5, top-4 of 32x5760x2880 25.5 / 26.6 --
+  // and where its 32 KB a block holds the launch to fewer blocks a SM, the register lookup
+  // wins: 14336x4096 at 4 warps (6 blocks a SM against 8) 28.2 / 24.0, Llama's grouped gate/up
+  // (2 x 14336x4096) 45.8 / 39.3, 4 x 14336x4096 78.5 / 71.2.
+  return table_binds;
+}
+
 bool nf4_wide_chunks(const LaunchConfig& c) {
   // Runs v55 and v55b (H200, the BF16 table, us at 64 / 128 columns a chunk): where a launch has
   // few stripes (at most two a SM, where it also takes the prefetch) the wide chunk wins --

@@ -54,6 +54,11 @@ bool nf4_pair_table(const LaunchConfig& config);
 // NF4 with the declared BF16 table: the absmax applied to the BF16 weights before the mma, as
 // bitsandbytes' kernel does (true), or to each chunk's FP32 partial sums (false).
 bool nf4_scaled_weights(const LaunchConfig& config);
+// NF4's BF16-table kernel with the absmax on the weights: the table in registers, looked up by
+// byte permutes (MmaNf4Permute), instead of a shared-memory copy a lane.
+// `table_binds`: the shared-memory table would hold the launch to fewer blocks a SM than the
+// register lookup's kernel gets at the same warps.
+bool nf4_register_lookup(const LaunchConfig& config, bool table_binds);
 
 // NF4 with the declared BF16 table and nf4_scaled_weights false: 128-column chunks (two absmax runs a lane) where the
 // variant asks (tuning.cpp says why it is not the default), else 64-column ones.

@@ -317,11 +317,14 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       results.back()["path"] = cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores";
     }
     // An expert stack ([E, N, K]): the grouped expert GEMV of one decoding token routed to
-    // 4 distinct experts (gpt-oss's top-4), bytes counted on the selected experts alone.
-    if (c.desc.shape.size() == 3 && c.desc.layout.kind == LayoutKind::kTiled && c.desc.shape[0] >= 4) {
+    // 4 distinct experts (gpt-oss's top-4), bytes counted on the selected experts alone. A
+    // stack of 2 or 3 takes every matrix once: 2x14336x4096 is the launch a Llama-shaped model
+    // runs for its gate and up projections together.
+    if (c.desc.shape.size() == 3 && c.desc.layout.kind == LayoutKind::kTiled && c.desc.shape[0] >= 2) {
       const uint64_t e = c.desc.shape[0], n = c.desc.shape[1];
-      const int pairs = 4;
+      const int pairs = int(std::min<uint64_t>(4, e));
       std::vector<int32_t> ids = {0, int32_t(e / 4), int32_t(e / 2), int32_t(3 * e / 4)};
+      if (e < 4) ids = {0, 1, 2}, ids.resize(size_t(pairs));
       DeviceBuffer d_ids, x, y;
       IRIS_CUDA_TRY(cudaMalloc(&d_ids.p, pairs * 4));
       IRIS_CUDA_TRY(cudaMemcpy(d_ids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice));
@@ -343,7 +346,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double eb = double(gemv_in_bytes) * pairs / double(e) + double(k * 2 + pairs * n * 2);
-      results.push_back(row("gemv_experts", c.name + " top-4", pairs, e_us, eb));
+      results.push_back(row("gemv_experts", c.name + " top-" + std::to_string(pairs), pairs, e_us, eb));
       results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
       // The same launch with gpt-oss's activation in it (ExpertSet::gemv_swiglu, a bias of
       // zeros): what the activation adds to the launch (kernels/NOTES.md run v56). Not with a
@@ -358,7 +361,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
                                        static_cast<uint16_t*>(y.p), s);
         }));
         IRIS_CUDA_TRY(cudaDeviceSynchronize());
-        results.push_back(row("gemv_experts_swiglu", c.name + " top-4", pairs, a_us, eb + double(pairs * n * 2)));
+        results.push_back(row("gemv_experts_swiglu", c.name + " top-" + std::to_string(pairs), pairs, a_us, eb + double(pairs * n * 2)));
         results.back()["path"] = sets_e[0].uses_tensor_cores() ? "tensor-cores" : "cuda-cores";
       }
     }
@@ -396,7 +399,11 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->gemv_spread = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "gemv-warps") {
-    if (value != "auto" && (value.size() != 1 || value[0] < '1' || value[0] > '8')) return bad();
+    if (value != "auto") {
+      if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return bad();
+      const int w = std::stoi(value);
+      if (w < 1 || w > 16) return bad();
+    }
     v->gemv_warps = value == "auto" ? 0 : std::stoi(value);
   } else if (name == "fp8-decode") {
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
@@ -410,6 +417,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "nf4-absmax") {  // with nf4-table=bf16: bf16(absmax) a block worked out ahead (as uploads do), or inline
     if (value != "auto" && value != "precomputed" && value != "inline") return bad();
     o->nf4_absmax_bf16 = value != "inline";
+  } else if (name == "nf4-lookup") {  // with nf4-table=bf16 and nf4-scaled=on: the table in shared memory or in registers
+    if (value != "auto" && value != "smem" && value != "permute") return bad();
+    v->nf4_lookup = value == "auto" ? 0 : value == "smem" ? 1 : 2;
   } else if (name == "nf4-scaled") {  // with nf4-table=bf16: the absmax on the BF16 weights (on) or the partial sums (off)
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->nf4_scaled = value == "auto" ? 0 : value == "off" ? 1 : 2;

@@ -369,7 +369,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ref_bf16_table.resize(numel);
     ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
   }
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "spread-off", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "warps-16", "nf4-bf16-table-warps-16", "nf4-bf16-table-permute", "nf4-bf16-table-permute-prefetch", "nf4-bf16-table-permute-unroll-2", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "spread-off", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -379,6 +379,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.gemv_tensor_cores = variant != "cuda-cores";
     launch.variants.gemv_unroll = variant.rfind("unroll-", 0) == 0 ? std::stoi(variant.substr(7)) : 0;
     launch.variants.gemv_warps = variant.rfind("warps-", 0) == 0 ? std::stoi(variant.substr(6)) : 0;
+    if (variant == "nf4-bf16-table-warps-16") launch.variants.gemv_warps = 16;  // more than the prefetch step's bound: unroll 1
     launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant == "prefetch-on" ? 2 : 0;
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
@@ -387,7 +388,8 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     if (variant.find("-chunk-128") != std::string::npos) launch.variants.nf4_chunk = 2;  // 128 columns where tile_k allows
     const bool factored = variant.find("-factored") != std::string::npos || variant.find("-chunk-128") != std::string::npos;
     if (launch.nf4_bf16_table) launch.variants.nf4_scaled = factored ? 1 : 2;
-    if (variant == "nf4-bf16-table-unroll-2") launch.variants.gemv_unroll = 2;
+    if (variant == "nf4-bf16-table-unroll-2" || variant == "nf4-bf16-table-permute-unroll-2") launch.variants.gemv_unroll = 2;
+    if (variant.rfind("nf4-bf16-table-permute", 0) == 0) launch.variants.nf4_lookup = 2;
     launch.variants.programmatic = variant == "plain-launch" ? 1 : variant == "late-x-release-late" ? 3 : 0;
     launch.variants.gemv_l2_prefetch = variant == "l2-prefetch" ? 2 : 0;
     launch.variants.gemv_spread = variant == "spread-off" ? 1 : 0;
@@ -481,6 +483,78 @@ TEST_P(KernelCases, StepModesAndSpreadGiveTheSameBits) {
     cudaFree(dx);
     cudaFree(dy);
   }
+}
+
+// NF4's BF16 table looked up by byte permutes on registers (MmaNf4Permute, nf4_lookup 2)
+// against the shared-memory pair table (nf4_lookup 1): the same weights, so the same sums bit
+// for bit, at batches 1 and 9, each step mode, the absmax worked out at each chunk and
+// precomputed, in the dense and the grouped expert launch.
+TEST_P(KernelCases, Nf4RegisterLookupGivesTheSameBits) {
+  std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " nf4 lookup")));
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  QuantView view = d.view;
+  if (view.format != ViewFormat::kNf4 || !view.tiled || view.rows == 0 || view.k == 0) return;
+  void* dabsmax = nullptr;
+  ASSERT_EQ(cudaMalloc(&dabsmax, std::max<uint64_t>(nf4_absmax_blocks(view) * 2, 16)), cudaSuccess);
+  ASSERT_TRUE(cuda_nf4_absmax_bf16(view, static_cast<uint16_t*>(dabsmax), nullptr).is_ok());
+  const uint64_t experts = view.rows / view.n;
+  for (int batch : {1, 9}) {
+    if (!gemv_mma_supports(view, batch)) continue;
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    std::vector<uint16_t> x(batch * view.k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    std::vector<int32_t> ids(experts);
+    for (uint64_t e = 0; e < experts; ++e) ids[e] = int32_t(experts - 1 - e);
+    void *dx, *dy, *dids;
+    const size_t ybytes = std::max<size_t>(batch * view.rows * 4, 16);
+    ASSERT_EQ(cudaMalloc(&dx, std::max<size_t>(x.size() * 2, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, ybytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dids, std::max<size_t>(ids.size() * 4, 16)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    // y: the dense GEMV's outputs, then (batch 1) the grouped launch's, every matrix once.
+    auto run = [&](const QuantView& v, const LaunchConfig& launch, std::vector<uint32_t>& y) {
+      ASSERT_EQ(cudaMemset(dy, 0xff, ybytes), cudaSuccess);
+      ASSERT_TRUE(cuda_gemv_uses_tensor_cores(v, batch, launch));
+      Status s = cuda_gemv(v, static_cast<const uint16_t*>(dx), batch, dy, DType::kF32, nullptr, launch);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      y.resize(size_t(batch) * v.rows);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      if (batch != 1) return;
+      auto set = ExpertSet::create({v}, device_.ordinal, launch);
+      ASSERT_TRUE(set.is_ok()) << set.status().message();
+      ASSERT_TRUE(set->uses_tensor_cores());
+      ASSERT_EQ(cudaMemset(dy, 0xff, ybytes), cudaSuccess);
+      s = set->gemv(static_cast<const int32_t*>(dids), nullptr, experts, static_cast<const uint16_t*>(dx), 1, dy, DType::kF32, nullptr);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      const size_t dense = y.size();
+      y.resize(dense + v.rows);
+      ASSERT_EQ(cudaMemcpy(y.data() + dense, dy, v.rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    };
+    for (bool precomputed : {false, true}) {
+      QuantView v = view;
+      v.absmax_bf16 = precomputed ? static_cast<const uint16_t*>(dabsmax) : nullptr;
+      for (const char* step : {"unroll-1", "unroll-2", "prefetch-on"}) {
+        LaunchConfig launch = device_.launch_config();
+        launch.nf4_bf16_table = true;
+        launch.variants.nf4_scaled = 2;
+        launch.variants.gemv_unroll = std::string(step) == "unroll-2" ? 2 : 1;
+        launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
+        std::vector<uint32_t> shared, registers;
+        launch.variants.nf4_lookup = 1;
+        ASSERT_NO_FATAL_FAILURE(run(v, launch, shared));
+        launch.variants.nf4_lookup = 2;
+        ASSERT_NO_FATAL_FAILURE(run(v, launch, registers));
+        EXPECT_EQ(registers, shared) << name_of(GetParam()) << " batch " << batch << " " << step << (precomputed ? ", absmax precomputed" : "")
+                                     << ": the register lookup against the shared-memory table";
+      }
+    }
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dids);
+  }
+  cudaFree(dabsmax);
 }
 
 // NF4's absmax as one BF16 a block (cuda_nf4_absmax_bf16, QuantView::absmax_bf16): each
@@ -628,7 +702,8 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
   // lets the expert GEMV start at once (late_writer.h: one that read them before waiting
   // would take expert 0 for every pair); for NF4, with the declared BF16 table: its default
   // kernels (the absmax on the BF16 weights), and the absmax on the partial sums in 128- and
-  // 64-column chunks.
+  // 64-column chunks; pass 9, 16 warps a stripe (beyond the automatic choice; NF4 as pass 8);
+  // pass 10, NF4's BF16 table in registers (MmaNf4Permute), the absmax precomputed.
   void* dstaging = nullptr;
   ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -640,8 +715,8 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     ASSERT_TRUE(cuda_nf4_absmax_bf16(*view, static_cast<uint16_t*>(dabsmax), nullptr).is_ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7, 8}) {
-    if (pass >= 5 && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 8 as pass 1
+  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+    if (((pass >= 5 && pass <= 8) || pass == 10) && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 8 as pass 1
     if (pass == 8) {
       d.view.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
       make_matrices();
@@ -649,13 +724,15 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
     launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
+    launch.variants.gemv_warps = pass == 9 ? 16 : 0;
+    launch.variants.nf4_lookup = pass == 10 ? 2 : 0;
     launch.nf4_bf16_table = pass >= 5;               // NF4's declared BF16 table ...
     launch.variants.nf4_scaled = pass == 6 || pass == 7 ? 1 : 0;  // ... with the absmax on the partial sums
     launch.variants.nf4_chunk = pass == 6 ? 2 : 0;   // in 128-column chunks where tile_k allows, then 64
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : pass == 8 ? "tensor cores, NF4 BF16 table, absmax precomputed" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : pass == 8 ? "tensor cores, NF4 BF16 table, absmax precomputed" : pass == 9 ? "tensor cores, 16 warps" : pass == 10 ? "tensor cores, NF4 BF16 table in registers" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
