@@ -1122,10 +1122,16 @@ uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, cons
 // dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
 // the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
 // that matrix alone (the warp count sets the order of the sums).
+// The warps a launch of `stripes` stripes of format f at batches up to `batch` is given
+// before the occupancy rule: forced (KernelVariants::gemv_warps) or gemv_wide_warps's; 0: none.
+inline int preset_warps(const LaunchConfig& c, ViewFormat f, int batch, uint64_t stripes) {
+  return c.variants.gemv_warps ? c.variants.gemv_warps : gemv_wide_warps(c, f, batch, stripes);
+}
+
 template <typename P, int NT, int U>
-Result<int> stripe_warps(uint64_t stripes, const LaunchConfig& c) {
+Result<int> stripe_warps(uint64_t stripes, ViewFormat format, const LaunchConfig& c) {
   using R = typename WarpRuleOf<P>::type;
-  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c.sm_count, c.variants.gemv_warps, partial_bytes<NT>(1));
+  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c.sm_count, preset_warps(c, format, NT * 8, stripes), partial_bytes<NT>(1));
 }
 
 // Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
@@ -1216,7 +1222,7 @@ auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
 template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
-  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, c)));
+  IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, v.format, c)));
   if (warps * 32 > threads_bound(U)) return internal_error("gemv: the prefetch step launched with more than its warps");
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
@@ -1236,7 +1242,8 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
 
 template <typename P, int NT, bool OutF32>
 Status launch_u(const QuantView& v, const MmaGeometry& g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
-  const int step = step_for_warps(gemv_step(c, v.format, NT * 8, (v.rows / v.n) * g.stripes), c.variants.gemv_warps);
+  const uint64_t stripes = (v.rows / v.n) * g.stripes;
+  const int step = step_for_warps(gemv_step(c, v.format, NT * 8, stripes), preset_warps(c, v.format, NT * 8, stripes));
   return with_step(step, [&](auto u) { return launch_k<P, NT, OutF32, decltype(u)::value>(v, g, x, batch, y, s, c); });
 }
 
@@ -1278,8 +1285,9 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   // whatever this launch's step: warps set the order of the sums, and each pair's row must
   // equal that launch's bit for bit. (The step does not: a warp takes its chunks in the same
   // order at every step.)
-  const int dense_step = step_for_warps(gemv_step(c, geometry.format, 8, g.stripes), c.variants.gemv_warps);
-  IRIS_ASSIGN_OR_RETURN(int warps, with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, c); }));
+  const int dense_step = step_for_warps(gemv_step(c, geometry.format, 8, g.stripes), preset_warps(c, geometry.format, 8, g.stripes));
+  IRIS_ASSIGN_OR_RETURN(int warps,
+                        with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, geometry.format, c); }));
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
@@ -1303,7 +1311,8 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
   // The activation at unroll 1 whatever the variants ask: the step sets no sum's order, and
   // one step's instances keep the compile short.
   if (a.swiglu) return launch_experts_kernel<P, false, 1, true>(geometry, a, s, c);
-  return with_step(step_for_warps(gemv_experts_step(c.variants), c.variants.gemv_warps), [&](auto u) {
+  const int preset = preset_warps(c, geometry.format, 8, geometry.padded_n / 16);
+  return with_step(step_for_warps(gemv_experts_step(c.variants), preset), [&](auto u) {
     return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
   });
 }
@@ -1311,7 +1320,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
 // launch_experts for the probe, BF16 output only, at the launch's step.
 template <typename P>
 Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
-  return with_step(step_for_warps(gemv_experts_step(c.variants), c.variants.gemv_warps),
+  return with_step(step_for_warps(gemv_experts_step(c.variants), preset_warps(c, geometry.format, 8, geometry.padded_n / 16)),
                    [&](auto u) { return launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c); });
 }
 

@@ -94,6 +94,17 @@ int gemv_experts_step(const KernelVariants& variants) {
   return step_from(variants, false, 1);
 }
 
+int gemv_wide_warps(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes) {
+  // Run v62 (H100, batch 1, us, 8 warps with the prefetch / 16 at unroll 1): FP8 with block
+  // scales 4096x14336 (256 stripes) 31.0 / 26.2, 4096x4096 10.3 / 9.7, where 14336x4096 (896)
+  // loses, 26.2 / 34.4, and MXFP4 and NF4 lose at every shape (4096x14336 17.2 / 17.4 and
+  // 18.9 / 20.0): FP8's decode is the longest a chunk, and a launch of at most two blocks a SM
+  // at 8 warps leaves each warp a long serial chain of chunks that 16 warps halve. Measured at
+  // batch 1 only, so taken at batches up to 8 (the kernels of batch 1..8 are one).
+  const uint64_t sms = uint64_t(c.sm_count > 0 ? c.sm_count : 1);
+  return format == ViewFormat::kFp8 && batch <= 8 && stripes <= 2 * sms ? 16 : 0;
+}
+
 bool fp8_bit_decode(const LaunchConfig& c) {
   if (c.variants.fp8_decode) return c.variants.fp8_decode == 2;
   // Before sm_89 there is no E4M3 conversion instruction (kernels/arch.cuh). From sm_89 the

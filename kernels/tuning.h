@@ -28,6 +28,12 @@ int gemv_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stri
 // rule for every format since run v52.
 int gemv_experts_step(const KernelVariants& variants);
 
+// Warps a stripe for a tensor-core GEMV launch of `stripes` stripes at batches up to `batch`,
+// where a format's measurements call for more than the occupancy rule's 8 (kernels/gemv_mma.cu,
+// warps_per_stripe); 0 leaves the rule to choose. A function of the matrix's geometry, so the
+// grouped expert launch and the dense launch on one expert keep one order of sums.
+int gemv_wide_warps(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stripes);
+
 // The tensor-core GEMV's FP8 decode: bit arithmetic (true) or the E4M3 conversion instruction.
 bool fp8_bit_decode(const LaunchConfig& config);
 
