@@ -1050,6 +1050,7 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_
 // memory bounds its blocks a SM (NF4's BF16 pair table, 37 KB) has as many waves at 8 warps as
 // at 1 (run v54, H200: 27.7 us at 8 warps against 132 at 1, NF4 14336x4096).
 // bytes_per_warp: the dynamic shared memory a warp of the launch takes (partial_bytes).
+// `forced`: a count given before the rule (preset_warps: the variant, or gemv_wide_warps).
 template <typename K>
 Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, uint32_t bytes_per_warp) {
   if (forced) {

@@ -15,7 +15,7 @@ struct KernelVariants {
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
   int gemv_unroll = 0;            // chunks per warp of the tensor-core GEMV: 0 (per-format best), 1, 2
   int gemv_prefetch = 0;          // tensor-core GEMV, the next chunk's codes in flight (U = 0): 0 (per-format best), 1 off, 2 on (wins over gemv_unroll)
-  int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (all stripes in one wave, at most 8), 1..16
+  int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (the launch's rule: FP8 over few stripes 16, else all stripes in one wave with at most 8), 1..16
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)
   int nf4_chunk = 0;              // tensor-core GEMV NF4 with nf4_bf16_table and nf4_scaled off: 0 (best: 64 since run v55b), 1 64-column chunks, 2 128-column chunks where tile_k allows
