@@ -686,6 +686,11 @@ template <typename P>
 struct WarpRuleOf {
   using type = std::conditional_t<std::is_void_v<typename RegisterTwin<P>::type>, P, typename RegisterTwin<P>::type>;
 };
+// NF4's probes (measurement aids) run at the warps of the kernel they take apart.
+template <typename P>
+struct WarpRuleOf<SkipAbsmax<P>> : WarpRuleOf<P> {};
+template <typename P>
+struct WarpRuleOf<SkipTableFill<P>> : WarpRuleOf<P> {};
 
 // One chunk's codes and scale inputs of stripe rows g and g + 8 (lane-level).
 template <typename P>
