@@ -62,6 +62,9 @@ Result<DeviceInfo> query_device(int ordinal) {
   d.kernel_arch = attributes.ptxVersion;
   d.l2_bytes = uint64_t(p.l2CacheSize);
   d.total_memory = uint64_t(p.totalGlobalMem);
+  d.smem_per_sm = int(p.sharedMemPerMultiprocessor);
+  d.smem_reserved_per_block = int(p.reservedSharedMemPerBlock);
+  d.smem_optin_per_block = int(p.sharedMemPerBlockOptin);
   return d;
 }
 

@@ -23,9 +23,10 @@ struct DeviceInfo {
   int kernel_arch = 0;
   uint64_t l2_bytes = 0;
   uint64_t total_memory = 0;
+  int smem_per_sm = 0, smem_reserved_per_block = 0, smem_optin_per_block = 0;  // bytes (LaunchConfig)
 
   LaunchConfig launch_config(const KernelVariants& variants = {}, bool nf4_bf16_table = false) const {
-    return {sm_count, kernel_arch, variants, nf4_bf16_table};
+    return {sm_count, kernel_arch, variants, nf4_bf16_table, smem_per_sm, smem_reserved_per_block, smem_optin_per_block};
   }
 };
 

@@ -315,6 +315,22 @@ struct MmaNf4 : ByRow {
   }
 };
 
+// A word-wise format's whole-chunk decode (the prefetch step's): each code word of w through
+// P::decode_word with the row's factors f, its four pairs in order.
+template <typename P, typename Word, typename F, int kPairs>
+__device__ __forceinline__ void decode_by_words(const Word& w, const F& f, uint32_t (&out)[1][kPairs]) {
+  constexpr int kWords = sizeof(Word) / 4;
+  uint32_t ws[kWords];
+  memcpy(ws, &w, sizeof w);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) {
+    uint32_t p[4];
+    P::decode_word(ws[i], f, p);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[0][4 * i + j] = p[j];
+  }
+}
+
 // NF4 with the declared BF16 table in bitsandbytes' own arithmetic (LaunchConfig::nf4_bf16_table,
 // the default kernel for it since run v57): each weight is bf16(bf16(t) * bf16(absmax)), the
 // table value and the block's absmax each rounded to BF16 and their product rounded once, as
@@ -375,29 +391,20 @@ struct MmaNf4Scaled : ByRow {
     uint32_t absmax2;
     const uint32_t* lane_table;
   };
-  static __device__ __forceinline__ Factors factors(Aux a, const uint32_t* split) {
+  static __device__ __forceinline__ uint32_t absmax_pair(Aux a) {
     uint32_t h;
     if constexpr (kPrecomputed) h = a;
     else h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
-    return {h | (h << 16), split + (threadIdx.x & 31)};
+    return h | (h << 16);
   }
+  static __device__ __forceinline__ Factors factors(Aux a, const uint32_t* split) { return {absmax_pair(a), split + (threadIdx.x & 31)}; }
   // Byte j of w holds columns 2j (high nibble) and 2j + 1; its table entry is their bf16x2 pair.
   static __device__ __forceinline__ void decode_word(uint32_t w, const Factors& f, uint32_t (&p)[4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) p[j] = dev::mul_bf16x2(f.lane_table[((w >> (8 * j)) & 0xffu) * 32], f.absmax2);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& a, const uint32_t* split, uint32_t (&out)[kSplits][kPairs]) {
-    const Factors f = factors(a, split);
-    constexpr int kWords = sizeof(Word) / 4;
-    uint32_t ws[kWords];
-    memcpy(ws, &w, sizeof w);
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      uint32_t p[4];
-      decode_word(ws[i], f, p);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) out[0][4 * i + j] = p[j];
-    }
+    decode_by_words<MmaNf4Scaled>(w, factors(a, split), out);
   }
 };
 
@@ -409,8 +416,9 @@ struct MmaNf4Scaled : ByRow {
 // codes >= 8 from the code bits themselves, and a LOP3 keeps the right one. Then PRMTs pair each
 // byte's two columns (high nibble = even column) into the bf16x2 the pair table holds, and the
 // same BF16 multiply by the absmax: the same weights, so the same sums bit for bit. It has no
-// table, no fill and no shared-memory traffic, for about 13 more integer instructions a code
-// word. Run v62: at equal warps and blocks a SM that trade is even or a loss; what it buys is
+// table, no fill and no shared-memory traffic; by the source's count a code word takes 25
+// instructions (14 PRMTs, 4 selects, 4 multiplies, 3 forming the selectors) against the
+// table's 16 (4 shared-memory loads, 4 multiplies, 8 forming addresses). Run v62: at equal warps and blocks a SM that trade is even or a loss; what it buys is
 // occupancy -- 4-warp blocks at 8 a SM where the table's 32 KB holds 6 -- so a launch takes it
 // only where the table binds (table_binds, nf4_register_lookup).
 template <uint32_t kChunkCols, bool kPrecomputed = false>
@@ -445,12 +453,7 @@ struct MmaNf4Permute : MmaNf4Scaled<kChunkCols, kPrecomputed> {
     uint32_t absmax2;
     Lookup t;
   };
-  static __device__ __forceinline__ Factors factors(Aux a, const Lookup& t) {
-    uint32_t h;
-    if constexpr (kPrecomputed) h = a;
-    else h = __bfloat16_as_ushort(__float2bfloat16_rn(a));
-    return {h | (h << 16), t};
-  }
+  static __device__ __forceinline__ Factors factors(Aux a, const Lookup& t) { return {Base::absmax_pair(a), t}; }
   // Byte j of w: columns 2j (high nibble) and 2j + 1. Half h of w (bytes 2h, 2h + 1) as PRMT
   // selectors: nibble k of (w >> 16h) & 0x7777 picks entry (code & 7) of the code in nibble k,
   // i.e. the codes of columns 4h + 1, 4h, 4h + 3, 4h + 2. Their bit 3 is bit 3 of bytes 2h and
@@ -470,17 +473,7 @@ struct MmaNf4Permute : MmaNf4Scaled<kChunkCols, kPrecomputed> {
     }
   }
   static __device__ __forceinline__ void decode(Word w, Aux& a, const Lookup& t, uint32_t (&out)[1][kPairs]) {
-    const Factors f = factors(a, t);
-    constexpr int kWords = sizeof(Word) / 4;
-    uint32_t ws[kWords];
-    memcpy(ws, &w, sizeof w);
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      uint32_t p[4];
-      decode_word(ws[i], f, p);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) out[0][4 * i + j] = p[j];
-    }
+    decode_by_words<MmaNf4Permute>(w, factors(a, t), out);
   }
 };
 
@@ -1049,6 +1042,14 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_
 #endif
 }
 
+// A CUDA query's result as a yes/no for the launch aids that fall back quietly (spread_smem,
+// table_binds): a failure leaves no error behind for the launch's own check.
+inline bool query_ok(cudaError_t e) {
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
 // Warps per stripe: as many as keep every stripe's block resident at once (one wave: a
 // second, partial wave costs a whole block time, run v7), at most 8, at least 1. Where no
 // count gives one wave, the fewest waves, and of those the most warps: a kernel whose shared
@@ -1084,65 +1085,51 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, ui
 // with 2 blocks a SM possible and 19.7 with 3 (H200). Only the residency changes, not the sums.
 template <typename K>
 uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, const LaunchConfig& c) {
-  if (!gemv_spread(c.variants) || c.sm_count <= 0 || blocks == 0) return used;
-  // A placement aid, never a reason to fail the GEMV: any query that fails means no spread
-  // (and leaves no error behind for the launch's own check).
-  auto ok = [](cudaError_t e) {
-    if (e == cudaSuccess) return true;
-    (void)cudaGetLastError();
-    return false;
-  };
+  if (!gemv_spread(c.variants) || c.sm_count <= 0 || c.smem_per_sm <= 0 || blocks == 0) return used;
+  // A placement aid, never a reason to fail the GEMV: any query that fails means no spread.
   int per_sm = 0;
-  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, used))) return used;
+  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, used))) return used;
   // Only where each SM gets one or two blocks: the unused shared memory also takes L1's share of
   // the SM, which FP8 14336x4096 (held from 8 blocks a SM to 7) paid for, 22.7 -> 24.7 us, while
   // the most a scheduler can overfill an SM by falls with the blocks it gets (run v60).
   const uint64_t cap = (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
   if (cap > 2 || cap >= uint64_t(per_sm)) return used;
-  int device = 0, smem_sm = 0, reserved = 0, optin = 0;
   cudaFuncAttributes attributes{};
-  if (!ok(cudaGetDevice(&device)) || !ok(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
-      !ok(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device)) ||
-      !ok(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) ||
-      !ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
-    return used;
+  if (!query_ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)))) return used;
   // The smallest footprint a block at which cap + 1 blocks no longer fit an SM's shared memory.
-  const uint64_t footprint = uint64_t(smem_sm) / (cap + 1) + 1;
-  const uint64_t fixed = uint64_t(reserved) + attributes.sharedSizeBytes;
+  const uint64_t footprint = uint64_t(c.smem_per_sm) / (cap + 1) + 1;
+  const uint64_t fixed = uint64_t(c.smem_reserved_per_block) + attributes.sharedSizeBytes;
   if (footprint <= fixed) return used;
   const uint64_t dynamic = std::max<uint64_t>(used, (footprint - fixed + 127) & ~uint64_t(127));
-  const uint64_t most = uint64_t(optin) - attributes.sharedSizeBytes;
+  const uint64_t most = uint64_t(c.smem_optin_per_block) - attributes.sharedSizeBytes;
   if (dynamic > most) return used;
   // The kernel's allowance is raised once to the most the device allows, never lowered: a
   // process-wide attribute, which a launch of another cap on another thread must not shrink
   // under this one.
   if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes) &&
-      !ok(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(most))))
+      !query_ok(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(most))))
     return used;
   int spread = 0;
-  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return used;
+  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return used;
   return uint64_t(spread) == cap ? uint32_t(dynamic) : used;
 }
 
-// The warp count of every launch over stripes of this geometry: decided by the F32-output
-// dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
-// the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
-// that matrix alone (the warp count sets the order of the sums).
 // The warps a launch of `stripes` stripes of format f at batches up to `batch` is given
 // before the occupancy rule: forced (KernelVariants::gemv_warps) or gemv_wide_warps's; 0: none.
 inline int preset_warps(const LaunchConfig& c, ViewFormat f, int batch, uint64_t stripes) {
   return c.variants.gemv_warps ? c.variants.gemv_warps : gemv_wide_warps(c, f, batch, stripes);
 }
 
+// The warp count of every launch over stripes of this geometry: decided by the F32-output
+// dense kernel's occupancy and the stripes of one matrix call, so that the BF16 output is
+// the F32 one rounded, and an expert's row from the grouped launch equals cuda_gemv_mma on
+// that matrix alone (the warp count sets the order of the sums).
 template <typename P, int NT, int U>
 Result<int> stripe_warps(uint64_t stripes, ViewFormat format, const LaunchConfig& c) {
   using R = typename WarpRuleOf<P>::type;
   return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c.sm_count, preset_warps(c, format, NT * 8, stripes), partial_bytes<NT>(1));
 }
 
-// Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
-// memory a kernel gets without asking (NF4's pair table and 16 warps' sums at batch 9 and up):
-// its allowance is raised, once, to the device's most (as spread_smem does, never lowered).
 // Whether `kernel`'s shared memory holds it to fewer blocks a SM than `twin` gets at `threads`
 // and `dynamic` bytes: NF4's shared-memory table against its register lookup
 // (nf4_register_lookup). Only the table's bound counts -- where registers bound `kernel`
@@ -1150,36 +1137,30 @@ Result<int> stripe_warps(uint64_t stripes, ViewFormat format, const LaunchConfig
 // 4096x14336 19.1 us with the table against 22.8 in registers). False where a query fails,
 // leaving no error behind.
 template <typename K1, typename K2>
-bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic) {
-  auto ok = [](cudaError_t e) {
-    if (e == cudaSuccess) return true;
-    (void)cudaGetLastError();
-    return false;
-  };
-  int mine = 0, theirs = 0, device = 0, smem_sm = 0, reserved = 0;
+bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic, const LaunchConfig& c) {
+  if (c.smem_per_sm <= 0) return false;
+  int mine = 0, theirs = 0;
   cudaFuncAttributes attributes{};
-  if (!ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mine, kernel, threads, dynamic)) ||
-      !ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&theirs, twin, threads, dynamic)) || theirs <= mine)
-    return false;
-  if (!ok(cudaGetDevice(&device)) || !ok(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
-      !ok(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device)) ||
-      !ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
+  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mine, kernel, threads, dynamic)) ||
+      !query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&theirs, twin, threads, dynamic)) || theirs <= mine ||
+      !query_ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
     return false;
   // Shared memory binds where one block more would not fit it.
-  const uint64_t footprint = uint64_t(attributes.sharedSizeBytes) + dynamic + uint64_t(reserved);
-  return uint64_t(mine + 1) * footprint > uint64_t(smem_sm);
+  const uint64_t footprint = uint64_t(attributes.sharedSizeBytes) + dynamic + uint64_t(c.smem_reserved_per_block);
+  return uint64_t(mine + 1) * footprint > uint64_t(c.smem_per_sm);
 }
 
+// Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
+// memory a kernel gets without asking (NF4's pair table and 16 warps' sums at batch 9 and up):
+// its allowance is raised, once, to the device's most (as spread_smem does, never lowered).
 template <typename K>
-Status allow_dynamic_smem(K kernel, uint32_t dynamic) {
+Status allow_dynamic_smem(K kernel, uint32_t dynamic, const LaunchConfig& c) {
   if (dynamic <= partial_bytes<2>(kAutoMaxWarps)) return Status::ok();  // within 48 KB with any kernel's static memory
   cudaFuncAttributes attributes{};
   IRIS_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
   if (dynamic <= uint32_t(attributes.maxDynamicSharedSizeBytes)) return Status::ok();
-  int device = 0, optin = 0;
-  IRIS_CUDA_TRY(cudaGetDevice(&device));
-  IRIS_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int most = optin - int(attributes.sharedSizeBytes);
+  // Unknown device limit: ask for what the launch needs and let the driver judge.
+  const int most = c.smem_optin_per_block > 0 ? c.smem_optin_per_block - int(attributes.sharedSizeBytes) : int(dynamic);
   if (int64_t(dynamic) > most) return unsupported("gemv: " + std::to_string(dynamic) + " bytes of shared memory a block, more than the device has");
   IRIS_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, most));
   return Status::ok();
@@ -1233,14 +1214,14 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
     const bool binds = c.variants.nf4_lookup == 0 &&
-                       table_binds(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps * 32, partial_bytes<NT>(warps));
+                       table_binds(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps * 32, partial_bytes<NT>(warps), c);
     if (nf4_register_lookup(c, binds)) return launch_k<Twin, NT, OutF32, U>(v, g, x, batch, y, s, c);
   }
   const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
   const uint32_t smem = spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, partial_bytes<NT>(warps), c);
-  IRIS_TRY(allow_dynamic_smem(gemv_mma_kernel<P, NT, OutF32, U>, smem));
+  IRIS_TRY(allow_dynamic_smem(gemv_mma_kernel<P, NT, OutF32, U>, smem, c));
   IRIS_CUDA_TRY(launch_kernel_smem(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), smem, s, programmatic, v, g, x,
                                    batch, y));
   return Status::ok();
@@ -1298,7 +1279,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
     const bool binds = c.variants.nf4_lookup == 0 && table_binds(experts_mma_kernel<P, kF32, U, kSwiglu>, experts_mma_kernel<Twin, kF32, U, kSwiglu>,
-                                                                  warps * 32, partial_bytes<1>(warps));
+                                                                  warps * 32, partial_bytes<1>(warps), c);
     if (nf4_register_lookup(c, binds)) return launch_experts_kernel<Twin, kF32, U, kSwiglu>(geometry, a, s, c);
   }
   MmaGeometry gp = g;
@@ -1306,7 +1287,7 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   gp.release_late = c.variants.programmatic == 3;
   if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
   const uint32_t smem = spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, partial_bytes<1>(warps), c);
-  IRIS_TRY(allow_dynamic_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, smem));
+  IRIS_TRY(allow_dynamic_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, smem, c));
   IRIS_CUDA_TRY(launch_kernel_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), smem, s,
                                    programmatic_launch(c.variants, c.kernel_arch), a, gp));
   return Status::ok();

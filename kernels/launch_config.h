@@ -46,6 +46,10 @@ struct LaunchConfig {
   // BF16 multiply a code byte, MXFP4's chunk shape (verify/gemv_bound.h:
   // GemvAccumulation::kTensorCoresBf16Table).
   bool nf4_bf16_table = false;
+  // The device's shared memory in bytes (DeviceInfo), for launches that size theirs: a SM's,
+  // each block's reserved share, and the most one block may opt in to. 0: unknown (a launch
+  // then asks for no more than it uses).
+  int smem_per_sm = 0, smem_reserved_per_block = 0, smem_optin_per_block = 0;
 };
 
 }  // namespace iris

@@ -130,7 +130,8 @@ bool nf4_register_lookup(const LaunchConfig& c, bool table_binds) {
   if (c.variants.nf4_lookup) return c.variants.nf4_lookup == 2;
   // Run v62 (H100, batch 1, us; the warps of the register kernel's occupancy, which is what both
   // kernels now run): at the same warps and blocks a SM the shared-memory table wins, its
-  // lookup a load where the permutes are 9 more integer instructions a word -- 4096x14336 at 8
+  // lookup a load where the permutes take 9 more instructions a word (25 against 16, counted in
+  // the source) -- 4096x14336 at 8
   // warps 18.9 / 22.8, two of them grouped 36.9 / 40.5, top-4 of 32x5760x2880 25.5 / 26.6 --
   // and where its 32 KB a block holds the launch to fewer blocks a SM, the register lookup
   // wins: 14336x4096 at 4 warps (6 blocks a SM against 8) 28.2 / 24.0, Llama's grouped gate/up

@@ -323,8 +323,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     if (c.desc.shape.size() == 3 && c.desc.layout.kind == LayoutKind::kTiled && c.desc.shape[0] >= 2) {
       const uint64_t e = c.desc.shape[0], n = c.desc.shape[1];
       const int pairs = int(std::min<uint64_t>(4, e));
-      std::vector<int32_t> ids = {0, int32_t(e / 4), int32_t(e / 2), int32_t(3 * e / 4)};
-      if (e < 4) ids = {0, 1, 2}, ids.resize(size_t(pairs));
+      std::vector<int32_t> ids(pairs);  // evenly spread: 0, E/4, E/2, 3E/4; every matrix of a smaller stack
+      for (int i = 0; i < pairs; ++i) ids[i] = int32_t(uint64_t(i) * e / uint64_t(pairs));
       DeviceBuffer d_ids, x, y;
       IRIS_CUDA_TRY(cudaMalloc(&d_ids.p, pairs * 4));
       IRIS_CUDA_TRY(cudaMemcpy(d_ids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice));
