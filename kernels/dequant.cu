@@ -7,6 +7,7 @@
 #include "kernels/tuning.h"
 #include "kernels/fp8.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch_cache.h"
 #include "kernels/mxfp4.cuh"
 #include "kernels/nf4.cuh"
 
@@ -170,9 +171,10 @@ __global__ void __launch_bounds__(kThreads) dequant_flat(const __grid_constant__
 }
 
 template <typename F, int OutKind, int kUnroll, int kWords, bool kProbe>
-Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sms, cudaStream_t s) {
+Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, const LaunchConfig& c, cudaStream_t s) {
+  const int sms = c.sm_count;
   int per_sm = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dequant_items<F, OutKind, kUnroll, kWords, kProbe>, kThreads, 0));
+  IRIS_CUDA_TRY(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(dequant_items<F, OutKind, kUnroll, kWords, kProbe>), kThreads, 0, &per_sm));
   // A grid that fills every SM once; the loop covers the rest (no tail wave).
   const uint64_t need = (uint64_t(g.total) + kThreads * kUnroll - 1) / (kThreads * kUnroll);
   const unsigned blocks = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(need, uint64_t(sms) * std::max(per_sm, 1))));
@@ -185,10 +187,10 @@ Status launch_items(const QuantView& v, const ItemGeometry& g, void* out, int sm
 template <typename F, int OutKind, int kWords, bool kProbe>
 Status launch_unrolled(const QuantView& v, const ItemGeometry& g, void* out, const LaunchConfig& c, cudaStream_t s) {
   switch (dequant_unroll(c.variants, v.format, kWords)) {
-    case 1: return launch_items<F, OutKind, 1, kWords, kProbe>(v, g, out, c.sm_count, s);
-    case 2: return launch_items<F, OutKind, 2, kWords, kProbe>(v, g, out, c.sm_count, s);
-    case 8: return launch_items<F, OutKind, 8, kWords, kProbe>(v, g, out, c.sm_count, s);
-    default: return launch_items<F, OutKind, 4, kWords, kProbe>(v, g, out, c.sm_count, s);
+    case 1: return launch_items<F, OutKind, 1, kWords, kProbe>(v, g, out, c, s);
+    case 2: return launch_items<F, OutKind, 2, kWords, kProbe>(v, g, out, c, s);
+    case 8: return launch_items<F, OutKind, 8, kWords, kProbe>(v, g, out, c, s);
+    default: return launch_items<F, OutKind, 4, kWords, kProbe>(v, g, out, c, s);
   }
 }
 

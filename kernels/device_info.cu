@@ -4,6 +4,7 @@
 
 #include "kernels/arch.cuh"
 #include "kernels/device_guard.h"
+#include "kernels/launch_cache.h"
 
 namespace iris {
 
@@ -65,6 +66,7 @@ Result<DeviceInfo> query_device(int ordinal) {
   d.smem_per_sm = int(p.sharedMemPerMultiprocessor);
   d.smem_reserved_per_block = int(p.reservedSharedMemPerBlock);
   d.smem_optin_per_block = int(p.sharedMemPerBlockOptin);
+  d.launch_cache = std::make_shared<LaunchCache>();
   return d;
 }
 

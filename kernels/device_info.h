@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
@@ -24,9 +25,12 @@ struct DeviceInfo {
   uint64_t l2_bytes = 0;
   uint64_t total_memory = 0;
   int smem_per_sm = 0, smem_reserved_per_block = 0, smem_optin_per_block = 0;  // bytes (LaunchConfig)
+  // The launch queries' answers for this device (kernels/launch_cache.h), shared by the
+  // copies of this DeviceInfo and the LaunchConfigs made from it. Set by query_device.
+  std::shared_ptr<LaunchCache> launch_cache;
 
   LaunchConfig launch_config(const KernelVariants& variants = {}, bool nf4_bf16_table = false) const {
-    return {sm_count, kernel_arch, variants, nf4_bf16_table, smem_per_sm, smem_reserved_per_block, smem_optin_per_block};
+    return {sm_count, kernel_arch, variants, nf4_bf16_table, smem_per_sm, smem_reserved_per_block, smem_optin_per_block, launch_cache};
   }
 };
 

@@ -36,6 +36,7 @@
 #include "kernels/fast_div.h"
 #include "kernels/fp8.cuh"
 #include "kernels/grid_dependency.cuh"
+#include "kernels/launch_cache.h"
 #include "kernels/gemv_mma.h"
 #include "kernels/gemv_rows.cuh"
 #include "kernels/kernels.h"
@@ -1058,7 +1059,7 @@ inline bool query_ok(cudaError_t e) {
 // bytes_per_warp: the dynamic shared memory a warp of the launch takes (partial_bytes).
 // `forced`: a count given before the rule (preset_warps: the variant, or gemv_wide_warps).
 template <typename K>
-Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, uint32_t bytes_per_warp) {
+Result<int> warps_per_stripe(K kernel, uint64_t stripes, const LaunchConfig& c, int forced, uint32_t bytes_per_warp) {
   if (forced) {
     if (forced < 1 || forced > kMaxWarps) return invalid_argument("gemv: " + std::to_string(forced) + " warps a stripe (1.." + std::to_string(kMaxWarps) + ")");
     return forced;
@@ -1067,8 +1068,8 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, ui
   uint64_t best_waves = ~uint64_t(0);
   for (int w = kAutoMaxWarps; w >= 1; --w) {
     int per_sm = 0;
-    IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, w * 32, size_t(w) * bytes_per_warp));
-    const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(per_sm) * sms);
+    IRIS_CUDA_TRY(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(kernel), w * 32, size_t(w) * bytes_per_warp, &per_sm));
+    const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(per_sm) * c.sm_count);
     const uint64_t waves = (stripes + per_wave - 1) / per_wave;
     if (waves <= 1) return w;
     if (waves < best_waves) best = w, best_waves = waves;
@@ -1085,17 +1086,20 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, int sms, int forced, ui
 // with 2 blocks a SM possible and 19.7 with 3 (H200). Only the residency changes, not the sums.
 template <typename K>
 uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, const LaunchConfig& c) {
-  if (!gemv_spread(c.variants) || c.sm_count <= 0 || c.smem_per_sm <= 0 || blocks == 0) return used;
+  if ((!gemv_spread(c.variants) && c.variants.gemv_blocks <= 0) || c.sm_count <= 0 || c.smem_per_sm <= 0 || blocks == 0) return used;
   // A placement aid, never a reason to fail the GEMV: any query that fails means no spread.
   int per_sm = 0;
-  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, used))) return used;
+  const void* k = reinterpret_cast<const void*>(kernel);
+  if (!query_ok(blocks_per_sm(c.cache.get(), k, threads, used, &per_sm))) return used;
   // Only where each SM gets one or two blocks: the unused shared memory also takes L1's share of
   // the SM, which FP8 14336x4096 (held from 8 blocks a SM to 7) paid for, 22.7 -> 24.7 us, while
   // the most a scheduler can overfill an SM by falls with the blocks it gets (run v60).
-  const uint64_t cap = (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
-  if (cap > 2 || cap >= uint64_t(per_sm)) return used;
+  // A forced cap (KernelVariants::gemv_blocks) holds any launch to that many.
+  const uint64_t forced = uint64_t(c.variants.gemv_blocks > 0 ? c.variants.gemv_blocks : 0);
+  const uint64_t cap = forced ? forced : (blocks + uint64_t(c.sm_count) - 1) / uint64_t(c.sm_count);
+  if ((!forced && cap > 2) || cap >= uint64_t(per_sm)) return used;
   cudaFuncAttributes attributes{};
-  if (!query_ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)))) return used;
+  if (!query_ok(kernel_attributes(c.cache.get(), k, &attributes))) return used;
   // The smallest footprint a block at which cap + 1 blocks no longer fit an SM's shared memory.
   const uint64_t footprint = uint64_t(c.smem_per_sm) / (cap + 1) + 1;
   const uint64_t fixed = uint64_t(c.smem_reserved_per_block) + attributes.sharedSizeBytes;
@@ -1107,10 +1111,10 @@ uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, cons
   // process-wide attribute, which a launch of another cap on another thread must not shrink
   // under this one.
   if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes) &&
-      !query_ok(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, int(most))))
+      !query_ok(raise_dynamic_smem(c.cache.get(), k, int(most))))
     return used;
   int spread = 0;
-  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&spread, kernel, threads, size_t(dynamic)))) return used;
+  if (!query_ok(blocks_per_sm(c.cache.get(), k, threads, size_t(dynamic), &spread))) return used;
   return uint64_t(spread) == cap ? uint32_t(dynamic) : used;
 }
 
@@ -1127,7 +1131,7 @@ inline int preset_warps(const LaunchConfig& c, ViewFormat f, int batch, uint64_t
 template <typename P, int NT, int U>
 Result<int> stripe_warps(uint64_t stripes, ViewFormat format, const LaunchConfig& c) {
   using R = typename WarpRuleOf<P>::type;
-  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c.sm_count, preset_warps(c, format, NT * 8, stripes), partial_bytes<NT>(1));
+  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c, preset_warps(c, format, NT * 8, stripes), partial_bytes<NT>(1));
 }
 
 // Whether `kernel`'s shared memory holds it to fewer blocks a SM than `twin` gets at `threads`
@@ -1141,9 +1145,10 @@ bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic, const Launch
   if (c.smem_per_sm <= 0) return false;
   int mine = 0, theirs = 0;
   cudaFuncAttributes attributes{};
-  if (!query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mine, kernel, threads, dynamic)) ||
-      !query_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&theirs, twin, threads, dynamic)) || theirs <= mine ||
-      !query_ok(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel))))
+  const void* k = reinterpret_cast<const void*>(kernel);
+  if (!query_ok(blocks_per_sm(c.cache.get(), k, threads, dynamic, &mine)) ||
+      !query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(twin), threads, dynamic, &theirs)) || theirs <= mine ||
+      !query_ok(kernel_attributes(c.cache.get(), k, &attributes)))
     return false;
   // Shared memory binds where one block more would not fit it.
   const uint64_t footprint = uint64_t(attributes.sharedSizeBytes) + dynamic + uint64_t(c.smem_reserved_per_block);
@@ -1157,12 +1162,13 @@ template <typename K>
 Status allow_dynamic_smem(K kernel, uint32_t dynamic, const LaunchConfig& c) {
   if (dynamic <= partial_bytes<2>(kAutoMaxWarps)) return Status::ok();  // within 48 KB with any kernel's static memory
   cudaFuncAttributes attributes{};
-  IRIS_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+  const void* k = reinterpret_cast<const void*>(kernel);
+  IRIS_CUDA_TRY(kernel_attributes(c.cache.get(), k, &attributes));
   if (dynamic <= uint32_t(attributes.maxDynamicSharedSizeBytes)) return Status::ok();
   // Unknown device limit: ask for what the launch needs and let the driver judge.
   const int most = c.smem_optin_per_block > 0 ? c.smem_optin_per_block - int(attributes.sharedSizeBytes) : int(dynamic);
   if (int64_t(dynamic) > most) return unsupported("gemv: " + std::to_string(dynamic) + " bytes of shared memory a block, more than the device has");
-  IRIS_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  IRIS_CUDA_TRY(raise_dynamic_smem(c.cache.get(), k, most));
   return Status::ok();
 }
 

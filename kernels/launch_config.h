@@ -4,7 +4,11 @@
 // Passed by the caller, never read from globals, so two engines in one process can differ.
 #pragma once
 
+#include <memory>
+
 namespace iris {
+
+class LaunchCache;  // kernels/launch_cache.h
 
 // Variants that `iris bench --variant` compares in one GPU run (kernels/NOTES.md records which
 // won). The defaults (0 / true) are the measured best; every variant computes the same result
@@ -23,6 +27,10 @@ struct KernelVariants {
   int nf4_scaled = 0;             // tensor-core GEMV NF4 with nf4_bf16_table: 0 (best), 1 the absmax applied to the FP32 partial sums, 2 to the BF16 weights (bitsandbytes' arithmetic)
   int programmatic = 0;           // tensor-core GEMVs as programmatic dependent launches: 0 (best), 1 off, 2 on, 3 on with the next kernel released late (where the code allows)
   int gemv_spread = 0;            // tensor-core GEMV launches of one wave with room to spare: 0 (best), 1 off, 2 on (at most ceil(blocks / SMs) blocks a SM)
+  // Tensor-core GEMV blocks a SM at most: 0 (the launch's rule), 1..32 (unused shared memory
+  // holds the launch to that many). Run v63 (H200): holding a launch of several waves to fewer
+  // blocks so its last wave comes out fuller lost at every grouped shape (kernels/NOTES.md).
+  int gemv_blocks = 0;
   int gemv_l2_prefetch = 0;       // tensor-core GEMV blocks ask L2 for their stripe's codes first (sm_90): 0 (best), 1 off, 2 on
   // A measurement aid, not a variant: the tensor-core GEMV (dense and expert) with its decode
   // left out, so its outputs are meaningless (kernels/NOTES.md, runs v33 and v37). Only
@@ -50,6 +58,9 @@ struct LaunchConfig {
   // each block's reserved share, and the most one block may opt in to. 0: unknown (a launch
   // then asks for no more than it uses).
   int smem_per_sm = 0, smem_reserved_per_block = 0, smem_optin_per_block = 0;
+  // The device's launch queries, answered once (DeviceInfo's; null: asked of the runtime at
+  // every launch). Shared, so an expert set that keeps a LaunchConfig keeps it alive.
+  std::shared_ptr<LaunchCache> cache = nullptr;
 };
 
 }  // namespace iris

@@ -398,6 +398,13 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "gemv-spread") {  // one-wave launches held to ceil(blocks / SMs) blocks a SM
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->gemv_spread = value == "auto" ? 0 : value == "off" ? 1 : 2;
+  } else if (name == "gemv-blocks") {  // at most N blocks a SM (unused shared memory)
+    if (value != "auto") {
+      if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return bad();
+      const int b = std::stoi(value);
+      if (b < 1 || b > 32) return bad();
+    }
+    v->gemv_blocks = value == "auto" ? 0 : std::stoi(value);
   } else if (name == "gemv-warps") {
     if (value != "auto") {
       if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return bad();

@@ -469,6 +469,13 @@ TEST_P(KernelCases, StepModesAndSpreadGiveTheSameBits) {
     off.variants.gemv_spread = 1;
     ASSERT_NO_FATAL_FAILURE(run(off, plain));
     EXPECT_EQ(spread, plain) << name_of(GetParam()) << " batch " << batch << ": spread against none";
+    for (int cap : {1, 3}) {  // a forced residency cap (gemv_blocks) changes residency alone
+      LaunchConfig capped = base;
+      capped.variants.gemv_blocks = cap;
+      std::vector<uint32_t> y;
+      ASSERT_NO_FATAL_FAILURE(run(capped, y));
+      EXPECT_EQ(spread, y) << name_of(GetParam()) << " batch " << batch << ": at most " << cap << " blocks a SM against the default";
+    }
     std::vector<uint32_t> first;
     for (const char* step : {"unroll-1", "unroll-2", "prefetch-on"}) {
       LaunchConfig launch = base;
