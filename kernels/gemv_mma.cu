@@ -1077,6 +1077,25 @@ Result<int> warps_per_stripe(K kernel, uint64_t stripes, const LaunchConfig& c, 
   return best;
 }
 
+// Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
+// memory a kernel gets without asking (NF4's pair table and 16 warps' sums at batch 9 and up),
+// and so may a spread (spread_smem): the kernel's allowance is raised once to the most the device
+// allows, never lowered -- a process-wide attribute, which a launch of fewer bytes on another
+// thread must not shrink under this one.
+template <typename K>
+Status allow_dynamic_smem(K kernel, uint32_t dynamic, const LaunchConfig& c) {
+  if (dynamic <= partial_bytes<2>(kAutoMaxWarps)) return Status::ok();  // within 48 KB with any kernel's static memory
+  cudaFuncAttributes attributes{};
+  const void* k = reinterpret_cast<const void*>(kernel);
+  IRIS_CUDA_TRY(kernel_attributes(c.cache.get(), k, &attributes));
+  if (dynamic <= uint32_t(attributes.maxDynamicSharedSizeBytes)) return Status::ok();
+  // Unknown device limit: ask for what the launch needs and let the driver judge.
+  const int most = c.smem_optin_per_block > 0 ? c.smem_optin_per_block - int(attributes.sharedSizeBytes) : int(dynamic);
+  if (int64_t(dynamic) > most) return unsupported("gemv: " + std::to_string(dynamic) + " bytes of shared memory a block, more than the device has");
+  IRIS_CUDA_TRY(raise_dynamic_smem(c.cache.get(), k, most));
+  return Status::ok();
+}
+
 // The dynamic shared memory of a launch of `blocks` blocks of `threads` whose kernel uses
 // `used` bytes of it (partial_bytes): `used`, or more, unused, to hold the launch to at most
 // ceil(blocks / SMs) <= 2 blocks a SM where the kernel could hold more (gemv_spread; `used`
@@ -1107,12 +1126,10 @@ uint32_t spread_smem(K kernel, int threads, uint64_t blocks, uint32_t used, cons
   const uint64_t dynamic = std::max<uint64_t>(used, (footprint - fixed + 127) & ~uint64_t(127));
   const uint64_t most = uint64_t(c.smem_optin_per_block) - attributes.sharedSizeBytes;
   if (dynamic > most) return used;
-  // The kernel's allowance is raised once to the most the device allows, never lowered: a
-  // process-wide attribute, which a launch of another cap on another thread must not shrink
-  // under this one.
-  if (dynamic > uint64_t(attributes.maxDynamicSharedSizeBytes) &&
-      !query_ok(raise_dynamic_smem(c.cache.get(), k, int(most))))
+  if (!allow_dynamic_smem(kernel, uint32_t(dynamic), c).is_ok()) {
+    (void)cudaGetLastError();  // no spread, and no error left behind
     return used;
+  }
   int spread = 0;
   if (!query_ok(blocks_per_sm(c.cache.get(), k, threads, size_t(dynamic), &spread))) return used;
   return uint64_t(spread) == cap ? uint32_t(dynamic) : used;
@@ -1155,23 +1172,6 @@ bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic, const Launch
   return uint64_t(mine + 1) * footprint > uint64_t(c.smem_per_sm);
 }
 
-// Launches of more warps than kAutoMaxWarps (forced) may take more than the 48 KB of shared
-// memory a kernel gets without asking (NF4's pair table and 16 warps' sums at batch 9 and up):
-// its allowance is raised, once, to the device's most (as spread_smem does, never lowered).
-template <typename K>
-Status allow_dynamic_smem(K kernel, uint32_t dynamic, const LaunchConfig& c) {
-  if (dynamic <= partial_bytes<2>(kAutoMaxWarps)) return Status::ok();  // within 48 KB with any kernel's static memory
-  cudaFuncAttributes attributes{};
-  const void* k = reinterpret_cast<const void*>(kernel);
-  IRIS_CUDA_TRY(kernel_attributes(c.cache.get(), k, &attributes));
-  if (dynamic <= uint32_t(attributes.maxDynamicSharedSizeBytes)) return Status::ok();
-  // Unknown device limit: ask for what the launch needs and let the driver judge.
-  const int most = c.smem_optin_per_block > 0 ? c.smem_optin_per_block - int(attributes.sharedSizeBytes) : int(dynamic);
-  if (int64_t(dynamic) > most) return unsupported("gemv: " + std::to_string(dynamic) + " bytes of shared memory a block, more than the device has");
-  IRIS_CUDA_TRY(raise_dynamic_smem(c.cache.get(), k, most));
-  return Status::ok();
-}
-
 // The step a launch of `warps` warps runs: `step`, or unroll 1 where the prefetch step's
 // register bound does not allow that many (the same sums: steps differ only in when a warp
 // loads its chunks).
@@ -1212,25 +1212,46 @@ auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   return f(std::type_identity<MmaNf4<Nf4Table::kSplit>>{});
 }
 
+// Whether a launch of `warps` warps takes the register-lookup twin of the kernel it would run
+// (nf4_register_lookup): where a variant asks, or where the table binds (table_binds, asked
+// only then). The twin runs at the same warps, so the same sums.
+template <typename K1, typename K2>
+bool takes_register_twin(K1 kernel, K2 twin, int warps, uint32_t used, const LaunchConfig& c) {
+  return nf4_register_lookup(c, c.variants.nf4_lookup == 0 && table_binds(kernel, twin, warps * 32, used, c));
+}
+
+// Launches `kernel` over `blocks` blocks of `warps` warps whose closing sums take `used` bytes
+// of dynamic shared memory: with the spread's unused bytes (spread_smem), the allowance raised
+// where the launch passes it (allow_dynamic_smem), as a programmatic dependent where it may be.
+template <typename... Params, typename... Args>
+Status launch_sized(void (*kernel)(Params...), unsigned blocks, int warps, uint32_t used, cudaStream_t s, const LaunchConfig& c, Args&&... args) {
+  const uint32_t smem = spread_smem(kernel, warps * 32, blocks, used, c);
+  IRIS_TRY(allow_dynamic_smem(kernel, smem, c));
+  IRIS_CUDA_TRY(launch_kernel_smem(kernel, dim3(blocks), dim3(warps * 32), smem, s, programmatic_launch(c.variants, c.kernel_arch),
+                                   std::forward<Args>(args)...));
+  return Status::ok();
+}
+
+// The dense launch of P at the warps launch_k chose.
+template <typename P, int NT, bool OutF32, int U>
+Status launch_at(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c, int warps) {
+  if (warps * 32 > threads_bound(U)) return internal_error("gemv: the prefetch step launched with more than its warps");
+  const uint64_t stripes = (v.rows / v.n) * g.stripes;
+  g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
+  g.release_late = c.variants.programmatic == 3;
+  return launch_sized(gemv_mma_kernel<P, NT, OutF32, U>, unsigned(stripes), warps, partial_bytes<NT>(warps), s, c, v, g, x, batch, y);
+}
+
 template <typename P, int NT, bool OutF32, int U>
 Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch, void* y, cudaStream_t s, const LaunchConfig& c) {
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, v.format, c)));
-  if (warps * 32 > threads_bound(U)) return internal_error("gemv: the prefetch step launched with more than its warps");
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
-    const bool binds = c.variants.nf4_lookup == 0 &&
-                       table_binds(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps * 32, partial_bytes<NT>(warps), c);
-    if (nf4_register_lookup(c, binds)) return launch_k<Twin, NT, OutF32, U>(v, g, x, batch, y, s, c);
+    if (takes_register_twin(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps, partial_bytes<NT>(warps), c))
+      return launch_at<Twin, NT, OutF32, U>(v, g, x, batch, y, s, c, warps);
   }
-  const bool programmatic = programmatic_launch(c.variants, c.kernel_arch);
-  g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
-  g.release_late = c.variants.programmatic == 3;
-  const uint32_t smem = spread_smem(gemv_mma_kernel<P, NT, OutF32, U>, warps * 32, stripes, partial_bytes<NT>(warps), c);
-  IRIS_TRY(allow_dynamic_smem(gemv_mma_kernel<P, NT, OutF32, U>, smem, c));
-  IRIS_CUDA_TRY(launch_kernel_smem(gemv_mma_kernel<P, NT, OutF32, U>, dim3(unsigned(stripes)), dim3(warps * 32), smem, s, programmatic, v, g, x,
-                                   batch, y));
-  return Status::ok();
+  return launch_at<P, NT, OutF32, U>(v, g, x, batch, y, s, c, warps);
 }
 
 template <typename P, int NT, bool OutF32>
@@ -1270,6 +1291,16 @@ Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, c
   return batch <= 8 ? launch_u<P, 1, false>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
+// The grouped expert launch of P at the warps launch_experts_kernel chose.
+template <typename P, bool kF32, int U, bool kSwiglu>
+Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s, const LaunchConfig& c, int warps) {
+  if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
+  const unsigned blocks = unsigned(a.pairs * g.stripes);
+  g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
+  g.release_late = c.variants.programmatic == 3;
+  return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu>, blocks, warps, partial_bytes<1>(warps), s, c, a, g);
+}
+
 template <typename P, bool kF32, int U, bool kSwiglu = false>
 Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
@@ -1281,22 +1312,12 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
   const int dense_step = step_for_warps(gemv_step(c, geometry.format, 8, g.stripes), preset_warps(c, geometry.format, 8, g.stripes));
   IRIS_ASSIGN_OR_RETURN(int warps,
                         with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, geometry.format, c); }));
-  const unsigned blocks = unsigned(a.pairs * g.stripes);
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
-    const bool binds = c.variants.nf4_lookup == 0 && table_binds(experts_mma_kernel<P, kF32, U, kSwiglu>, experts_mma_kernel<Twin, kF32, U, kSwiglu>,
-                                                                  warps * 32, partial_bytes<1>(warps), c);
-    if (nf4_register_lookup(c, binds)) return launch_experts_kernel<Twin, kF32, U, kSwiglu>(geometry, a, s, c);
+    if (takes_register_twin(experts_mma_kernel<P, kF32, U, kSwiglu>, experts_mma_kernel<Twin, kF32, U, kSwiglu>, warps, partial_bytes<1>(warps), c))
+      return launch_experts_at<Twin, kF32, U, kSwiglu>(a, g, s, c, warps);
   }
-  MmaGeometry gp = g;
-  gp.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
-  gp.release_late = c.variants.programmatic == 3;
-  if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
-  const uint32_t smem = spread_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, warps * 32, blocks, partial_bytes<1>(warps), c);
-  IRIS_TRY(allow_dynamic_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, smem, c));
-  IRIS_CUDA_TRY(launch_kernel_smem(experts_mma_kernel<P, kF32, U, kSwiglu>, dim3(blocks), dim3(warps * 32), smem, s,
-                                   programmatic_launch(c.variants, c.kernel_arch), a, gp));
-  return Status::ok();
+  return launch_experts_at<P, kF32, U, kSwiglu>(a, g, s, c, warps);
 }
 
 template <typename P>

@@ -2,7 +2,8 @@
 // blocks of a kernel fit a SM at a block size and dynamic shared memory, and a kernel's own
 // attributes -- asked once per device and kept by the owner of the launches (DeviceInfo, so a
 // DeviceArchive, verify, the benchmark), never in a process-wide table. A tensor-core GEMV
-// asks 2-10 of them at every launch (its warp count, the spread, NF4's table_binds); eagerly
+// asked from 2 to about 20 of them at every launch (counted in the source: up to 8 for its warp
+// count, 3 for the spread, 3 for NF4's table_binds, the warp count again for the twin); eagerly
 // (no CUDA graph) a GEMV launch through the C API took the host 7.2-13.5 us with them and
 // 5.2-5.7 us with this cache (H200 host, bench/launch_host_cost.py, kernels/NOTES.md v63).
 // Under a graph they cost nothing either way.

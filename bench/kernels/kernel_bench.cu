@@ -374,6 +374,18 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
 Status parse_kernel_variant(const std::string& name, const std::string& value, BenchOptions* o) {
   KernelVariants* v = &o->variants;
   auto bad = [&] { return invalid_argument("kernel variant " + name + "=" + value + ": unknown variant or value"); };
+  // "auto" (0) or a count lo..hi, into *out; false for anything else.
+  auto count = [&](int lo, int hi, int* out) {
+    if (value == "auto") {
+      *out = 0;
+      return true;
+    }
+    if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return false;
+    const int n = std::stoi(value);
+    if (n < lo || n > hi) return false;
+    *out = n;
+    return true;
+  };
   if (name == "dequant-unroll") {
     if (value != "auto" && value != "1" && value != "2" && value != "4" && value != "8") return bad();
     v->dequant_unroll = value == "auto" ? 0 : std::stoi(value);
@@ -399,19 +411,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
     if (value != "auto" && value != "off" && value != "on") return bad();
     v->gemv_spread = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "gemv-blocks") {  // at most N blocks a SM (unused shared memory)
-    if (value != "auto") {
-      if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return bad();
-      const int b = std::stoi(value);
-      if (b < 1 || b > 32) return bad();
-    }
-    v->gemv_blocks = value == "auto" ? 0 : std::stoi(value);
+    if (!count(1, 32, &v->gemv_blocks)) return bad();
   } else if (name == "gemv-warps") {
-    if (value != "auto") {
-      if (value.empty() || value.size() > 2 || value.find_first_not_of("0123456789") != std::string::npos) return bad();
-      const int w = std::stoi(value);
-      if (w < 1 || w > 16) return bad();
-    }
-    v->gemv_warps = value == "auto" ? 0 : std::stoi(value);
+    if (!count(1, 16, &v->gemv_warps)) return bad();
   } else if (name == "fp8-decode") {
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
     v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
