@@ -123,11 +123,16 @@ TEST(Merge, MergedPartsAreTheSingleProcessArchiveByteForByte) {
       {"llama-bf16", "--quant nf4"},  {"llama-bf16", "--quant mxfp4"}, {"llama-bf16", "--quant fp8-block"},
       {"llama-bf16", "--quant fp8"},  {"gptoss-mxfp4", ""},            {"gptoss-mxfp4", "--quant nf4"},
       {"llama-nf4-dq", ""},           {"llama-fp8-block", ""},         {"llama-fp8-block", "--quant mxfp4 --tile-k 128"}};
-  for (const auto& [fixture, options] : cases) {
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    const auto& [fixture, options] = cases[c];
     TempDir d;
     ASSERT_EQ(run("convert " + kFix + fixture + " -o " + (d / "whole.iris") + " -q " + options).rc, 0);
     const std::string whole = read_all(d / "whole.iris");
-    for (uint32_t count : {1u, 2u, 3u, 5u, 40u}) {  // 40: more parts than tensors, some empty
+    // 40: more parts than tensors, some empty; once a fixture (part_range's empty parts are
+    // PartRange's subject, and 40 runs a case were most of this test's time under the sanitizer).
+    std::vector<uint32_t> counts = {1u, 2u, 3u, 5u};
+    if (c == 0 || cases[c - 1].first != fixture) counts.push_back(40u);
+    for (uint32_t count : counts) {
       SCOPED_TRACE(fixture + " " + options + " in " + std::to_string(count) + " parts");
       const std::string list = parts_of(d, kFix + fixture, options, count, "n" + std::to_string(count));
       const auto r = run("merge " + list + "-o " + (d / "merged.iris") + " -q --force");
