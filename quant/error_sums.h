@@ -24,4 +24,11 @@ struct ErrorSums {
 // to `into`.
 void add_error_sums(const float* ref, const float* got, uint64_t n, ErrorSums* into);
 
+namespace detail {
+enum class CpuPath;  // quant/simd.h
+}
+// The same on the vector path named (one the CPU has), not the process's: the tests check that
+// every path gives the same bits.
+void add_error_sums(detail::CpuPath path, const float* ref, const float* got, uint64_t n, ErrorSums* into);
+
 }  // namespace iris::quant

@@ -5,10 +5,12 @@
 #include "quant/error_sums.h"
 
 #include "common/parallel_for.h"
+#include "quant/simd.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -85,6 +87,40 @@ TEST(ErrorSums, AddsToWhatWasThere) {
   EXPECT_EQ(s.sum_sq_ref, 15.0);
   EXPECT_EQ(s.sum_sq_err, 1.25);
   EXPECT_EQ(s.max_abs_err, 0.75);
+}
+
+// Every vector path the CPU can run (AVX-512, AVX2 by hand, portable) gives the portable
+// path's bits, whatever the process's own path: random values mixed with NaN, infinities,
+// zeros, subnormals and values whose squares leave float's range (the exact redo of a group),
+// at lengths around the lane, group and block sizes.
+TEST(ErrorSums, EveryVectorPathGivesThePortableBits) {
+  std::mt19937 rng(20261128);
+  std::normal_distribution<float> w(0.f, 0.05f), noise(0.f, 0.002f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  const float hostile[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 0.f, -0.f, 1e-42f, -3e-39f, 1e30f, -2e25f, 1e-30f,
+                           std::numeric_limits<float>::max()};
+  for (uint64_t n : {1ull, 15ull, 16ull, 255ull, 256ull, 257ull, 4111ull, 65536ull, 65551ull, 200000ull}) {
+    std::vector<float> ref(n), got(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      ref[i] = w(rng);
+      got[i] = ref[i] + noise(rng);
+      const int p = pick(rng);
+      if (p < 3) ref[i] = hostile[rng() % std::size(hostile)];
+      else if (p < 5) got[i] = hostile[rng() % std::size(hostile)];
+    }
+    ErrorSums want;
+    add_error_sums(detail::CpuPath::kPortable, ref.data(), got.data(), n, &want);
+    for (auto path : {detail::CpuPath::kAvx2, detail::CpuPath::kAvx512}) {
+      if (path > detail::cpu_best_path()) continue;  // a path this CPU cannot run
+      ErrorSums s;
+      add_error_sums(path, ref.data(), got.data(), n, &s);
+      SCOPED_TRACE(std::string(detail::cpu_path_name(path)) + ", n = " + std::to_string(n));
+      EXPECT_EQ(std::memcmp(&s.sum_sq_ref, &want.sum_sq_ref, 8), 0) << s.sum_sq_ref << " vs " << want.sum_sq_ref;
+      EXPECT_EQ(std::memcmp(&s.sum_sq_err, &want.sum_sq_err, 8), 0) << s.sum_sq_err << " vs " << want.sum_sq_err;
+      EXPECT_EQ(std::memcmp(&s.max_abs_err, &want.max_abs_err, 8), 0) << s.max_abs_err << " vs " << want.max_abs_err;
+    }
+  }
 }
 
 TEST(ErrorSums, SameBitsWithOneThreadOrMany) {
