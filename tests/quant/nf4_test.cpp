@@ -170,6 +170,18 @@ TEST(Nf4, NanInfAndExtremeMagnitudesDoNotCrashAndMatchTheOracle) {
   expect_same(a, b, "specials");
   EXPECT_EQ(a.codes[1] & 15, 0);  // element 3 (NaN), the low nibble of byte 1: code 0
   for (int j = 128; j < 160; ++j) EXPECT_EQ(a.codes[j], 0) << j;
+  {
+    // A block of NaN among finite ones (no infinity to swamp the nested offset, the mean of
+    // the absmax, which its -FLT_MAX then moves), whole and as the short last block.
+    std::vector<float> m(64 * 3 + 20, 0.25f);
+    for (int i = 64; i < 128; ++i) m[i] = std::nanf("");
+    for (size_t i = 192; i < m.size(); ++i) m[i] = std::nanf("");
+    m[5] = -0.75f;
+    Nf4DoubleQuant ma, mb;
+    nf4_encode_dq_ref(m.data(), m.size(), &ma);
+    nf4_encode_dq(m.data(), m.size(), &mb);
+    expect_same(ma, mb, "a block of NaN");
+  }
   // Without the Inf, the magnitudes alone decode within the NF4 bound (absmax FP32 direct).
   x[64 + 7] = 0.5f;
   for (int i = 256; i < 320; ++i) x[i] = 0.5f;
