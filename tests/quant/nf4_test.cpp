@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "common/float_bits.h"
+#include "quant/element_encode.h"
 #include "quant/nf4.h"
 #include "quant/tables.h"
 #include "tests/quant/test_util.h"
@@ -151,6 +152,35 @@ TEST(Nf4, ZeroBlocksEncodeAsCodeZeroAndDecodeToZero) {
   std::vector<float> y(200);
   bnb4_decode_ref(a.codes.data(), 0, 200, dq_params(a), y.data());
   for (int i = 0; i < 200; ++i) EXPECT_NEAR(y[i], x[i], 1e-2f) << i;
+}
+
+// The second level's codes (the process's vector path: ctest runs this suite on each) at
+// every dynamic-map entry, every midpoint between neighbours and one ulp either side of both
+// (where a search's comparisons tip), against bitsandbytes' own dynamic_map_encode. Each group
+// of 256 opens with 1.0, so its nested absmax is 1 and, with offset 0, the encoder sees the
+// values themselves.
+TEST(Nf4, NestedCodesAtEveryMapEntryAndMidpointEqualBitsandbytes) {
+  std::vector<float> points;
+  for (int i = 0; i < 256; ++i) {
+    const float m = dynamic_map_value(uint8_t(i));
+    std::vector<float> here = {m};
+    if (i < 255) here.push_back((m + dynamic_map_value(uint8_t(i + 1))) * 0.5f);
+    for (float p : here)
+      for (float q : {p, std::nextafter(p, 2.f), std::nextafter(p, -2.f)})
+        if (std::fabs(q) <= 1.f) points.push_back(q);
+  }
+  std::vector<float> absmax;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (absmax.size() % 256 == 0) absmax.push_back(1.f);
+    absmax.push_back(points[i]);
+  }
+  const uint64_t nabs = absmax.size(), groups = (nabs + 255) / 256;
+  std::vector<uint8_t> codes(nabs);
+  std::vector<float> nested(groups);
+  nf4_quantize_absmax_groups(absmax.data(), 0, groups, nabs, 0.f, codes.data(), nested.data());
+  for (uint64_t g = 0; g < groups; ++g) ASSERT_EQ(nested[g], 1.f) << g;
+  for (uint64_t a = 0; a < nabs; ++a)
+    ASSERT_EQ(int(codes[a]), int(dynamic_map_encode(absmax[a]))) << "value " << absmax[a] << " (bits 0x" << std::hex << f32_bits(absmax[a]) << ")";
 }
 
 TEST(Nf4, NanInfAndExtremeMagnitudesDoNotCrashAndMatchTheOracle) {
