@@ -13,6 +13,10 @@
 # peer's MXFP4_MOE makes them Q8_0 otherwise), fp8-block / Q8_0, nf4 / Q4_K_M. The peer does not
 # fsync its output and iris does: the peer is timed alone and with `sync FILE` after it.
 # Prints, per pair, the median wall seconds of ROUNDS interleaved rounds (/usr/bin/time %e).
+# COLD=1 drops the page cache before every run (root: /proc/sys/vm/drop_caches), so each side
+# reads its input from the disk, as a first conversion does. IRIS_CPU_PATH=avx2 (or portable)
+# holds iris to that vector path, so an AVX-512 machine measures what an AVX2-only one runs; the
+# peer is then built without AVX-512 too (-DGGML_NATIVE=OFF -DGGML_AVX512=OFF, AVX2/FMA/F16C on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -29,6 +33,7 @@ bf16_bytes=$(du -sb "$W/snap" | cut -f1)
 timed() {  # LABEL COMMAND...: one run, appends "LABEL seconds" to $W/times.txt
   local label=$1
   shift
+  if [ "${COLD:-0}" = 1 ]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
   /usr/bin/time -f "%e" -o "$W/t.txt" "$@" >/dev/null 2>&1
   echo "$label $(cat "$W/t.txt")" >>"$W/times.txt"
   # Untimed: the output removed and the disk settled, so that no run pays for the previous
@@ -54,6 +59,11 @@ for line in open(sys.argv[1]):
     times.setdefault(label, []).append(float(s))
 gb = int(sys.argv[2]) / 1e9
 med = {k: statistics.median(v) for k, v in times.items()}
+import os, platform
+flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+print(f"CPU: {model}, {os.cpu_count()} threads, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}; "
+      f"iris path: {os.environ.get('IRIS_CPU_PATH', 'best')}; page cache {'dropped before each run' if os.environ.get('COLD') == '1' else 'warm'}")
 print(f"BF16 input: {gb:.2f} GB; medians of {len(next(iter(times.values())))} rounds (min-max)")
 print("| iris | s | GB/s | peer | s | +sync s | peer+sync / iris |")
 print("|---|---|---|---|---|---|---|")
