@@ -1,7 +1,7 @@
-// `iris convert --resume`: killed with SIGKILL at random points and started again, the
-// conversion ends with the bytes of an uninterrupted one; a journal of other options or another
-// source is refused naming it; a damaged segment is made again; the user's files are never
-// replaced.
+// `iris convert --resume`: killed with SIGKILL at points through the run (set by the segments
+// its journal holds) and started again, the conversion ends with the bytes of an uninterrupted
+// one; a journal of other options or another source is refused naming it; a damaged segment is
+// made again; the user's files are never replaced.
 #include <gtest/gtest.h>
 
 #include <filesystem>
