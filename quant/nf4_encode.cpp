@@ -101,7 +101,7 @@ IRIS_AVX2 void block_codes_avx2(const T* v, float absmax, uint8_t* out) {
   }
   // The 64 codes (0..15 in 32-bit lanes) narrowed to bytes in element order: the packs work
   // within 128-bit halves, so each 32-byte result holds 4-byte runs of four vectors, which
-  // one permute of 32-bit runs puts back in order.
+  // one permute of 32-bit runs returns to element order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256i bytes[2];
   for (int h = 0; h < 2; ++h) {
