@@ -52,14 +52,13 @@ for ((r = 0; r < ROUNDS; ++r)); do
   done
 done
 python3 - "$W/times.txt" "$bf16_bytes" <<'PY'
-import statistics, sys
+import os, platform, statistics, sys
 times = {}
 for line in open(sys.argv[1]):
     label, s = line.split()
     times.setdefault(label, []).append(float(s))
 gb = int(sys.argv[2]) / 1e9
 med = {k: statistics.median(v) for k, v in times.items()}
-import os, platform
 flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 print(f"CPU: {model}, {os.cpu_count()} threads, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}; "

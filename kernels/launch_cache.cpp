@@ -2,38 +2,36 @@
 
 namespace iris {
 
-cudaError_t LaunchCache::blocks_per_sm(const void* kernel, int threads, size_t dynamic, int* out) {
-  const Key key{kernel, threads, dynamic};
+namespace {
+
+// The answer `kept` holds for `key`, or the runtime's (`ask(out)`), kept where it succeeded.
+// Asked outside the lock: two threads may both ask once, and get the same answer.
+template <typename Map, typename Ask>
+cudaError_t remembered(std::mutex& mutex, Map& kept, const typename Map::key_type& key, typename Map::mapped_type* out, Ask&& ask) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = blocks_.find(key); it != blocks_.end()) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = kept.find(key); it != kept.end()) {
       *out = it->second;
       return cudaSuccess;
     }
   }
-  // Asked outside the lock: two threads may both ask once, and get the same answer.
-  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, kernel, threads, dynamic);
+  const cudaError_t e = ask(out);
   if (e == cudaSuccess) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    blocks_.emplace(key, *out);
+    std::lock_guard<std::mutex> lock(mutex);
+    kept.emplace(key, *out);
   }
   return e;
 }
 
+}  // namespace
+
+cudaError_t LaunchCache::blocks_per_sm(const void* kernel, int threads, size_t dynamic, int* out) {
+  return remembered(mutex_, blocks_, Key{kernel, threads, dynamic}, out,
+                    [&](int* o) { return cudaOccupancyMaxActiveBlocksPerMultiprocessor(o, kernel, threads, dynamic); });
+}
+
 cudaError_t LaunchCache::attributes(const void* kernel, cudaFuncAttributes* out) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = attributes_.find(kernel); it != attributes_.end()) {
-      *out = it->second;
-      return cudaSuccess;
-    }
-  }
-  const cudaError_t e = cudaFuncGetAttributes(out, kernel);
-  if (e == cudaSuccess) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    attributes_.emplace(kernel, *out);
-  }
-  return e;
+  return remembered(mutex_, attributes_, kernel, out, [&](cudaFuncAttributes* o) { return cudaFuncGetAttributes(o, kernel); });
 }
 
 cudaError_t LaunchCache::raise_dynamic_smem(const void* kernel, int bytes) {

@@ -23,20 +23,12 @@ IRIS_INLINE void block_sums_body(const float* ref, const float* got, uint64_t n,
   detail::exact_sums(ref + i, got + i, n - i, lanes.sr, lanes.se, lanes.mx);  // the tail
   detail::close_block(lanes, out);
 }
-IRIS_TARGET_AVX512 void block_sums_avx512(const float* ref, const float* got, uint64_t n, ErrorSums* out) {
-  block_sums_body(ref, got, n, out);
-}
-void block_sums_portable(const float* ref, const float* got, uint64_t n, ErrorSums* out) { block_sums_body(ref, got, n, out); }
-
-void block_sums(detail::CpuPath path, const float* ref, const float* got, uint64_t n, ErrorSums* out) {
-  switch (path) {
-    case detail::CpuPath::kAvx512: return block_sums_avx512(ref, got, n, out);
 #ifdef IRIS_X86_INTRINSICS
-    case detail::CpuPath::kAvx2: return detail::block_sums_avx2(ref, got, n, out);
+using detail::block_sums_avx2;
 #endif
-    default: return block_sums_portable(ref, got, n, out);
-  }
-}
+IRIS_HOT_LOOP_CLONES_AVX2_BY_HAND((), (), void, block_sums,
+                                  (const float* ref, const float* got, uint64_t n, ErrorSums* out),
+                                  (ref, got, n, out))
 
 }  // namespace
 
@@ -48,7 +40,7 @@ void add_error_sums(detail::CpuPath path, const float* ref, const float* got, ui
   std::vector<ErrorSums> part(blocks);
   parallel_for(int64_t(blocks), int64_t(std::max<uint64_t>(1, kGrainValues / detail::kSumBlock)), [&](int64_t b) {
     const uint64_t i0 = uint64_t(b) * detail::kSumBlock;
-    block_sums(path, ref + i0, got + i0, std::min(detail::kSumBlock, n - i0), &part[size_t(b)]);
+    block_sums_on(path, ref + i0, got + i0, std::min(detail::kSumBlock, n - i0), &part[size_t(b)]);
   });
   for (const ErrorSums& p : part) into->merge(p);  // in block order: deterministic
 }

@@ -73,6 +73,12 @@ IRIS_AVX512 void block_codes_avx512(const float* v, float absmax, uint8_t* out) 
 #endif
 
 #ifdef IRIS_X86_INTRINSICS
+// A binary search's step on 8 lanes: c + by where `above` (a comparison's all-ones mask) is set.
+// For by = 1 the callers subtract the mask (-1) instead: one operation fewer, the same sum.
+IRIS_AVX2 inline __m256i add_where(__m256i c, __m256 above, int by) {
+  return _mm256_add_epi32(c, _mm256_and_si256(_mm256_castps_si256(above), _mm256_set1_epi32(by)));
+}
+
 // block_codes_avx512 on AVX2, 8 values a vector: the same 4-step binary search and the same
 // strict '>' on the same products, so the same codes. Each step's candidate thresholds are
 // few, so each is looked up in a table of just those: step 8 compares with t[7] alone, step 4
@@ -91,13 +97,11 @@ IRIS_AVX2 void block_codes_avx2(const T* v, float absmax, uint8_t* out) {
   for (int q = 0; q < 8; ++q) {
     const __m256 x = _mm256_mul_ps(detail::load8(v + 8 * q), inv);
     const __m256 above8 = _mm256_cmp_ps(x, t7, _CMP_GT_OQ);
-    c[q] = _mm256_and_si256(_mm256_castps_si256(above8), _mm256_set1_epi32(8));
-    const __m256 above4 = _mm256_cmp_ps(x, _mm256_blendv_ps(t3, t11, above8), _CMP_GT_OQ);
-    c[q] = _mm256_add_epi32(c[q], _mm256_and_si256(_mm256_castps_si256(above4), _mm256_set1_epi32(4)));
-    const __m256 above2 = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(table4, _mm256_srli_epi32(c[q], 2)), _CMP_GT_OQ);
-    c[q] = _mm256_add_epi32(c[q], _mm256_and_si256(_mm256_castps_si256(above2), _mm256_set1_epi32(2)));
+    c[q] = add_where(_mm256_setzero_si256(), above8, 8);
+    c[q] = add_where(c[q], _mm256_cmp_ps(x, _mm256_blendv_ps(t3, t11, above8), _CMP_GT_OQ), 4);
+    c[q] = add_where(c[q], _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(table4, _mm256_srli_epi32(c[q], 2)), _CMP_GT_OQ), 2);
     const __m256 above1 = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(table2, _mm256_srli_epi32(c[q], 1)), _CMP_GT_OQ);
-    c[q] = _mm256_sub_epi32(c[q], _mm256_castps_si256(above1));  // the mask is -1 where x exceeds it
+    c[q] = _mm256_sub_epi32(c[q], _mm256_castps_si256(above1));
   }
   // The 64 codes (0..15 in 32-bit lanes) narrowed to bytes in element order: the packs work
   // within 128-bit halves, so each 32-byte result holds 4-byte runs of four vectors, which
@@ -207,14 +211,22 @@ IRIS_INLINE void nested_codes_body(const float* absmax, uint64_t a0, uint64_t a1
   for (uint32_t a = 0; a < count; ++a) q[a] = dynamic_map_encode_fast((absmax[a0 + a] - offset) * inv, map);
   for (uint32_t a = 0; a < count; ++a) codes[a0 + a] = uint8_t(q[a]);
 }
-IRIS_TARGET_AVX512 void nested_codes_avx512(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
-  nested_codes_body(absmax, a0, a1, offset, inv, codes);
-}
-void nested_codes_portable(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
-  nested_codes_body(absmax, a0, a1, offset, inv, codes);
-}
-
 #ifdef IRIS_X86_INTRINSICS
+// The dynamic map and, for nested_codes_avx2's first steps, the entries each step can compare
+// with: built once (constants), not at every group of 256 values.
+struct DynamicMapTables {
+  alignas(32) float map[256];
+  alignas(32) float by64[8] = {};  // map[31 + 64k], k < 4
+  alignas(32) float by32[8];       // map[15 + 32k]
+  alignas(32) float by16[16];      // map[7 + 16k]
+  DynamicMapTables() {
+    for (int i = 0; i < 256; ++i) map[i] = dynamic_map_value(uint8_t(i));
+    for (int k = 0; k < 4; ++k) by64[k] = map[31 + 64 * k];
+    for (int k = 0; k < 8; ++k) by32[k] = map[15 + 32 * k];
+    for (int k = 0; k < 16; ++k) by16[k] = map[7 + 16 * k];
+  }
+};
+
 // nested_codes on AVX2, 8 values a vector: dynamic_map_encode_fast's binary search (c = the
 // number of odd entries map[2i + 1] below x) with its first five steps' candidates looked up
 // among those alone -- map[127]; map[63] or map[191]; a permute among map[31 + 64k], among
@@ -222,35 +234,28 @@ void nested_codes_portable(const float* absmax, uint64_t a0, uint64_t a1, float 
 // neighbours gathered: 5 gathers a vector where the compiler's AVX2 loop took 10 (4x the
 // AVX-512 clone's time in an NF4 conversion, perf). The same comparisons of the same values,
 // so the same codes.
-// c + by in the lanes where `above` is set (a comparison's all-ones mask).
-IRIS_AVX2 inline __m256i step(__m256i c, __m256 above, int by) {
-  return _mm256_add_epi32(c, _mm256_and_si256(_mm256_castps_si256(above), _mm256_set1_epi32(by)));
-}
-
 IRIS_AVX2 void nested_codes_avx2(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
-  alignas(32) float map[256], by64[8] = {}, by32[8], by16[16];
-  for (int i = 0; i < 256; ++i) map[i] = dynamic_map_value(uint8_t(i));
-  for (int k = 0; k < 4; ++k) by64[k] = map[31 + 64 * k];
-  for (int k = 0; k < 8; ++k) by32[k] = map[15 + 32 * k];
-  for (int k = 0; k < 16; ++k) by16[k] = map[7 + 16 * k];
+  static const DynamicMapTables tables;
+  const float* map = tables.map;
   const __m256 m127 = _mm256_set1_ps(map[127]), m63 = _mm256_set1_ps(map[63]), m191 = _mm256_set1_ps(map[191]);
-  const __m256 t64 = _mm256_load_ps(by64), t32 = _mm256_load_ps(by32), t16lo = _mm256_load_ps(by16), t16hi = _mm256_load_ps(by16 + 8);
+  const __m256 t64 = _mm256_load_ps(tables.by64), t32 = _mm256_load_ps(tables.by32);
+  const __m256 t16lo = _mm256_load_ps(tables.by16), t16hi = _mm256_load_ps(tables.by16 + 8);
   const __m256 off = _mm256_set1_ps(offset), scale = _mm256_set1_ps(inv), half = _mm256_set1_ps(0.5f);
   const __m256i one = _mm256_set1_epi32(1), seven = _mm256_set1_epi32(7);
   uint64_t a = a0;
   for (; a + 8 <= a1; a += 8) {
     const __m256 x = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(absmax + a), off), scale);
     const __m256 above64 = _mm256_cmp_ps(x, m127, _CMP_GT_OQ);
-    __m256i c = step(_mm256_setzero_si256(), above64, 64);
-    c = step(c, _mm256_cmp_ps(x, _mm256_blendv_ps(m63, m191, above64), _CMP_GT_OQ), 32);
-    c = step(c, _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t64, _mm256_srli_epi32(c, 5)), _CMP_GT_OQ), 16);
-    c = step(c, _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t32, _mm256_srli_epi32(c, 4)), _CMP_GT_OQ), 8);
+    __m256i c = add_where(_mm256_setzero_si256(), above64, 64);
+    c = add_where(c, _mm256_cmp_ps(x, _mm256_blendv_ps(m63, m191, above64), _CMP_GT_OQ), 32);
+    c = add_where(c, _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t64, _mm256_srli_epi32(c, 5)), _CMP_GT_OQ), 16);
+    c = add_where(c, _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t32, _mm256_srli_epi32(c, 4)), _CMP_GT_OQ), 8);
     const __m256i k = _mm256_srli_epi32(c, 3);  // 0..15: map[7 + 16k]
     const __m256 t4 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t16lo, k), _mm256_permutevar8x32_ps(t16hi, k),
                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, seven)));
-    c = step(c, _mm256_cmp_ps(x, t4, _CMP_GT_OQ), 4);
-    c = step(c, _mm256_cmp_ps(x, _mm256_i32gather_ps(map, _mm256_add_epi32(_mm256_add_epi32(c, c), _mm256_set1_epi32(3)), 4), _CMP_GT_OQ), 2);
-    c = step(c, _mm256_cmp_ps(x, _mm256_i32gather_ps(map, _mm256_add_epi32(_mm256_add_epi32(c, c), one), 4), _CMP_GT_OQ), 1);
+    c = add_where(c, _mm256_cmp_ps(x, t4, _CMP_GT_OQ), 4);
+    c = add_where(c, _mm256_cmp_ps(x, _mm256_i32gather_ps(map, _mm256_add_epi32(_mm256_add_epi32(c, c), _mm256_set1_epi32(3)), 4), _CMP_GT_OQ), 2);
+    c = _mm256_sub_epi32(c, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_i32gather_ps(map, _mm256_add_epi32(_mm256_add_epi32(c, c), one), 4), _CMP_GT_OQ)));
     const __m256i pivot = _mm256_add_epi32(c, c), upper = _mm256_add_epi32(pivot, one);
     const __m256i lower = _mm256_sub_epi32(pivot, _mm256_andnot_si256(_mm256_cmpeq_epi32(c, _mm256_setzero_si256()), one));
     const __m256 val = _mm256_i32gather_ps(map, pivot, 4);
@@ -269,15 +274,9 @@ IRIS_AVX2 void nested_codes_avx2(const float* absmax, uint64_t a0, uint64_t a1, 
 }
 #endif
 
-void nested_codes(const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes) {
-  switch (detail::cpu_path()) {
-    case detail::CpuPath::kAvx512: return nested_codes_avx512(absmax, a0, a1, offset, inv, codes);
-#ifdef IRIS_X86_INTRINSICS
-    case detail::CpuPath::kAvx2: return nested_codes_avx2(absmax, a0, a1, offset, inv, codes);
-#endif
-    default: return nested_codes_portable(absmax, a0, a1, offset, inv, codes);
-  }
-}
+IRIS_HOT_LOOP_CLONES_AVX2_BY_HAND((), (), void, nested_codes,
+                                  (const float* absmax, uint64_t a0, uint64_t a1, float offset, float inv, uint8_t* codes),
+                                  (absmax, a0, a1, offset, inv, codes))
 
 template <typename T>
 void encode_dq(const T* in, uint64_t n, Nf4DoubleQuant* out) {

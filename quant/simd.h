@@ -17,28 +17,39 @@
 #define IRIS_INLINE inline __attribute__((always_inline))
 
 // A hot loop NAME_body (an IRIS_INLINE function) compiled three times, as NAME_avx512,
-// NAME_avx2 and NAME_portable, and NAME calling the one of cpu_path(). TEMPLATE is the
-// parenthesised template head (or ()), TARGS its arguments as the clones are called (or ()),
-// PARAMS the parenthesised parameters and ARGS the names passed on.
+// NAME_avx2 and NAME_portable; NAME_on(path, ...) calls the one of `path` (tests compare the
+// paths with it) and NAME the one of cpu_path(). TEMPLATE is the parenthesised template head
+// (or ()), TARGS its arguments as the clones are called (or ()), PARAMS the parenthesised
+// parameters and ARGS the names passed on.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define IRIS_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2")))
 #define IRIS_TARGET_AVX2 __attribute__((target("avx2")))
+#define IRIS_AVX2_CASE(CALL) \
+  case ::iris::quant::detail::CpuPath::kAvx2: return CALL;
 #else
 #define IRIS_TARGET_AVX512
 #define IRIS_TARGET_AVX2
+#define IRIS_AVX2_CASE(CALL)
 #endif
 #define IRIS_UNPAREN(...) __VA_ARGS__
-#define IRIS_HOT_LOOP_CLONES(TEMPLATE, TARGS, RET, NAME, PARAMS, ARGS)                                            \
+#define IRIS_HOT_LOOP_CLONES(TEMPLATE, TARGS, RET, NAME, PARAMS, ARGS)                                                         \
+  IRIS_UNPAREN TEMPLATE [[maybe_unused]] IRIS_TARGET_AVX2 RET NAME##_avx2 PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; } \
+  IRIS_HOT_LOOP_CLONES_AVX2_BY_HAND(TEMPLATE, TARGS, RET, NAME, PARAMS, ARGS)
+
+// The same where the compiler's AVX2 compilation of the body falls short and NAME_avx2 is
+// written by hand (with intrinsics, the same bits), declared before this: only the AVX-512 and
+// portable clones are compiled from NAME_body.
+#define IRIS_HOT_LOOP_CLONES_AVX2_BY_HAND(TEMPLATE, TARGS, RET, NAME, PARAMS, ARGS)                                    \
   IRIS_UNPAREN TEMPLATE IRIS_TARGET_AVX512 RET NAME##_avx512 PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; } \
-  IRIS_UNPAREN TEMPLATE IRIS_TARGET_AVX2 RET NAME##_avx2 PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; }     \
   IRIS_UNPAREN TEMPLATE RET NAME##_portable PARAMS { return NAME##_body IRIS_UNPAREN TARGS ARGS; }                  \
-  IRIS_UNPAREN TEMPLATE RET NAME PARAMS {                                                                           \
-    switch (::iris::quant::detail::cpu_path()) {                                                                    \
+  IRIS_UNPAREN TEMPLATE RET NAME##_on(::iris::quant::detail::CpuPath path, IRIS_UNPAREN PARAMS) {                  \
+    switch (path) {                                                                                                 \
       case ::iris::quant::detail::CpuPath::kAvx512: return NAME##_avx512 IRIS_UNPAREN TARGS ARGS;                   \
-      case ::iris::quant::detail::CpuPath::kAvx2: return NAME##_avx2 IRIS_UNPAREN TARGS ARGS;                       \
+      IRIS_AVX2_CASE(NAME##_avx2 IRIS_UNPAREN TARGS ARGS)                                                           \
       default: return NAME##_portable IRIS_UNPAREN TARGS ARGS;                                                     \
     }                                                                                                               \
-  }
+  }                                                                                                                 \
+  IRIS_UNPAREN TEMPLATE [[maybe_unused]] RET NAME PARAMS { return NAME##_on IRIS_UNPAREN TARGS(::iris::quant::detail::cpu_path(), IRIS_UNPAREN ARGS); }
 
 // Loops written with AVX-512 intrinsics (where the vectoriser cannot find the instruction:
 // a permute as a 16-entry table lookup) are functions of their own with a target attribute,
