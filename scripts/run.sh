@@ -128,8 +128,8 @@ case "$mode" in
   test)
     # 4. Every test, then the same suite built with clang + ASan + UBSan (_GLIBCXX_ASSERTIONS
     #    too) plus the libFuzzer targets, each fuzzed for FUZZ_SECONDS from its corpus (30 s: at
-    #    60 the six targets took 3 of CI's 32 minutes on 2 cores; longer runs are for a fuzzing
-    #    session, FUZZ_SECONDS=600). ctest
+    #    60, six targets of 62 s each on 2 cores were about 3 of a 32-minute CI run's minutes, by
+    #    its build-check/ctest.log; longer runs are for a fuzzing session, FUZZ_SECONDS=600). ctest
     #    lists the tests that skipped (the GPU ones, without a GPU) after its summary, so the
     #    summary lines are repeated last, the failing one (if any) at the very end.
     set +e
