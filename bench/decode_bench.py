@@ -18,7 +18,10 @@ keeps the first N layers (a model too large for the disk). For each model and fo
   profiler over graph replays, grouped into iris GEMV / iris decode ops / cuBLAS / other;
 - the greedy-token check: --steps tokens after an 8-token prompt, against the BF16 peer's.
   and its noise floor: the same BF16 weights in iris.models' other arithmetic against the
-  peer (--no-self-check skips it).
+  peer (--no-self-check skips it);
+- with --knock-out-sweep (Llama-family models), the graph step timed again without each kind
+  of non-GEMV step and without all: what each costs on the critical path, which the
+  timeline's durations overlap under programmatic launches (timing only).
 
 Prints one JSON document (also written to --out) and a table on stderr."""
 
@@ -250,6 +253,47 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     return tokens, scored
 
 
+KNOCK_OUT_SWEEP = ["activation", "attention", "norm", "attention,activation", "attention,activation,norm"]
+
+
+def knock_out_sweep(args, archive: Path, max_len: int, r: dict) -> None:
+    """--knock-out-sweep: the quantized model's graph step timed again with each kind of the
+    layers' non-GEMV steps left out (LlamaDecoder.set_knock_out), then all of them: what each
+    costs on the step's critical path, which the timeline's overlapping kernel durations do not
+    say. Timing only: the tokens of a knocked-out step mean nothing."""
+    if not args.knock_out_sweep:
+        return
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
+                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table,
+                         activation_in_gemv=args.activation_in_gemv, iris_head=args.compile and args.iris_head)
+    if not hasattr(q, "set_knock_out"):
+        r["knock_out_ms"] = "this family has no knock-outs"
+        del q
+        release()
+        return
+    sweep = {"": time_decoder(q, args.steps)["graph_ms"]}
+    for names in KNOCK_OUT_SWEEP:
+        try:
+            q.set_knock_out(names.split(","))
+        except iris.IrisError as e:  # a Mixtral has no dense activation
+            sweep[names] = str(e)
+            continue
+        sweep[names] = time_decoder(q, args.steps)["graph_ms"]
+    q.set_knock_out([])
+    r["knock_out_ms"] = sweep
+    del q
+    release()
+
+
+def knock_out_lines(r: dict) -> list:
+    sweep = r.get("knock_out_ms")
+    if not isinstance(sweep, dict):
+        return []
+    whole = sweep[""]
+    return [f"    without {names}: {ms:.3f} ms ({whole - ms:+.3f} on the critical path)" if isinstance(ms, float) else f"    without {names}: {ms}"
+            for names, ms in sweep.items() if names]
+
+
 def add_ratios(r: dict, limits: dict) -> dict:
     """Tokens/s and the shares of the run's two ceilings; against the peer where there is one."""
     ms = r["graph_ms"]
@@ -283,6 +327,7 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
         r["tokens"] = tokens[:16]
+        knock_out_sweep(args, archive, max_len, r)
         return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on. Its lm_head stays
     # on cuBLAS (iris_head=False): the goal's peer is BF16 cuBLAS.
@@ -315,6 +360,7 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     time_without_decode_kernels(args, archive, max_len, r)
     q_tokens, q_logits = run_quantized(args, archive, max_len, r, ref_tokens)
     r["greedy"] = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
+    knock_out_sweep(args, archive, max_len, r)
     return add_ratios(r, limits)
 
 
@@ -352,6 +398,9 @@ def main():
     ap.add_argument("--nf4-table", choices=["exact", "bf16"], default="exact",
                     help="the quantized model's NF4 GEMVs: exact (each table value as two BF16s, 2^-16) or bf16 (each weight "
                          "as bitsandbytes' GEMV forms it in BF16: three roundings of 2^-8)")
+    ap.add_argument("--knock-out-sweep", action="store_true",
+                    help="time the graph step again without each kind of non-GEMV step (attention, activation, norms) "
+                         "and without all: their cost on the critical path (Llama-family models; timing only)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()
@@ -397,6 +446,8 @@ def main():
                     f"{100 * r['share_of_copy_roofline']:.1f}% of copy roofline; {r['timeline']['kernels_per_step']:.0f} kernels/step")
                 for g, v in r["timeline"]["groups"].items():
                     log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
+                for line in knock_out_lines(r):
+                    log(line)
                 continue
             log(f"{name} {fmt}: graph {r['graph_ms']:.3f} ms/token (eager {r['eager_ms']:.2f}"
                 + (f", unfused graph {r['uncompiled_graph_ms']:.3f}" if "uncompiled_graph_ms" in r else "")
@@ -416,6 +467,8 @@ def main():
                     f"{s['teacher_forced_agree']}/{s['steps']} agree; max logit diff {s['max_logit_diff']:.4f}")
             for g, v in r["timeline"]["groups"].items():
                 log(f"    {g}: {v['us_per_step']:.0f} us/step ({100 * v['share']:.1f}%), {v['kernels_per_step']:.0f} kernels")
+            for line in knock_out_lines(r):
+                log(line)
         Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
 

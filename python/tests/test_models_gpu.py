@@ -208,6 +208,28 @@ def test_programmatic_launches_change_no_bit(converted, fixture):
         assert torch.equal(value, logits[False, False]), key
 
 
+def test_knock_outs_change_the_step_and_come_back(converted):
+    """The measurement aid of bench/decode_bench.py --knock-out-sweep: each knock-out changes
+    what a step computes, in a CUDA graph as eagerly (the graph is captured again, not the old
+    one replayed), and clearing them gives the whole step's logits back bit for bit; a name it
+    does not know is refused."""
+    m = iris.models.load(converted("llama-nf4-dq"), max_len=32, compile=True)
+    m.generate(PROMPT, 4, graph=True)
+    whole = m.logits.clone()
+    for names in (["attention"], ["activation"], ["norm"], ["attention", "activation", "norm"]):
+        m.set_knock_out(names)
+        m.generate(PROMPT, 4, graph=False)
+        eager = m.logits.clone()
+        m.generate(PROMPT, 4, graph=True)
+        assert torch.equal(m.logits, eager), names
+        assert not torch.equal(eager, whole), names
+    m.set_knock_out([])
+    m.generate(PROMPT, 4, graph=True)
+    assert torch.equal(m.logits, whole)
+    with pytest.raises(IrisError, match="no such knock-out"):
+        m.set_knock_out(["router"])
+
+
 @pytest.mark.parametrize("fixture", ["gptoss-mxfp4", "llama-nf4-dq"])
 def test_rope_in_attention_keeps_the_logits(converted, fixture):
     """The rotary positions and the cache write inside the attention kernel (rope_in_attention)

@@ -69,6 +69,7 @@ class Decoder:
         # same FP32 sums in another order, 9% faster on gpt-oss's head (kernels/NOTES.md, v61).
         dequantized = bool(getattr(weights, "dequantized", False))
         self.iris_head = (self.fused and not dequantized) if iris_head is None else bool(iris_head)
+        self.knock_out = frozenset()  # measurement aid of the families that have one (LlamaDecoder.set_knock_out)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)

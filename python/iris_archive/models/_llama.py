@@ -35,6 +35,8 @@ class _DenseMlp:
 
     def __call__(self, d, h):
         gate, up = self.gate_up(h)
+        if "activation" in d.knock_out:  # measurement aid (LlamaDecoder.set_knock_out)
+            return self.down(gate)
         return self.down(d.f_gated(gate, up))
 
 
@@ -171,15 +173,39 @@ class LlamaDecoder(Decoder):
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
+    # Measurement aid (bench/decode_bench.py --knock-out-sweep): steps of every layer left out of
+    # the decode step, the tensor they take passed on in place of their result -- attention (q
+    # goes to o_proj), the MLP's activation (gate goes to down_proj), the residual steps with
+    # their norms (each projection's output is the next one's input) -- so that a replayed
+    # graph shows what each costs on the critical path. The profiler's kernel durations cannot
+    # show it where programmatic launches overlap a kernel with the wait of the next. The
+    # tokens are meaningless while any is set. Dense MLPs only (Llama, Mistral, Qwen2).
+    KNOCK_OUTS = frozenset({"attention", "activation", "norm"})
+
+    def set_knock_out(self, names) -> None:
+        names = frozenset(names)
+        if names - self.KNOCK_OUTS:
+            raise IrisError(f"iris.models: no such knock-out {sorted(names - self.KNOCK_OUTS)}; known: {sorted(self.KNOCK_OUTS)}")
+        if "activation" in names and any(isinstance(layer.mlp, _MixtralMoe) for layer in self.layers):
+            raise IrisError("iris.models: the activation knock-out is for dense MLPs, not Mixtral's experts")
+        self.knock_out = names
+        self._graph = None  # the next graph step captures the step as it now is
+
     def forward(self, token, pos):
         full, sliding = self.f_masks(self.positions, pos) if not self.fused else (None, None)
         x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
-            attn = self._attention(layer, h, i, pos, self.window if layer.sliding else 0)
+            if "attention" in self.knock_out:
+                attn = layer.qkv(h)[0].reshape(1, -1)
+            else:
+                attn = self._attention(layer, h, i, pos, self.window if layer.sliding else 0)
             if attn is None:
                 q = self._qkv(layer, h, i, pos)
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
+            if "norm" in self.knock_out:
+                h = layer.mlp(self, layer.o(attn))
+                continue
             if not self.residual_norm:
                 x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
                 x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
