@@ -143,11 +143,15 @@ template <int T>
 __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(AttentionDecodeArgs a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t h = blockIdx.x, D = a.head_dim;
-  dev::wait_for_producer();  // q, the cache and the position all come from the kernels before
-  dev::release_dependents();
+  // Before the wait (run v65): the position, the cache rows before it and the rotary tables,
+  // which the kernel just before this one never writes (decode_ops.h); q, k_new, v_new and the
+  // cache row at pos are read after it. Before, every load waited, and the position's load
+  // and then the rows' made two memory trips after the producer's end.
   const int64_t pos = *a.pos;
   uint16_t* out = a.out + uint64_t(h) * D;
   if (pos < 0 || pos >= int64_t(a.max_len)) {
+    dev::wait_for_producer();
+    dev::release_dependents();
     for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) out[d] = 0x7fc0u;  // NaN
     return;
   }
@@ -158,10 +162,12 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   const uint16_t* cos_row = a.cos ? a.cos + uint64_t(pos) * D : nullptr;
   const uint16_t* sin_row = a.sin ? a.sin + uint64_t(pos) * D : nullptr;
   const uint32_t half = D / 2;
-  const auto rotated = [&](const uint16_t* x, uint32_t d) {
+  // Element d = lane + 32 t of row x, rotated to pos with this lane's cos and sin (loaded below).
+  float cos_d[T], sin_d[T];
+  const auto rotated = [&](const uint16_t* x, uint32_t d, int t) {
     if (!cos_row) return bf16_to_f32(x[d]);
     const uint32_t partner = d < half ? d + half : d - half;
-    return rope_element(bf16_to_f32(x[d]), bf16_to_f32(x[partner]), d < half, bf16_to_f32(cos_row[d]), bf16_to_f32(sin_row[d]));
+    return rope_element(bf16_to_f32(x[d]), bf16_to_f32(x[partner]), d < half, cos_d[t], sin_d[t]);
   };
   const int64_t round = int64_t(kAttentionWarps) * kAttentionUnroll;
   // Rows of the cache in registers as loaded (BF16 bits), a round at a time; round r + 1's
@@ -169,11 +175,13 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   // no round waits for a memory trip behind other work. This position's row, where k_new gives
   // it, is not loaded: the caches' row pos is being written by this launch.
   uint16_t kb[kAttentionUnroll][T], vb[kAttentionUnroll][T];
-  const auto load_round = [&](int64_t base) {
+  // `before_wait`: row pos is left out (zeros) whether or not k_new gives it -- without k_new
+  // the kernel just before may have written it -- and loaded after the wait (load_pos_row).
+  const auto load_round = [&](int64_t base, bool before_wait) {
 #pragma unroll
     for (int u = 0; u < kAttentionUnroll; ++u) {
       const int64_t j = base + u <= pos ? base + u : pos;
-      const bool skip = a.k_new && j == pos;
+      const bool skip = (a.k_new || before_wait) && j == pos;
       const uint16_t* kr = a.k_cache + kv_base + uint64_t(j) * D;
       const uint16_t* vr = a.v_cache + kv_base + uint64_t(j) * D;
 #pragma unroll
@@ -185,18 +193,42 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
     }
   };
   int64_t base = lo + int64_t(warp) * kAttentionUnroll;
-  if (base <= pos) load_round(base);
+  if (base <= pos) load_round(base, true);
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const uint32_t d = lane + 32 * t;
+    cos_d[t] = cos_row && d < D ? bf16_to_f32(cos_row[d]) : 0.0f;
+    sin_d[t] = sin_row && d < D ? bf16_to_f32(sin_row[d]) : 0.0f;
+  }
+  dev::wait_for_producer();  // q, k_new, v_new (and the cache row at pos without them) come from the kernel before
+  dev::release_dependents();
+  // The cache row at pos, where this warp's first round holds it and k_new does not give it.
+  if (!a.k_new && base <= pos && pos < base + kAttentionUnroll) {
+    const int u = int(pos - base);
+    const uint16_t* kr = a.k_cache + kv_base + uint64_t(pos) * D;
+    const uint16_t* vr = a.v_cache + kv_base + uint64_t(pos) * D;
+#pragma unroll
+    for (int uu = 0; uu < kAttentionUnroll; ++uu) {
+      if (uu != u) continue;
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const uint32_t d = lane + 32 * t;
+        kb[uu][t] = d < D ? kr[d] : uint16_t(0);
+        vb[uu][t] = d < D ? vr[d] : uint16_t(0);
+      }
+    }
+  }
   float q[T], acc[T], k_pos[T], v_pos[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     const uint32_t d = lane + 32 * t;
-    q[t] = d < D ? rotated(a.q + uint64_t(h) * D, d) : 0.0f;
+    q[t] = d < D ? rotated(a.q + uint64_t(h) * D, d, t) : 0.0f;
     acc[t] = 0.0f;
     // This position's k and v, from k_new / v_new: held here for every block of the kv head,
     // written to the caches at the end by its first block (no block reads them from there).
     k_pos[t] = v_pos[t] = 0.0f;
     if (a.k_new && d < D) {
-      k_pos[t] = rotated(a.k_new + uint64_t(kv) * D, d);
+      k_pos[t] = rotated(a.k_new + uint64_t(kv) * D, d, t);
       v_pos[t] = bf16_to_f32(a.v_new[uint64_t(kv) * D + d]);
     }
   }
@@ -214,7 +246,7 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
         vf[u][t] = from_new ? v_pos[t] : bf16_to_f32(vb[u][t]);
       }
     }
-    if (base + round <= pos) load_round(base + round);
+    if (base + round <= pos) load_round(base + round, false);
     // The round's scores side by side (independent butterflies), then one update.
     float s[kAttentionUnroll];
 #pragma unroll

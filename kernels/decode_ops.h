@@ -80,6 +80,12 @@ struct AttentionDecodeArgs {
 // are this position's cache rows: the kernel writes them (one block per kv head) and every
 // block uses them at pos, so the result equals a rotation and cache write before a plain launch
 // bit for bit. A position out of range writes nothing.
+// On sm_90 the launch is a programmatic one (kernels/grid_dependency.cuh): where the kernel
+// before it in the stream lets its dependents start early, this one reads the position, the
+// cache rows before pos and cos / sin before that kernel ends (run v65: a memory trip less
+// after the producer's end), and q, k_new, v_new and the cache row at pos after. So such a
+// kernel must not write the former; in a decode step it is the q/k/v projection, or a
+// rotation-and-cache-write kernel, which write only the latter.
 constexpr int kAttentionWarps = 8;
 constexpr int kAttentionUnroll = 4;
 Status check_attention_decode(const AttentionDecodeArgs& a);

@@ -221,7 +221,12 @@ IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_
  * sin may be NULL (no rotation), k_new and v_new too (nothing written). The result equals the
  * rotation and cache write done first and iris_cuda_attention_decode after, bit for bit
  * (kernels/decode_ops.h states the rotation's arithmetic). A position out of range writes
- * nothing and gives NaN outputs. */
+ * nothing and gives NaN outputs.
+ * Both attention calls, on sm_90 and newer, are programmatic launches: where the kernel just
+ * before them on the stream lets its dependents start early (griddepcontrol.launch_dependents,
+ * as iris's own kernels do), they read pos, the cache rows before pos, cos and sin before that
+ * kernel ends, and q, k_new, v_new and the cache row at pos only after. Such a kernel must not
+ * write pos, those rows, cos or sin; an ordinary kernel or copy before them may write anything. */
 IRIS_API iris_status iris_cuda_attention_decode_rope(const uint16_t* q, const uint16_t* k_new, const uint16_t* v_new, const uint16_t* cos,
                                                      const uint16_t* sin, uint16_t* k_cache, uint16_t* v_cache, const int64_t* pos,
                                                      const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim,

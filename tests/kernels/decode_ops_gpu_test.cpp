@@ -214,6 +214,18 @@ TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       }
       EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << ", q written late";
+      // The cache rows at pos (the last kv head's k, then its v) written late: the kernel reads
+      // the rows before pos ahead of its wait (run v65), never that one.
+      for (DeviceBuffer* cache : {&k, &v}) {
+        if (pos < 0 || pos >= int64_t(c.max_len)) break;  // no row there
+        const std::vector<uint16_t>& rows = cache == &k ? d.k : d.v;
+        const size_t at = (size_t(c.kv_heads - 1) * c.max_len + size_t(pos)) * c.head_dim;
+        LateInput late(cache->as<uint16_t>() + at, rows.data() + at, size_t(c.head_dim) * 2, stream.s);
+        ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
+        ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << ", the " << (cache == &k ? "k" : "v") << " row at pos written late";
+      }
     }
   }
 }
