@@ -271,14 +271,13 @@ def knock_out_sweep(args, archive: Path, max_len: int, r: dict) -> None:
         del q
         release()
         return
-    sweep = {"": time_decoder(q, args.steps)["graph_ms"]}
-    for names in KNOCK_OUT_SWEEP:
+    sweep = {}
+    for names in [""] + KNOCK_OUT_SWEEP:
         try:
-            q.set_knock_out(names.split(","))
-        except iris.IrisError as e:  # a Mixtral has no dense activation
-            sweep[names] = str(e)
-            continue
-        sweep[names] = time_decoder(q, args.steps)["graph_ms"]
+            q.set_knock_out(names.split(",") if names else [])
+            sweep[names] = time_decoder(q, args.steps)["graph_ms"]
+        except Exception as e:  # noqa: BLE001 - a refused knock-out (Mixtral) or a failed one must not end the bench
+            sweep[names] = f"{type(e).__name__}: {e}"
     q.set_knock_out([])
     r["knock_out_ms"] = sweep
     del q
@@ -287,8 +286,8 @@ def knock_out_sweep(args, archive: Path, max_len: int, r: dict) -> None:
 
 def knock_out_lines(r: dict) -> list:
     sweep = r.get("knock_out_ms")
-    if not isinstance(sweep, dict):
-        return []
+    if not isinstance(sweep, dict) or not isinstance(sweep.get(""), float):
+        return [f"    knock-out sweep: {sweep}"] if sweep else []
     whole = sweep[""]
     return [f"    without {names}: {ms:.3f} ms ({whole - ms:+.3f} on the critical path)" if isinstance(ms, float) else f"    without {names}: {ms}"
             for names, ms in sweep.items() if names]

@@ -17,28 +17,33 @@ set -euo pipefail
 IRIS=${IRIS:-build/converter/iris}
 [ $# -ge 1 ] || { echo "usage: $0 PART_FILE..." >&2; exit 2; }
 OUT=${OUT:-$(dirname "$1")}
-bytes=$(cat "$@" | wc -c)
+bytes=$(stat -c %s "$@" | awk '{ s += $1 } END { print s }')
 parts=("$@")
-cold() {
+# What each line's page cache was: dropped, the parts read into it (WARM=1), or as it happened
+# to be (not root).
+if [ "${WARM:-0}" = 1 ]; then cache=parts-cached
+elif [ -w /proc/sys/vm/drop_caches ]; then cache=dropped
+else cache=as-found; echo "merge_ceiling: not root, the page cache is not dropped" >&2; fi
+trap 'rm -f "$OUT/merged.iris" "$OUT/copied.bin" "$OUT/direct.bin" "$OUT/time.txt"' EXIT
+prepare_cache() {
   sync
-  if [ "${WARM:-0}" = 1 ]; then
-    cat "${parts[@]}" > /dev/null
-  elif [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; else echo "merge_ceiling: not root, the page cache stays warm" >&2; fi
+  case $cache in
+    parts-cached) cat "${parts[@]}" > /dev/null ;;
+    dropped) echo 3 > /proc/sys/vm/drop_caches ;;
+  esac
 }
-# LABEL COMMAND...: one cold run, its wall / user / system seconds as a JSON line.
+# LABEL COMMAND...: one run from the page cache as $cache, its wall / user / system seconds as a JSON line.
 measure() {
   local label=$1
   shift
-  cold
+  prepare_cache
   /usr/bin/time -f "%e %U %S" -o "$OUT/time.txt" "$@"
   read -r wall user sys < "$OUT/time.txt"
-  echo "{\"what\": \"$label\", \"bytes\": $bytes, \"wall_s\": $wall, \"user_s\": $user, \"sys_s\": $sys, \"GBps\": $(awk -v b="$bytes" -v s="$wall" 'BEGIN { printf "%.3f", b / s / 1e9 }')}"
+  echo "{\"what\": \"$label\", \"page_cache\": \"$cache\", \"bytes\": $bytes, \"wall_s\": $wall, \"user_s\": $user, \"sys_s\": $sys, \"GBps\": $(awk -v b="$bytes" -v s="$wall" 'BEGIN { printf "%.3f", b / s / 1e9 }')}"
 }
 measure "iris merge" "$IRIS" merge "$@" -o "$OUT/merged.iris" -q --force
-rm -f "$OUT/merged.iris"
 measure "cat parts > file; sync file" sh -c 'cat "$@" > "$0" && sync "$0"' "$OUT/copied.bin" "$@"
 rm -f "$OUT/copied.bin"
-[ "${WARM:-0}" = 1 ] || measure "cat parts > /dev/null" sh -c 'cat "$@" > /dev/null' sh "$@"
+[ "$cache" = parts-cached ] || measure "cat parts > /dev/null" sh -c 'cat "$@" > /dev/null' sh "$@"
 measure "dd of=file oflag=direct (zeros)" dd if=/dev/zero of="$OUT/direct.bin" bs=16M count=$(( (bytes + 16777215) / 16777216 )) oflag=direct status=none
-rm -f "$OUT/direct.bin" "$OUT/time.txt"
 echo "{\"cpu\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\", \"cores\": $(nproc), \"filesystem\": \"$(df -T "$OUT" | awk 'NR == 2 { print $2 }')\"}"

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   // it, is not loaded: the caches' row pos is being written by this launch.
   uint16_t kb[kAttentionUnroll][T], vb[kAttentionUnroll][T];
   // `before_wait`: row pos is left out (zeros) whether or not k_new gives it -- without k_new
-  // the kernel just before may have written it -- and loaded after the wait (load_pos_row).
+  // the kernel just before may have written it -- and loaded after the wait (below).
   const auto load_round = [&](int64_t base, bool before_wait) {
 #pragma unroll
     for (int u = 0; u < kAttentionUnroll; ++u) {

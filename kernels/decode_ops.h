@@ -84,8 +84,9 @@ struct AttentionDecodeArgs {
 // before it in the stream lets its dependents start early, this one reads the position, the
 // cache rows before pos and cos / sin before that kernel ends (run v65: a memory trip less
 // after the producer's end), and q, k_new, v_new and the cache row at pos after. So such a
-// kernel must not write the former; in a decode step it is the q/k/v projection, or a
-// rotation-and-cache-write kernel, which write only the latter.
+// kernel must not write the former, and must have waited for the kernels before it when it
+// lets this one start (iris's kernels release after their own wait); in a decode step it is
+// the q/k/v projection, or a rotation-and-cache-write kernel, which write only the latter.
 constexpr int kAttentionWarps = 8;
 constexpr int kAttentionUnroll = 4;
 Status check_attention_decode(const AttentionDecodeArgs& a);

@@ -4,9 +4,12 @@
 // while the kernel before it in the stream is still finishing: its blocks are scheduled as
 // soon as every block of the producer has called release_dependents() or exited. Whatever
 // such a kernel does before wait_for_producer() may touch only memory the producer neither
-// writes nor reads -- here, the archive's weights, which no kernel of a decode step writes --
-// and everything after it sees the producer's writes. So each kernel issues its first weight
-// loads, waits, and only then reads activations, router picks or positions and writes outputs.
+// writes nor reads -- the archive's weights, which no kernel of a decode step writes; and for
+// attention the position, the cache rows before it and the rotary tables, which the kernel
+// just before it never writes (decode_ops.h states that contract) -- and everything after it
+// sees the producer's writes. So each kernel issues those loads, waits, and only then reads
+// activations, router picks or q/k/v and writes outputs. Each kernel releases its dependents
+// only after its own wait, so when a kernel starts, every kernel before its producer has ended.
 // This hides the launch and the first DRAM round trip of one kernel behind the end of the
 // previous one: where a decode step is a chain of short kernels, that gap is a large part of
 // each (kernels/NOTES.md, run v46).

@@ -11,8 +11,9 @@ namespace iris {
 
 // Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...), with programmatic stream
 // serialization when `programmatic` (only for kernels that call dev::wait_for_producer()
-// before their first read of another kernel's output, in code the device loaded for sm_90 or
-// newer: programmatic_launch() in tuning.h decides).
+// before their first read of what the kernel before them may write -- grid_dependency.cuh
+// says what they may read earlier -- in code the device loaded for sm_90 or newer:
+// programmatic_launch() in tuning.h decides).
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_smem, cudaStream_t stream, bool programmatic,
                                Args&&... args) {

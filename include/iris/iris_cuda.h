@@ -207,7 +207,14 @@ IRIS_API iris_status iris_cuda_gemv_bf16_f32(const uint16_t* w, uint64_t n, uint
  * q BF16 [heads, head_dim], k_cache and v_cache BF16 [kv_heads, max_len, head_dim], pos one
  * int64 in device memory (so one CUDA graph serves every position; a position outside
  * [0, max_len) gives NaN outputs), sinks BF16 [heads] or NULL, out BF16 [heads, head_dim];
- * head_dim <= 256. */
+ * head_dim <= 256.
+ * On sm_90 and newer both attention calls are programmatic launches: where the kernel just
+ * before them on the stream lets its dependents start early (griddepcontrol.launch_dependents,
+ * as iris's own kernels do, each after waiting for the kernel before it), they read pos, the
+ * cache rows before pos, cos and sin before that kernel ends, and q, k_new, v_new and the
+ * cache row at pos only after. Such a kernel must not write pos, those rows, cos or sin, and
+ * must itself have waited for the kernels before it when it lets them start; an ordinary
+ * kernel or copy before them may write anything. */
 IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, const int64_t* pos,
                                                 const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim,
                                                 uint64_t max_len, uint64_t window, float scale, uint16_t* out,
@@ -221,12 +228,8 @@ IRIS_API iris_status iris_cuda_attention_decode(const uint16_t* q, const uint16_
  * sin may be NULL (no rotation), k_new and v_new too (nothing written). The result equals the
  * rotation and cache write done first and iris_cuda_attention_decode after, bit for bit
  * (kernels/decode_ops.h states the rotation's arithmetic). A position out of range writes
- * nothing and gives NaN outputs.
- * Both attention calls, on sm_90 and newer, are programmatic launches: where the kernel just
- * before them on the stream lets its dependents start early (griddepcontrol.launch_dependents,
- * as iris's own kernels do), they read pos, the cache rows before pos, cos and sin before that
- * kernel ends, and q, k_new, v_new and the cache row at pos only after. Such a kernel must not
- * write pos, those rows, cos or sin; an ordinary kernel or copy before them may write anything. */
+ * nothing and gives NaN outputs. What may write which input just before the launch: as for
+ * iris_cuda_attention_decode. */
 IRIS_API iris_status iris_cuda_attention_decode_rope(const uint16_t* q, const uint16_t* k_new, const uint16_t* v_new, const uint16_t* cos,
                                                      const uint16_t* sin, uint16_t* k_cache, uint16_t* v_cache, const int64_t* pos,
                                                      const uint16_t* sinks, uint64_t heads, uint64_t kv_heads, uint64_t head_dim,

@@ -271,6 +271,28 @@ TEST_F(DecodeOps, AttentionWithRotaryAndCacheWriteEqualsTheReferenceBitForBit) {
         EXPECT_EQ(k.read<uint16_t>(k_want.size()), k_want) << "pos " << pos << (late ? ", k_new written late" : "");
         EXPECT_EQ(v.read<uint16_t>(v_want.size()), v_want) << "pos " << pos;
       }
+      // q rotated, no k_new (the cache row at pos is the attention's, as a rotation kernel
+      // before it wrote it): that row written late, the last kv head's k, must be seen.
+      if (pos < 0 || pos >= int64_t(c.max_len)) continue;
+      std::vector<uint16_t> want_q_only(n_out), k_q_only = d.k, v_q_only = d.v;
+      AttentionDecodeArgs q_only = host;
+      q_only.k_cache = k_q_only.data(), q_only.v_cache = v_q_only.data(), q_only.out = want_q_only.data();
+      q_only.k_new = q_only.v_new = nullptr;
+      attention_decode_reference(q_only);
+      DeviceBuffer k(d.k.size() * 2, d.k.data()), v(d.v.size() * 2, d.v.data());
+      AttentionDecodeArgs dev = q_only;
+      dev.q = q.as<uint16_t>(), dev.k_cache = k.as<uint16_t>(), dev.v_cache = v.as<uint16_t>(), dev.pos = pos_dev.as<int64_t>();
+      dev.sinks = c.sinks ? s.as<uint16_t>() : nullptr, dev.out = out.as<uint16_t>();
+      dev.cos = cs.as<uint16_t>(), dev.sin = sn.as<uint16_t>();
+      ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
+      Stream stream;
+      {
+        const size_t at = (size_t(c.kv_heads - 1) * c.max_len + size_t(pos)) * c.head_dim;
+        LateInput late(k.as<uint16_t>() + at, d.k.data() + at, size_t(c.head_dim) * 2, stream.s);
+        ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
+      EXPECT_EQ(out.read<uint16_t>(n_out), want_q_only) << "pos " << pos << ", q rotated, the k row at pos written late";
     }
   }
 }

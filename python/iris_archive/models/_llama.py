@@ -186,8 +186,10 @@ class LlamaDecoder(Decoder):
         names = frozenset(names)
         if names - self.KNOCK_OUTS:
             raise IrisError(f"iris.models: no such knock-out {sorted(names - self.KNOCK_OUTS)}; known: {sorted(self.KNOCK_OUTS)}")
-        if "activation" in names and any(isinstance(layer.mlp, _MixtralMoe) for layer in self.layers):
-            raise IrisError("iris.models: the activation knock-out is for dense MLPs, not Mixtral's experts")
+        if names and any(isinstance(layer.mlp, _MixtralMoe) for layer in self.layers):
+            # Without the norms, an MoE layer's weighted sum would become a launch of its own
+            # (it is part of residual_norm's), which the sweep would count as the norms' gain.
+            raise IrisError("iris.models: knock-outs are for dense MLPs, not Mixtral's experts")
         self.knock_out = names
         self._graph = None  # the next graph step captures the step as it now is
 
