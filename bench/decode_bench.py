@@ -238,8 +238,9 @@ def release():
 
 
 def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None):
-    """The quantized model: its bytes, times and timeline into r; returns its greedy tokens and,
-    given score_tokens, its teacher-forced logits along them."""
+    """The quantized model: its bytes, times and timeline (and the knock-out sweep's times)
+    into r; returns its greedy tokens and, given score_tokens, its teacher-forced logits along
+    them."""
     q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
                          residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table,
                          activation_in_gemv=args.activation_in_gemv, iris_head=args.compile and args.iris_head)
@@ -248,6 +249,7 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     r["timeline"] = timeline(q)
     tokens = q.generate(PROMPT, args.steps, graph=True)
     scored = q.score(PROMPT, score_tokens) if score_tokens is not None else None
+    knock_out_sweep(args, q, r)
     del q
     release()
     return tokens, scored
@@ -256,20 +258,16 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
 KNOCK_OUT_SWEEP = ["activation", "attention", "norm", "attention,activation", "attention,activation,norm"]
 
 
-def knock_out_sweep(args, archive: Path, max_len: int, r: dict) -> None:
-    """--knock-out-sweep: the quantized model's graph step timed again with each kind of the
-    layers' non-GEMV steps left out (LlamaDecoder.set_knock_out), then all of them: what each
-    costs on the step's critical path, which the timeline's overlapping kernel durations do not
-    say. Timing only: the tokens of a knocked-out step mean nothing."""
+def knock_out_sweep(args, q, r: dict) -> None:
+    """--knock-out-sweep: the quantized decoder q's graph step timed again with each kind of the
+    layers' non-GEMV steps left out (LlamaDecoder.set_knock_out), then all of them, beside the
+    whole step timed again in the same state: what each costs on the step's critical path,
+    which the timeline's overlapping kernel durations do not say. Timing only: the tokens of a
+    knocked-out step mean nothing."""
     if not args.knock_out_sweep:
         return
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
-                         residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table,
-                         activation_in_gemv=args.activation_in_gemv, iris_head=args.compile and args.iris_head)
     if not hasattr(q, "set_knock_out"):
         r["knock_out_ms"] = "this family has no knock-outs"
-        del q
-        release()
         return
     sweep = {}
     for names in [""] + KNOCK_OUT_SWEEP:
@@ -280,8 +278,6 @@ def knock_out_sweep(args, archive: Path, max_len: int, r: dict) -> None:
             sweep[names] = f"{type(e).__name__}: {e}"
     q.set_knock_out([])
     r["knock_out_ms"] = sweep
-    del q
-    release()
 
 
 def knock_out_lines(r: dict) -> list:
@@ -326,7 +322,6 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
         r["tokens"] = tokens[:16]
-        knock_out_sweep(args, archive, max_len, r)
         return add_ratios(r, limits)
     # The BF16 peer first: its sequence is the one both models are scored on. Its lm_head stays
     # on cuBLAS (iris_head=False): the goal's peer is BF16 cuBLAS.
@@ -359,7 +354,6 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     time_without_decode_kernels(args, archive, max_len, r)
     q_tokens, q_logits = run_quantized(args, archive, max_len, r, ref_tokens)
     r["greedy"] = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
-    knock_out_sweep(args, archive, max_len, r)
     return add_ratios(r, limits)
 
 

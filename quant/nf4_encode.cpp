@@ -159,18 +159,9 @@ IRIS_INLINE void first_level_body(const T* x, uint64_t i0, uint64_t n, uint64_t 
                                uint8_t* codes) {
   alignas(64) float v[64];
 #ifdef IRIS_X86_INTRINSICS
-  const bool avx512 = codes && detail::cpu_has_avx512f(), avx2 = !detail::cpu_has_avx512f() && detail::cpu_has_avx2();
+  const bool avx512 = codes && detail::cpu_has_avx512f();
 #endif
   for (uint64_t b = b0; b < b1; ++b) {
-#ifdef IRIS_X86_INTRINSICS
-    if (avx2 && (b + 1) * kBlock <= n) {  // a whole block, read where it is
-      const T* src = x + (b * kBlock - i0);
-      const float absmax = given ? given[b] : absmax64_avx2(src);
-      if (computed) computed[b] = absmax;
-      if (codes) block_codes_avx2(src, absmax, codes + (b * kBlock - i0) / 2);
-      continue;
-    }
-#endif
     const uint64_t count = load_block(x, i0, n, b, v);
     const float absmax = given ? given[b] : absmax64(v, count);
     if (computed) computed[b] = absmax;
@@ -185,9 +176,26 @@ IRIS_INLINE void first_level_body(const T* x, uint64_t i0, uint64_t n, uint64_t 
     block_codes(v, count, absmax, out);
   }
 }
-IRIS_HOT_LOOP_CLONES((template <typename T>), (<T>), void, first_level,
-                     (const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed, uint8_t* codes),
-                     (x, i0, n, b0, b1, given, computed, codes))
+#ifdef IRIS_X86_INTRINSICS
+// first_level on AVX2: each whole block read where it lies (absmax64_avx2, block_codes_avx2),
+// a partial last block by the body.
+template <typename T>
+IRIS_AVX2 void first_level_avx2(const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed,
+                                uint8_t* codes) {
+  uint64_t b = b0;
+  for (; b < b1 && (b + 1) * kBlock <= n; ++b) {
+    const T* src = x + (b * kBlock - i0);
+    const float absmax = given ? given[b] : absmax64_avx2(src);
+    if (computed) computed[b] = absmax;
+    if (codes) block_codes_avx2(src, absmax, codes + (b * kBlock - i0) / 2);
+  }
+  if (b < b1) first_level_body(x, i0, n, b, b1, given, computed, codes);
+}
+#endif
+IRIS_HOT_LOOP_CLONES_AVX2_BY_HAND((template <typename T>), (<T>), void, first_level,
+                                  (const T* x, uint64_t i0, uint64_t n, uint64_t b0, uint64_t b1, const float* given, float* computed,
+                                   uint8_t* codes),
+                                  (x, i0, n, b0, b1, given, computed, codes))
 
 // Runs first_level over the blocks of [i0, i0 + count) in parallel chunks.
 template <typename T>
