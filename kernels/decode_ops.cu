@@ -162,8 +162,14 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   const uint16_t* cos_row = a.cos ? a.cos + uint64_t(pos) * D : nullptr;
   const uint16_t* sin_row = a.sin ? a.sin + uint64_t(pos) * D : nullptr;
   const uint32_t half = D / 2;
-  // Element d = lane + 32 t of row x, rotated to pos with this lane's cos and sin (loaded below).
+  // This lane's cos and sin (elements d = lane + 32 t), and element d of row x rotated with them.
   float cos_d[T], sin_d[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const uint32_t d = lane + 32 * t;
+    cos_d[t] = cos_row && d < D ? bf16_to_f32(cos_row[d]) : 0.0f;
+    sin_d[t] = sin_row && d < D ? bf16_to_f32(sin_row[d]) : 0.0f;
+  }
   const auto rotated = [&](const uint16_t* x, uint32_t d, int t) {
     if (!cos_row) return bf16_to_f32(x[d]);
     const uint32_t partner = d < half ? d + half : d - half;
@@ -194,30 +200,11 @@ __global__ void __launch_bounds__(kAttentionWarps * 32) attention_decode_kernel(
   };
   int64_t base = lo + int64_t(warp) * kAttentionUnroll;
   if (base <= pos) load_round(base, true);
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    const uint32_t d = lane + 32 * t;
-    cos_d[t] = cos_row && d < D ? bf16_to_f32(cos_row[d]) : 0.0f;
-    sin_d[t] = sin_row && d < D ? bf16_to_f32(sin_row[d]) : 0.0f;
-  }
   dev::wait_for_producer();  // q, k_new, v_new (and the cache row at pos without them) come from the kernel before
   dev::release_dependents();
-  // The cache row at pos, where this warp's first round holds it and k_new does not give it.
-  if (!a.k_new && base <= pos && pos < base + kAttentionUnroll) {
-    const int u = int(pos - base);
-    const uint16_t* kr = a.k_cache + kv_base + uint64_t(pos) * D;
-    const uint16_t* vr = a.v_cache + kv_base + uint64_t(pos) * D;
-#pragma unroll
-    for (int uu = 0; uu < kAttentionUnroll; ++uu) {
-      if (uu != u) continue;
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const uint32_t d = lane + 32 * t;
-        kb[uu][t] = d < D ? kr[d] : uint16_t(0);
-        vb[uu][t] = d < D ? vr[d] : uint16_t(0);
-      }
-    }
-  }
+  // Where this warp's first round holds the cache row at pos and k_new does not give it, the
+  // round is loaded again now (its other rows from L1): only a launch without k_new does this.
+  if (!a.k_new && base <= pos && pos < base + kAttentionUnroll) load_round(base, false);
   float q[T], acc[T], k_pos[T], v_pos[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) {

@@ -53,6 +53,23 @@ struct Stream {
   ~Stream() { cudaStreamDestroy(s); }
 };
 
+// `dev` (attention, pos in range) on a new stream after a producer that writes the last kv
+// head's row at pos of `cache`, the device copy of `rows`, late (LateInput): the kernel reads
+// the rows before pos ahead of its wait (run v65), never that one. Returns the output.
+std::vector<uint16_t> attention_after_pos_row_written_late(const AttentionDecodeArgs& dev, const DeviceBuffer& cache,
+                                                           const std::vector<uint16_t>& rows, const test::AttentionCase& c, int64_t pos,
+                                                           const DeviceBuffer& out, size_t n_out) {
+  const size_t at = (size_t(c.kv_heads - 1) * c.max_len + size_t(pos)) * c.head_dim;
+  EXPECT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
+  Stream stream;
+  {
+    LateInput late(cache.as<uint16_t>() + at, rows.data() + at, size_t(c.head_dim) * 2, stream.s);
+    EXPECT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  return out.read<uint16_t>(n_out);
+}
+
 class DecodeOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -214,18 +231,9 @@ TEST_F(DecodeOps, AttentionEqualsTheReferenceBitForBit) {
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       }
       EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << ", q written late";
-      // The cache rows at pos (the last kv head's k, then its v) written late: the kernel reads
-      // the rows before pos ahead of its wait (run v65), never that one.
-      for (DeviceBuffer* cache : {&k, &v}) {
-        if (pos < 0 || pos >= int64_t(c.max_len)) break;  // no row there
-        const std::vector<uint16_t>& rows = cache == &k ? d.k : d.v;
-        const size_t at = (size_t(c.kv_heads - 1) * c.max_len + size_t(pos)) * c.head_dim;
-        LateInput late(cache->as<uint16_t>() + at, rows.data() + at, size_t(c.head_dim) * 2, stream.s);
-        ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
-        ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        EXPECT_EQ(out.read<uint16_t>(n_out), want) << "pos " << pos << ", the " << (cache == &k ? "k" : "v") << " row at pos written late";
-      }
+      if (pos < 0 || pos >= int64_t(c.max_len)) continue;  // no row at pos
+      EXPECT_EQ(attention_after_pos_row_written_late(dev, k, d.k, c, pos, out, n_out), want) << "pos " << pos << ", the k row at pos written late";
+      EXPECT_EQ(attention_after_pos_row_written_late(dev, v, d.v, c, pos, out, n_out), want) << "pos " << pos << ", the v row at pos written late";
     }
   }
 }
@@ -284,15 +292,8 @@ TEST_F(DecodeOps, AttentionWithRotaryAndCacheWriteEqualsTheReferenceBitForBit) {
       dev.q = q.as<uint16_t>(), dev.k_cache = k.as<uint16_t>(), dev.v_cache = v.as<uint16_t>(), dev.pos = pos_dev.as<int64_t>();
       dev.sinks = c.sinks ? s.as<uint16_t>() : nullptr, dev.out = out.as<uint16_t>();
       dev.cos = cs.as<uint16_t>(), dev.sin = sn.as<uint16_t>();
-      ASSERT_EQ(cudaMemset(out.p, 0xff, n_out * 2), cudaSuccess);
-      Stream stream;
-      {
-        const size_t at = (size_t(c.kv_heads - 1) * c.max_len + size_t(pos)) * c.head_dim;
-        LateInput late(k.as<uint16_t>() + at, d.k.data() + at, size_t(c.head_dim) * 2, stream.s);
-        ASSERT_TRUE(cuda_attention_decode(dev, stream.s).is_ok());
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      }
-      EXPECT_EQ(out.read<uint16_t>(n_out), want_q_only) << "pos " << pos << ", q rotated, the k row at pos written late";
+      EXPECT_EQ(attention_after_pos_row_written_late(dev, k, d.k, c, pos, out, n_out), want_q_only)
+          << "pos " << pos << ", q rotated, the k row at pos written late";
     }
   }
 }
