@@ -297,6 +297,18 @@ iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts* e, const int3
   });
 }
 
+iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts* e, const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs,
+                                         const uint16_t* x, uint64_t x_count, uint32_t* exchange, uint16_t* out, iris_cuda_stream stream,
+                                         char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!e) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_gemv_experts_gated: experts is NULL", msg, msg_size);
+    Status s = e->set.gemv_gated(expert_ids, x_rows, pairs, x, x_count, exchange, out, stream);
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + e->name + "': "), msg, msg_size);
+  });
+}
+
+uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* e, uint64_t pairs) { return e ? e->set.gated_exchange(pairs) : 0; }
+
 iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t* w, const uint16_t* bias, uint64_t experts, uint64_t k,
                                 uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids, uint32_t* workspace,
                                 iris_cuda_stream stream, char* msg, size_t msg_size) {
@@ -375,6 +387,15 @@ iris_status iris_cuda_attention_decode_rope(const uint16_t* q, const uint16_t* k
       return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_attention_decode_rope: a size over 2^32", msg, msg_size);
     a.cos = cos, a.sin = sin, a.k_new = k_new, a.v_new = v_new;
     return report(cuda_attention_decode(a, stream).with_context("iris_cuda_attention_decode_rope: "), msg, msg_size);
+  });
+}
+
+iris_status iris_cuda_gated_silu(const uint16_t* gate, const uint16_t* up, uint64_t rows, uint64_t n, uint64_t gate_stride, uint64_t up_stride,
+                                 uint16_t* out, iris_cuda_stream stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    GatedSiluArgs a;
+    a.gate = gate, a.up = up, a.rows = rows, a.n = n, a.gate_stride = gate_stride, a.up_stride = up_stride, a.out = out;
+    return report(cuda_gated_silu(a, stream).with_context("iris_cuda_gated_silu: "), msg, msg_size);
   });
 }
 

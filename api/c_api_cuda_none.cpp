@@ -80,6 +80,13 @@ iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts*, const int32_
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 
+iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts*, const int32_t*, const int32_t*, uint64_t, const uint16_t*, uint64_t,
+                                         uint32_t*, uint16_t*, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
+uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts*, uint64_t) { return 0; }
+
 iris_status iris_cuda_moe_route(const uint16_t*, uint64_t, const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint16_t*,
                                 uint16_t*, int32_t*, uint32_t*, iris_cuda_stream, char* msg, size_t msg_size) {
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
@@ -104,6 +111,11 @@ iris_status iris_cuda_attention_decode(const uint16_t*, const uint16_t*, const u
 iris_status iris_cuda_attention_decode_rope(const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
                                             uint16_t*, const int64_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                                             float, uint16_t*, iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
+
+iris_status iris_cuda_gated_silu(const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint64_t, uint16_t*, iris_cuda_stream,
+                                 char* msg, size_t msg_size) {
   return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
 }
 

@@ -243,7 +243,10 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     them."""
     q = iris.models.load(archive, max_len=max_len, compile=args.compile, programmatic=args.programmatic,
                          residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, nf4_table=args.nf4_table,
-                         activation_in_gemv=args.activation_in_gemv, iris_head=args.compile and args.iris_head)
+                         activation_in_gemv=args.activation_in_gemv, iris_head=args.compile and args.iris_head,
+                         gated_kernel=args.gated_kernel)
+    if args.gated_separate:  # measurement aid: iris's activation as its own launch, not inside gate/up's
+        q.gated_in_gemv = False
     r.update(bytes_per_token=q.bytes_per_token, bytes_by_kernel=q.bytes_by_kernel)
     r.update(time_decoder(q, args.steps))
     r["timeline"] = timeline(q)
@@ -317,7 +320,8 @@ def time_without_decode_kernels(args, archive: Path, max_len: int, r: dict) -> N
 def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompiled: bool) -> dict:
     r = {"compiled": args.compile, "programmatic_inductor": args.compile and args.programmatic, "nf4_table": args.nf4_table,
          "residual_norm": args.compile and args.residual_norm, "rope_in_attention": args.compile and args.rope_in_attention,
-         "activation_in_gemv": args.compile and args.activation_in_gemv, "iris_head": args.compile and args.iris_head}
+         "activation_in_gemv": args.compile and args.activation_in_gemv, "iris_head": args.compile and args.iris_head,
+         "gated_kernel": args.compile and args.gated_kernel, "gated_separate": args.gated_separate}
     if args.no_peer:  # a model whose BF16 twin does not fit the card: the quantized one alone
         time_without_decode_kernels(args, archive, max_len, r)
         tokens, _ = run_quantized(args, archive, max_len, r)
@@ -326,7 +330,8 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     # The BF16 peer first: its sequence is the one both models are scored on. Its lm_head stays
     # on cuBLAS (iris_head=False): the goal's peer is BF16 cuBLAS.
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, programmatic=args.programmatic,
-                           residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, iris_head=False)
+                           residual_norm=args.residual_norm, rope_in_attention=args.rope_in_attention, iris_head=False,
+                           gated_kernel=args.gated_kernel)
     r["bf16_peer_bytes_per_token"] = ref.bytes_per_token
     peer = time_decoder(ref, args.steps)
     r["bf16_peer_graph_ms"], r["bf16_peer_eager_ms"] = peer["graph_ms"], peer["eager_ms"]
@@ -384,6 +389,11 @@ def main():
     ap.add_argument("--activation-in-gemv", action="store_true",
                     help="gpt-oss's expert activation inside the gate_up expert GEMV's launch (iris.models activation_in_gemv=True), "
                          "not an Inductor kernel after it")
+    ap.add_argument("--no-gated-kernel", dest="gated_kernel", action="store_false",
+                    help="a gated MLP's SiLU activation as Inductor's kernel (iris.models gated_kernel=False), not iris's gated_silu")
+    ap.add_argument("--gated-separate", action="store_true",
+                    help="the quantized model's gated activation as iris's own launch (torch.ops.iris.gated_silu) even where "
+                         "its gate/up launch could apply it (a measurement aid)")
     ap.add_argument("--no-iris-head", dest="iris_head", action="store_false",
                     help="the quantized model's dense BF16 lm_head on cuBLAS (iris.models iris_head=False), not on iris's dense GEMV")
     ap.add_argument("--no-rope-in-attention", dest="rope_in_attention", action="store_false",

@@ -120,6 +120,22 @@ IRIS_HD uint16_t clamped_swiglu(float gate_sum, float up_sum, bool has_bias, flo
   return bf16_output(bf16_round(u + 1.0f) * bf16_round(g * sig));
 }
 
+// A gated MLP's activation (Llama, Mistral, Qwen2, Mixtral's experts: act(gate) * up with
+// act = SiLU) as transformers computes it on BF16 tensors, two roundings: silu(g) = g / (1 +
+// e^-g) in FP32 rounded to BF16 (torch's silu kernel; exp_same_bits for its library expf, which
+// is within 2 ulp of it, so the BF16 result differs only where the FP32 value lies within 2 ulp
+// of a BF16 rounding boundary), then that times u rounded to BF16 (the product of two BF16
+// values is exact in FP32, so this is torch's BF16 multiply).
+IRIS_HD uint16_t silu_mul(float g, float u) {
+  const float d = 1.0f + exp_same_bits(-g);
+#ifdef __CUDA_ARCH__
+  const float silu = bf16_round(__fdiv_rn(g, d));
+#else
+  const float silu = bf16_round(g / d);
+#endif
+  return bf16_output(silu * u);
+}
+
 // The order key of a BF16 value for a top-k: larger keys first. NaN is above everything (as
 // torch.topk ranks it), -0 equals +0, and every other value keeps its order.
 IRIS_HD int32_t topk_key(uint16_t bf16) {

@@ -1,5 +1,5 @@
 // The decode step's small kernels (decode_ops.h): the MoE router, one-query attention, the
-// dense BF16 GEMV, and the residual step with its RMSNorm.
+// dense BF16 GEMV, the residual step with its RMSNorm, and the gated MLP's activation.
 // Each reproduces its CPU reference (decode_reference.cpp) bit for bit: the same operations in
 // the same order, fmaf where the reference has it and no contraction elsewhere (--fmad=false).
 #include <cuda_runtime.h>
@@ -501,6 +501,30 @@ __global__ void __launch_bounds__(kResidualNormThreads) residual_norm_kernel(Res
   }
 }
 
+// ---- the gated MLP's activation
+
+constexpr int kGatedSiluThreads = 128;
+
+// Thread t of block (bx, r) takes elements [8 (bx * 128 + t), + 8) of row r. Everything it
+// reads is the kernel before's output, so it waits first; it lets the next kernel (the down
+// projection, whose blocks start with their weight loads) in once its inputs are loaded, as
+// residual_norm_kernel does (there, released right after the wait was measured slower).
+__global__ void __launch_bounds__(kGatedSiluThreads) gated_silu_kernel(GatedSiluArgs a, bool vector) {
+  const uint64_t r = blockIdx.y, i = 8 * (uint64_t(blockIdx.x) * kGatedSiluThreads + threadIdx.x);
+  dev::wait_for_producer();
+  if (i >= a.n) {
+    dev::release_dependents();
+    return;
+  }
+  const uint32_t valid = uint32_t(min(uint64_t(8), a.n - i));
+  const uint4 g = load8(a.gate, r * a.gate_stride + i, valid, vector), u = load8(a.up, r * a.up_stride + i, valid, vector);
+  dev::release_dependents();
+  uint16_t out[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) out[e] = silu_mul(element(g, e), element(u, e));
+  store8(a.out, r * a.n + i, valid, vector, out);
+}
+
 // Whether the kernels' 16-byte loads of 8 BF16 elements serve: rows of a multiple of 8
 // elements and every given pointer 16-byte aligned (a null one, an input left out, counts as
 // aligned). Otherwise each kernel takes its element-by-element path, with the same arithmetic.
@@ -528,6 +552,19 @@ Status cuda_residual_norm(const ResidualNormArgs& a, void* stream) {
   else if (chunks_per_thread <= 2) IRIS_CUDA_TRY(launch(residual_norm_kernel<2>));
   else if (chunks_per_thread <= 4) IRIS_CUDA_TRY(launch(residual_norm_kernel<4>));
   else IRIS_CUDA_TRY(launch(residual_norm_kernel<8>));
+  return Status::ok();
+}
+
+Status cuda_gated_silu(const GatedSiluArgs& a, void* stream) {
+  if (Status s = check_gated_silu(a); !s.is_ok()) return s;
+  if (a.rows == 0 || a.n == 0) return Status::ok();
+  // 16-byte loads where every row starts 16-byte aligned: strides of a multiple of 8 elements.
+  const bool vector = a.n % 8 == 0 && a.gate_stride % 8 == 0 && a.up_stride % 8 == 0 && vector_loads(8, {a.gate, a.up, a.out});
+  const uint64_t blocks = (a.n + 8 * kGatedSiluThreads - 1) / (8 * kGatedSiluThreads);
+  if (blocks > uint64_t(INT32_MAX)) return invalid_argument("gated silu: n " + std::to_string(a.n) + " is too large for one launch");
+  IRIS_CUDA_TRY(launch_kernel(gated_silu_kernel, dim3(uint32_t(blocks), uint32_t(a.rows)), dim3(kGatedSiluThreads),
+                              static_cast<cudaStream_t>(stream), programmatic_launch({}, loaded_kernel_arch(gated_silu_kernel)), a,
+                              vector));
   return Status::ok();
 }
 

@@ -166,4 +166,23 @@ struct ExpertSwigluArgs {
 Status check_expert_swiglu(const ExpertSwigluArgs& a);
 void expert_swiglu_reference(const ExpertSwigluArgs& a);  // host pointers
 
+// A gated MLP's activation between its gate/up and down projections (Llama, Mistral, Qwen2;
+// Mixtral's experts), as its own launch: out[r, i] = silu_mul(gate[r, i], up[r, i])
+// (decode_math.h: transformers' two BF16 roundings). Row r of gate starts at element
+// r * gate_stride, of up at r * up_stride, so both may be column ranges of one [rows, 2n]
+// output (a grouped gate/up launch's). Inductor's compiled activation is a plain kernel
+// between two GEMVs; on sm_90 this one is a programmatic launch (kernels/grid_dependency.cuh):
+// it reads nothing before the kernel before it ends, and lets the down projection's blocks in
+// (their weight loads) once its own inputs are loaded.
+struct GatedSiluArgs {
+  const uint16_t* gate = nullptr;  // bf16, row r's n elements at r * gate_stride
+  const uint16_t* up = nullptr;    // bf16, row r's n elements at r * up_stride
+  uint64_t rows = 0, n = 0, gate_stride = 0, up_stride = 0;
+  uint16_t* out = nullptr;         // out: bf16 [rows, n]; overlaps no input
+};
+constexpr uint32_t kGatedSiluMaxRows = 65535;  // a launch's grid height
+Status check_gated_silu(const GatedSiluArgs& a);
+Status cuda_gated_silu(const GatedSiluArgs& a, void* stream);
+void gated_silu_reference(const GatedSiluArgs& a);  // host pointers
+
 }  // namespace iris

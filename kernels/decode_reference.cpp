@@ -5,8 +5,10 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/float_bits.h"
@@ -318,6 +320,33 @@ void expert_swiglu_reference(const ExpertSwigluArgs& a) {
                                                  a.alpha, a.limit);
     }
   }
+}
+
+Status check_gated_silu(const GatedSiluArgs& a) {
+  if (a.rows == 0 || a.n == 0) return Status::ok();
+  if (!a.gate || !a.up || !a.out) return invalid_argument("gated silu: gate, up and out must not be NULL");
+  if (a.rows > kGatedSiluMaxRows)
+    return invalid_argument("gated silu: " + std::to_string(a.rows) + " rows (at most " + std::to_string(kGatedSiluMaxRows) + " a launch)");
+  if (a.n > (uint64_t(1) << 40) || a.gate_stride > (uint64_t(1) << 40) || a.up_stride > (uint64_t(1) << 40))
+    return invalid_argument("gated silu: n or a stride over 2^40 elements");
+  if (a.rows > 1 && (a.gate_stride < a.n || a.up_stride < a.n))
+    return invalid_argument("gated silu: a row stride (gate " + std::to_string(a.gate_stride) + ", up " + std::to_string(a.up_stride) +
+                            ") is below n " + std::to_string(a.n) + ": rows would overlap");
+  // out is written while gate and up are read by other threads: it must not alias either.
+  const auto span = [&](const uint16_t* p, uint64_t stride) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    return std::pair<uintptr_t, uintptr_t>(lo, lo + 2 * ((a.rows - 1) * stride + a.n));
+  };
+  const auto out = span(a.out, a.n);
+  for (const auto& in : {span(a.gate, a.gate_stride), span(a.up, a.up_stride)})
+    if (in.first < out.second && out.first < in.second) return invalid_argument("gated silu: out overlaps gate or up");
+  return Status::ok();
+}
+
+void gated_silu_reference(const GatedSiluArgs& a) {
+  for (uint64_t r = 0; r < a.rows; ++r)
+    for (uint64_t i = 0; i < a.n; ++i)
+      a.out[r * a.n + i] = silu_mul(bf16_to_f32(a.gate[r * a.gate_stride + i]), bf16_to_f32(a.up[r * a.up_stride + i]));
 }
 
 }  // namespace iris

@@ -140,4 +140,20 @@ Status ExpertSet::gemv_swiglu(const int32_t* expert_ids, const int32_t* x_rows, 
   return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
 }
 
+Status ExpertSet::gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
+                             uint32_t* exchange, uint16_t* out, void* stream) const {
+  if (pairs % 2) return invalid_argument("gated expert gemv: " + std::to_string(pairs) + " pairs (gate and up pairs come two by two)");
+  if (pairs == 0) return Status::ok();
+  if (!out || !exchange) return invalid_argument("gated expert gemv: out and exchange must not be NULL");
+  // out is written while other blocks still swap into the exchange: the two must not overlap.
+  const uintptr_t e0 = reinterpret_cast<uintptr_t>(exchange), e1 = e0 + 4 * gated_exchange(pairs);
+  const uintptr_t o0 = reinterpret_cast<uintptr_t>(out), o1 = o0 + 2 * gated_exchange(pairs);
+  if (o0 < e1 && e0 < o1) return invalid_argument("gated expert gemv: out overlaps the exchange");
+  ExpertGemvArgs a;
+  IRIS_TRY(checked_args(expert_ids, x_rows, pairs, x, x_count, exchange, a));  // y: unused by the launch
+  a.gated = true, a.gated_out = out, a.gated_exchange = exchange;
+  DeviceGuard g(ordinal_);
+  return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
+}
+
 }  // namespace iris

@@ -34,6 +34,12 @@ class ExpertSet {
   // [pairs, N / 2]; bias BF16 [count, N] or nullptr.
   Status gemv_swiglu(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
                      const uint16_t* bias, float alpha, float limit, uint16_t* y, void* stream) const;
+  // The same with a gated MLP's activation in the launch (ExpertGemvArgs::gated): pairs 2j and
+  // 2j + 1 are gate and up of out's row j, BF16 [pairs / 2, N]; exchange: gated_exchange(pairs)
+  // uint32 zeros, left zero.
+  Status gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
+                    uint32_t* exchange, uint16_t* out, void* stream) const;
+  uint64_t gated_exchange(uint64_t pairs) const { return pairs / 2 * geometry_.n; }
 
  private:
   ExpertSet() = default;

@@ -7,6 +7,7 @@
 // equals that kernel's on the expert's matrix bit for bit.
 #include "kernels/cuda_check.h"
 #include "kernels/decode_math.h"
+#include "kernels/decode_ops.h"
 #include "kernels/fp8.cuh"
 #include "kernels/gemv_mma.h"
 #include "kernels/gemv_rows.cuh"
@@ -140,16 +141,36 @@ Status launch(const ExpertGemvArgs& a, bool stripes_path, uint64_t per_pair, boo
 
 }  // namespace
 
+Status cuda_gated_from_exchange(const ExpertGemvArgs& args, void* stream) {
+  GatedSiluArgs act;
+  act.gate = reinterpret_cast<const uint16_t*>(args.gated_exchange), act.up = act.gate + args.n, act.rows = args.pairs / 2;
+  act.n = args.n, act.gate_stride = act.up_stride = 2 * args.n, act.out = args.gated_out;
+  IRIS_TRY(cuda_gated_silu(act, stream));
+  IRIS_CUDA_TRY(cudaMemsetAsync(args.gated_exchange, 0, args.pairs * args.n * 2, static_cast<cudaStream_t>(stream)));
+  return Status::ok();
+}
+
 Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, bool tensor_cores, void* stream,
                          const LaunchConfig& config) {
   if (y_dtype != DType::kBF16 && y_dtype != DType::kF32) return unsupported("expert gemv: output must be bf16 or f32");
   if (args.swiglu && y_dtype != DType::kBF16) return invalid_argument("expert gemv: the swiglu activation's output is bf16");
   if (args.swiglu && args.n % 2) return invalid_argument("expert gemv: the swiglu activation needs an even N (gate and up rows in pairs)");
+  if (args.gated && (args.swiglu || y_dtype != DType::kBF16 || args.pairs % 2 || !args.gated_out || !args.gated_exchange))
+    return invalid_argument("expert gemv: the gated activation needs BF16 outputs, an even number of pairs, gated_out and its exchange");
   if (!geometry.tiled) return unsupported("expert gemv: the experts' codes are not tiled");
   if (args.pairs == 0 || args.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const bool f32 = y_dtype == DType::kF32;
   if (tensor_cores) return cuda_gemv_experts_mma(geometry, args, f32, stream, config);
+  if (args.gated) {
+    // The CUDA-core kernels have no such store: the plain launch into the exchange (its
+    // (pairs / 2) * n words hold the [pairs, n] BF16 outputs), the activation's own launch,
+    // and the exchange zeroed again.
+    ExpertGemvArgs plain = args;
+    plain.gated = false, plain.y = args.gated_exchange;
+    IRIS_TRY(cuda_gemv_experts(geometry, plain, y_dtype, false, stream, config));
+    return cuda_gated_from_exchange(args, stream);
+  }
   // K = 0 needs no special case: the bodies sum nothing (+0) and never read x.
   const bool stripes_path = dev::gemv_takes_stripes(geometry, 1);
   // The activation pairs rows 2j and 2j + 1 inside one block: a stripe of an odd tile height

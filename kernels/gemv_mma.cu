@@ -965,6 +965,40 @@ __device__ __forceinline__ void reduce_store_swiglu(float (*partial)[1][32][4], 
   }
 }
 
+// reduce_store for the expert launch with a gated MLP's activation (ExpertGemvArgs::gated),
+// batch 1: the same sums in the same order as reduce_store (lane 4g holds rows g and g + 8 of
+// the stripe), rounded to BF16 as it stores them. Pairs 2j (gate) and 2j + 1 (up) are two
+// blocks of the launch, which meet in one exchange word an output element: each swaps in its
+// BF16 value with bit 16 set, and the one that finds the other's value there (the later one)
+// writes silu_mul(gate, up) to gated_out and sets the word back to zero for the next launch.
+// The value travels in the atomic itself, so no fence is needed: the activation costs the later
+// block of a pair one L2 round trip, not a launch of its own between this GEMV and the next
+// (run v66: a counter, two fences and a load of the other's outputs cost as much as a launch).
+__device__ __forceinline__ void reduce_store_gated(float (*partial)[1][32][4], const float (&acc)[1][4], uint64_t rows_left,
+                                                   const ExpertGemvArgs& a, uint64_t pair, uint32_t s) {
+  const int warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gi = lane >> 2, ti = lane & 3;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) partial[warp][0][lane][q] = acc[0][q];
+  __syncthreads();
+  if (warp != 0 || ti != 0) return;
+  const uint64_t first = (pair / 2) * a.n + uint64_t(s) * 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = partial[0][0][lane][2 * h];
+    for (int w = 1; w < warps; ++w) sum += partial[w][0][lane][2 * h];
+    const uint32_t r = gi + 8 * h;
+    if (r >= rows_left) continue;
+    const uint32_t mine = iris::f32_to_bf16(sum);
+    uint32_t* word = a.gated_exchange + first + r;
+    const uint32_t theirs = atomicExch(word, kGatedPresent | mine);
+    if (!(theirs & kGatedPresent)) continue;  // the other block of the pair finishes this element
+    const uint32_t gate = pair & 1 ? theirs & 0xffffu : mine, up = pair & 1 ? mine : theirs & 0xffffu;
+    a.gated_out[first + r] = silu_mul(bf16_to_f32(uint16_t(gate)), bf16_to_f32(uint16_t(up)));
+    *word = 0;
+  }
+}
+
 template <typename P, int NT, bool OutF32, int U>
 __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantView v, const MmaGeometry g, const uint16_t* __restrict__ x,
                                                                     int batch, void* y) {
@@ -998,7 +1032,9 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
 // its own instances, so that the plain kernels keep their code and registers (as a runtime flag
 // it changed them, e.g. NF4's split table 64 -> 76 registers, a block a SM fewer). Run v56: its
 // launch measured no faster than the plain one plus Inductor's activation kernel after it.
-template <typename P, bool OutF32, int U, bool kSwiglu = false>
+// kGated: a gated MLP's activation in the store (ExpertGemvArgs::gated; BF16, unroll 1), its own
+// instances for the same reason.
+template <typename P, bool OutF32, int U, bool kSwiglu = false, bool kGated = false>
 __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
 #if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
@@ -1014,7 +1050,11 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_
   const int64_t xr = a.x_rows ? a.x_rows[pair] : int64_t(pair);
   if (e < 0 || uint32_t(e) >= a.n_experts || xr < 0 || uint64_t(xr) >= a.x_count) {  // uniform over the block
     // A bad router index must show, never read another tensor's memory: NaN outputs.
-    if (kSwiglu) {
+    if constexpr (kGated) {  // through the pair's exchange, which the other block counts on
+      const float nan = __uint_as_float(0x7fc00000u);
+      const float nan_acc[1][4] = {{nan, nan, nan, nan}};
+      reduce_store_gated(partial, nan_acc, rows_left, a, pair, s);
+    } else if (kSwiglu) {
       if (threadIdx.x < 8 && 2 * threadIdx.x < rows_left) static_cast<uint16_t*>(a.y)[pair * (a.n / 2) + uint64_t(s) * 8 + threadIdx.x] = 0x7fc0;
     } else if (threadIdx.x < 16 && threadIdx.x < rows_left) {
       dev::store_output<OutF32>(a.y, pair * a.n + uint64_t(s) * 16 + threadIdx.x, __uint_as_float(0x7fc00000u));
@@ -1037,6 +1077,7 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_
   stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
   if (g.release_late) dev::release_dependents();
   if constexpr (kSwiglu) reduce_store_swiglu(partial, acc, rows_left, a, pair, s, bias);
+  else if constexpr (kGated) reduce_store_gated(partial, acc, rows_left, a, pair, s);
   else reduce_store<1, OutF32>(partial, acc, 1, rows_left, a.y, pair * a.n + uint64_t(s) * 16, 0);
 #else
   __trap();
@@ -1292,16 +1333,34 @@ Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, c
 }
 
 // The grouped expert launch of P at the warps launch_experts_kernel chose.
-template <typename P, bool kF32, int U, bool kSwiglu>
+template <typename P, bool kF32, int U, bool kSwiglu, bool kGated>
 Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s, const LaunchConfig& c, int warps) {
   if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   g.release_late = c.variants.programmatic == 3;
-  return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu>, blocks, warps, partial_bytes<1>(warps), s, c, a, g);
+  if constexpr (kGated) {
+    // The activation in the store only where it costs the launch no blocks a SM: its code
+    // raises some instances' registers (run v66: NF4's BF16 table with its absmax precomputed,
+    // 64 -> 82, and Llama-3-8B NF4 2.977 -> 3.131 ms/token on an H200). There the plain launch
+    // into the exchange, then the activation's own launch: the same bits.
+    int with = 0, without = 0;
+    const int threads = warps * 32;
+    if (query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, true>), threads,
+                               partial_bytes<1>(warps), &with)) &&
+        query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, false>), threads,
+                               partial_bytes<1>(warps), &without)) &&
+        with < without) {
+      ExpertGemvArgs plain = a;
+      plain.gated = false, plain.y = a.gated_exchange;
+      IRIS_TRY(launch_sized(experts_mma_kernel<P, kF32, U, false, false>, blocks, warps, partial_bytes<1>(warps), s, c, plain, g));
+      return cuda_gated_from_exchange(a, s);
+    }
+  }
+  return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu, kGated>, blocks, warps, partial_bytes<1>(warps), s, c, a, g);
 }
 
-template <typename P, bool kF32, int U, bool kSwiglu = false>
+template <typename P, bool kF32, int U, bool kSwiglu = false, bool kGated = false>
 Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
@@ -1314,10 +1373,15 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
                         with_step(dense_step, [&](auto u) { return stripe_warps<P, 1, decltype(u)::value>(g.stripes, geometry.format, c); }));
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
-    if (takes_register_twin(experts_mma_kernel<P, kF32, U, kSwiglu>, experts_mma_kernel<Twin, kF32, U, kSwiglu>, warps, partial_bytes<1>(warps), c))
-      return launch_experts_at<Twin, kF32, U, kSwiglu>(a, g, s, c, warps);
+    // The family (NF4's shared-memory table or its register twin) as the plain launch picks it:
+    // the activation's store may raise one family's registers and not the other's (run v66), and
+    // picked on the gated instances NF4 took the slower family at the same blocks a SM
+    // (Llama-3-8B NF4 3.127-3.145 ms/token against 2.970-2.977 on an H200).
+    if (takes_register_twin(experts_mma_kernel<P, kF32, U, kSwiglu, false>, experts_mma_kernel<Twin, kF32, U, kSwiglu, false>, warps,
+                            partial_bytes<1>(warps), c))
+      return launch_experts_at<Twin, kF32, U, kSwiglu, kGated>(a, g, s, c, warps);
   }
-  return launch_experts_at<P, kF32, U, kSwiglu>(a, g, s, c, warps);
+  return launch_experts_at<P, kF32, U, kSwiglu, kGated>(a, g, s, c, warps);
 }
 
 template <typename P>
@@ -1325,6 +1389,7 @@ Status launch_experts(const QuantView& geometry, const ExpertGemvArgs& a, bool f
   // The activation at unroll 1 whatever the variants ask: the step sets no sum's order, and
   // one step's instances keep the compile short.
   if (a.swiglu) return launch_experts_kernel<P, false, 1, true>(geometry, a, s, c);
+  if (a.gated) return launch_experts_kernel<P, false, 1, false, true>(geometry, a, s, c);
   const int preset = preset_warps(c, geometry.format, 8, geometry.padded_n / 16);
   return with_step(step_for_warps(gemv_experts_step(c.variants), preset), [&](auto u) {
     return f32 ? launch_experts_kernel<P, true, decltype(u)::value>(geometry, a, s, c) : launch_experts_kernel<P, false, decltype(u)::value>(geometry, a, s, c);
@@ -1411,7 +1476,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
-    if (a.swiglu) return unsupported("expert gemv probe: no activation");
+    if (a.swiglu || a.gated) return unsupported("expert gemv probe: no activation");
     if (c.variants.gemv_probe >= 2)
       return with_nf4_probe(c, geometry, "expert gemv", [&](auto t) { return launch_experts_probe<typename decltype(t)::type>(geometry, a, s, c); });
     switch (geometry.format) {

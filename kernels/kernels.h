@@ -39,6 +39,9 @@ struct ExpertMatrix {
   uint64_t matrix;
 };
 
+// Bit 16 of a gated exchange word: a BF16 output is there (ExpertGemvArgs::gated).
+constexpr uint32_t kGatedPresent = 0x10000u;
+
 // The operands of cuda_gemv_experts; every pointer is device memory.
 struct ExpertGemvArgs {
   const ExpertMatrix* experts;  // n_experts entries; all have the same format, N, K and tiles
@@ -56,6 +59,14 @@ struct ExpertGemvArgs {
   bool swiglu = false;
   const uint16_t* swiglu_bias = nullptr;
   float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
+  // A gated MLP's activation in the same launch (gated_silu_reference, decode_ops.h): pairs 2j
+  // (gate) and 2j + 1 (up) give row j of gated_out (bf16 [pairs / 2, n]) = silu_mul of their
+  // BF16 outputs; y is not written. gated_exchange: (pairs / 2) * n uint32 zeros on the device,
+  // where the two blocks of an element meet, left zero by every launch (one launch at a time
+  // per exchange). pairs even; BF16 output.
+  bool gated = false;
+  uint16_t* gated_out = nullptr;
+  uint32_t* gated_exchange = nullptr;
 };
 
 // y[p, :] = experts[expert_ids[p]] x[x_rows[p], :] for p < pairs, one launch, FP32
@@ -66,6 +77,12 @@ struct ExpertGemvArgs {
 // view of any one expert (host copy): it picks the kernel.
 Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, bool tensor_cores, void* stream,
                          const LaunchConfig& config);
+
+// The second half of a gated launch made as two (ExpertGemvArgs::gated), after a plain launch
+// whose BF16 outputs [pairs, n] went to args.gated_exchange: the activation's own launch
+// (cuda_gated_silu) into gated_out, then the exchange zeroed again. The same bits as the
+// activation in the launch's store.
+Status cuda_gated_from_exchange(const ExpertGemvArgs& args, void* stream);
 
 
 }  // namespace iris

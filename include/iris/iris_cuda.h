@@ -165,6 +165,20 @@ IRIS_API iris_status iris_cuda_gemv_experts_swiglu(const iris_cuda_experts* expe
                                                    uint64_t pairs, const uint16_t* x, uint64_t x_count, const uint16_t* bias,
                                                    float alpha, float limit, uint16_t* y, iris_cuda_stream stream, char* msg,
                                                    size_t msg_size);
+/* iris_cuda_gemv_experts with a gated MLP's activation in the same launch, in place of a
+ * separate kernel after it (Llama's gate and up projections as pairs 0 and 1 of one set, x
+ * row 0 for both): pairs 2j (gate) and 2j + 1 (up) give row j of out, BF16 [pairs / 2, N],
+ * out[j, i] = bf16(bf16(silu(g)) * u) of their BF16 outputs g and u (iris_cuda_gated_silu's
+ * arithmetic). exchange: iris_cuda_experts_gated_exchange(experts, pairs) uint32 in device
+ * memory, zero before the first call (one cudaMemset) and left zero by every call, so a CUDA
+ * graph replays it; calls that may run at once need their own. pairs even; out overlaps no
+ * other operand. A pair with a bad index makes its row of out NaN. */
+IRIS_API iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts* experts, const int32_t* expert_ids, const int32_t* x_rows,
+                                                  uint64_t pairs, const uint16_t* x, uint64_t x_count, uint32_t* exchange, uint16_t* out,
+                                                  iris_cuda_stream stream, char* msg, size_t msg_size);
+/* The number of uint32 words of exchange iris_cuda_gemv_experts_gated takes for `pairs`
+ * pairs: (pairs / 2) * N (0 for NULL experts). */
+IRIS_API uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* experts, uint64_t pairs);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);
@@ -250,6 +264,17 @@ IRIS_API iris_status iris_cuda_residual_norm(const uint16_t* x, const uint16_t* 
                                              const uint16_t* bias, uint64_t bias_rows, const int32_t* ids, const uint16_t* weights,
                                              const uint16_t* norm_w, float eps, int weight_in_f32, uint16_t* x_out, uint16_t* h_out,
                                              iris_cuda_stream stream, char* msg, size_t msg_size);
+
+/* A gated MLP's activation (Llama, Mistral, Qwen2, Mixtral's experts) on raw device
+ * pointers: out[r, i] = bf16(bf16(silu(gate[r, i])) * up[r, i]), transformers' two BF16
+ * roundings (kernels/decode_ops.h states the arithmetic). Row r of gate starts at element
+ * r * gate_stride and of up at r * up_stride (both BF16), so gate and up may be the two
+ * halves of one [rows, 2n] projection output; out BF16 [rows, n], contiguous, overlapping
+ * neither input; rows <= 65535. On sm_90 a programmatic launch: it reads its inputs only
+ * after the kernel before it has ended, and lets the kernel after it start its own loads once
+ * it has read them (docs/API.md, "Programmatic launches"). */
+IRIS_API iris_status iris_cuda_gated_silu(const uint16_t* gate, const uint16_t* up, uint64_t rows, uint64_t n, uint64_t gate_stride,
+                                          uint64_t up_stride, uint16_t* out, iris_cuda_stream stream, char* msg, size_t msg_size);
 
 #ifdef __cplusplus
 }

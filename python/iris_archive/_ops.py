@@ -12,13 +12,15 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
     torch.ops.iris.gemv_experts_swiglu(x, ids, rows, handle, n, bias, alpha, limit)  gpt-oss's activation inside: [P, N / 2]
+    torch.ops.iris.gemv_experts_gated(x, ids, rows, handle, n, exchange)  silu(gate) * up inside: [P / 2, N]
     torch.ops.iris.dequantize(handle, shape, dtype, device)
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.gemv_bf16_f32(x, w, bias)           the same sums, not rounded: [R, N] FP32 (logits)
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
     torch.ops.iris.attention_decode(q, k_cache, v_cache, pos, sinks, window, scale)
     torch.ops.iris.attention_decode_rope(q, k, v, cos, sin, k_cache, v_cache, pos, sinks, window, scale)
-    torch.ops.iris.residual_norm(x, y, norm_w, eps, weight_in_f32, bias, ids, weights) -> (x', h)"""
+    torch.ops.iris.residual_norm(x, y, norm_w, eps, weight_in_f32, bias, ids, weights) -> (x', h)
+    torch.ops.iris.gated_silu(gate, up)                silu(gate) * up, transformers' BF16 roundings -> [R, N] BF16"""
 
 import ctypes
 import threading
@@ -149,6 +151,38 @@ def gemv_experts_swiglu(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch
 @gemv_experts_swiglu.register_fake
 def _(x, ids, rows, handle, n, bias, alpha, limit):
     return x.new_empty((ids.numel(), n // 2), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_experts_gated", mutates_args=("exchange",))
+def gemv_experts_gated(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int,
+                       exchange: torch.Tensor) -> torch.Tensor:
+    """gemv_experts with a gated MLP's activation in the same launch
+    (iris_cuda_gemv_experts_gated): pairs 2j (gate) and 2j + 1 (up) give row j of the [P / 2, N]
+    BF16 output, silu(gate) * up with transformers' BF16 roundings (gated_silu's arithmetic).
+    exchange: int32 zeros, at least (P / 2) * N of them, on x's device; every call leaves them
+    zero (a CUDA graph replays it), calls that may run at once need their own."""
+    from ._errors import IrisError
+
+    lib = _t()._lib()
+    pairs = ids.numel()
+    if pairs % 2:
+        raise IrisError(f"iris: gemv_experts_gated takes pairs two by two (gate, up), got {pairs}")
+    need = lib.iris_cuda_experts_gated_exchange(handle, pairs)
+    if exchange.dtype != torch.int32 or not exchange.is_contiguous() or exchange.numel() < need or exchange.device != x.device:
+        raise IrisError(f"iris: gemv_experts_gated needs an exchange of {need} int32 zeros on {x.device} "
+                        f"(got {exchange.numel()} {exchange.dtype} on {exchange.device})")
+    xb, msg = _bf16_rows(x), _msg()
+    out = torch.empty(pairs // 2, n, dtype=torch.bfloat16, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    _t()._check(lib.iris_cuda_gemv_experts_gated(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, pairs,
+                                                 xb.data_ptr(), xb.shape[0], exchange.data_ptr(), out.data_ptr(), stream, msg, len(msg)),
+                msg)
+    return out
+
+
+@gemv_experts_gated.register_fake
+def _(x, ids, rows, handle, n, exchange):
+    return x.new_empty((ids.numel() // 2, n), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("iris::dequantize", mutates_args=())
@@ -373,3 +407,34 @@ def residual_norm(x: torch.Tensor, y: torch.Tensor, norm_w: torch.Tensor, eps: f
 @residual_norm.register_fake
 def _(x, y, norm_w, eps, weight_in_f32, bias=None, ids=None, weights=None):
     return x.new_empty(x.shape, dtype=torch.bfloat16), x.new_empty(x.shape, dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gated_silu", mutates_args=())
+def gated_silu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """A gated MLP's activation in one launch (iris_cuda_gated_silu): silu(gate) * up for gate
+    and up [R, N] (or [N]) BF16 on one CUDA device, rounded to BF16 after the SiLU and after
+    the product as transformers' BF16 steps round. Each row's elements must be contiguous;
+    rows may be strided, so the two halves of one [R, 2N] projection output serve as they are.
+    Returns [R, N] (or [N]) BF16."""
+    from ._errors import IrisError
+
+    if gate.shape != up.shape or gate.dim() not in (1, 2):
+        raise IrisError(f"iris: gated_silu gate {tuple(gate.shape)} and up {tuple(up.shape)} must be one [R, N] or [N] shape")
+    for t_, what in ((gate, "gate"), (up, "up")):
+        if t_.dtype != torch.bfloat16 or not t_.is_cuda or t_.device != gate.device or (t_.shape[-1] > 1 and t_.stride(-1) != 1):
+            raise IrisError(f"iris: gated_silu {what} must be BF16 on gate's CUDA device with contiguous rows "
+                            f"(got {t_.dtype} on {t_.device}, strides {tuple(t_.stride())})")
+    n = gate.shape[-1]
+    rows = gate.shape[0] if gate.dim() == 2 else 1
+    stride = lambda t_: t_.stride(0) if gate.dim() == 2 and rows > 1 else n  # noqa: E731
+    out = torch.empty(gate.shape, dtype=torch.bfloat16, device=gate.device)
+    t, msg = _t(), _msg()
+    stream = torch.cuda.current_stream(gate.device).cuda_stream
+    t._check(t._lib().iris_cuda_gated_silu(gate.data_ptr(), up.data_ptr(), rows, n, stride(gate), stride(up), out.data_ptr(), stream,
+                                           msg, len(msg)), msg)
+    return out
+
+
+@gated_silu.register_fake
+def _(gate, up):
+    return gate.new_empty(gate.shape, dtype=torch.bfloat16)

@@ -91,6 +91,10 @@ def _lib():
     lib.iris_cuda_attention_decode_rope.argtypes = [vp] * 9 + [ctypes.c_uint64] * 5 + [ctypes.c_float, vp, vp, msg, sz]
     lib.iris_cuda_residual_norm.argtypes = ([vp, vp] + [ctypes.c_uint64] * 3 + [vp, ctypes.c_uint64, vp, vp, vp, ctypes.c_float, ctypes.c_int,
                                             vp, vp, vp, msg, sz])
+    lib.iris_cuda_gemv_experts_gated.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, vp, vp, msg, sz]
+    lib.iris_cuda_experts_gated_exchange.argtypes = [vp, ctypes.c_uint64]
+    lib.iris_cuda_experts_gated_exchange.restype = ctypes.c_uint64
+    lib.iris_cuda_gated_silu.argtypes = [vp, vp] + [ctypes.c_uint64] * 4 + [vp, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
 

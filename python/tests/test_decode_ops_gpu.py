@@ -13,6 +13,9 @@ to their CPU references bit for bit; these hold the ops to oracles written in to
   the rest untouched, the output within bound of the FP64 attention over them;
 - residual_norm: x' within four BF16 roundings of the FP64 residual sum (exactly torch's BF16
   add for one plain term), h within two of the FP64 RMSNorm of that x';
+- gated_silu: torch's own F.silu(gate) * up on BF16 tensors, bit for bit but where torch's
+  expf and iris's exponential part at a BF16 rounding boundary (then one BF16 step), on the
+  halves of one [R, 2N] output as on tensors of their own, NaN and infinities included;
 - all through torch.library.opcheck and torch.compile(fullgraph=True) in a CUDA graph."""
 
 import pytest
@@ -196,6 +199,46 @@ def test_residual_norm_refuses_mismatched_shapes():
         torch.ops.iris.residual_norm(x, _randn(2, 64, seed=3), w, 1e-5, True, _randn(4, 64, seed=5))
 
 
+@pytest.mark.parametrize("rows,n,halves", [(1, 14336, True), (2, 14336, False), (3, 1003, True), (2, 5, False), (1, 4096, False)])
+def test_gated_silu_is_torchs_silu_times_up(rows, n, halves):
+    import torch.nn.functional as F
+
+    if halves:
+        both = _randn(rows, 2 * n, seed=31, scale=4.0)
+        gate, up = both[:, :n], both[:, n:]
+    else:
+        gate, up = _randn(rows, n, seed=31, scale=4.0), _randn(rows, n, seed=32, scale=4.0)
+    specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -100.0, 88.5, -88.5, 1e-38, 3e38],
+                            dtype=torch.bfloat16, device="cuda")
+    k = min(n, specials.numel())
+    gate[0, :k] = specials[:k]
+    up[-1, -k:] = specials[:k]
+    got = torch.ops.iris.gated_silu(gate, up)
+    want = F.silu(gate) * up  # transformers' step: two BF16 roundings
+    assert got.shape == (rows, n) and got.dtype == torch.bfloat16
+    same = (got == want) | (got.isnan() & want.isnan())
+    assert same.float().mean().item() >= 0.995
+    off = ~same
+    if off.any():  # a SiLU at a rounding boundary: one BF16 step of the product
+        g, w = got[off].double(), want[off].double()
+        assert (g.isfinite() & w.isfinite()).all()
+        assert ((g - w).abs() <= w.abs() * 2.0 ** -7 * 1.01 + 1e-40).all()
+    bits = lambda t: t.view(torch.int16)  # noqa: E731 - NaNs compared as bits (every NaN out is 0x7fc0)
+    assert torch.equal(bits(torch.ops.iris.gated_silu(gate.contiguous(), up.contiguous())), bits(got))  # strided rows or not
+    assert torch.equal(bits(torch.ops.iris.gated_silu(gate[0], up[0])), bits(got[0]))  # a 1-D row
+    assert torch.equal(bits(got[got.isnan()]), torch.full_like(bits(got[got.isnan()]), 0x7fc0))
+
+
+def test_gated_silu_refuses_what_it_cannot_take():
+    g = _randn(2, 64, seed=1)
+    with pytest.raises(iris_archive.IrisError):
+        torch.ops.iris.gated_silu(g, _randn(2, 63, seed=2))
+    with pytest.raises(iris_archive.IrisError):
+        torch.ops.iris.gated_silu(g, g.float())
+    with pytest.raises(iris_archive.IrisError):  # columns not contiguous
+        torch.ops.iris.gated_silu(g[:, ::2], g[:, 1::2])
+
+
 def test_ops_pass_opcheck_and_compile_into_a_graph():
     x, w, b = _randn(1, 512, seed=1), _randn(32, 512, seed=2), _randn(32, seed=3)
     ws = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -212,11 +255,14 @@ def test_ops_pass_opcheck_and_compile_into_a_graph():
     y4, nb = _randn(4, 512, seed=8), _randn(32, 512, seed=9)
     ids = torch.tensor([[3, 0, 31, 7]], dtype=torch.int32, device="cuda")
     torch.library.opcheck(torch.ops.iris.residual_norm.default, (x, y4, w[0], 1e-5, True, nb, ids, _randn(1, 4, seed=10)))
+    gu = _randn(2, 1024, seed=13)
+    torch.library.opcheck(torch.ops.iris.gated_silu.default, (gu[:, :512], gu[:, 512:]))
 
     def step(x, q, pos):
         weights, ids, _ = torch.ops.iris.moe_route(x, w, b, 4, ws)
         x2, h = torch.ops.iris.residual_norm(x, y4, w[0], 1e-5, True, nb, ids, weights)
-        return weights, ids, torch.ops.iris.attention_decode(q, k, v, pos, s, 8, 0.125), x2, h
+        return (weights, ids, torch.ops.iris.attention_decode(q, k, v, pos, s, 8, 0.125), x2, h,
+                torch.ops.iris.gated_silu(gu[:, :512], gu[:, 512:]))
 
     eager = step(x, q, pos)
     compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")

@@ -374,6 +374,54 @@ def test_expert_gemv_with_the_gpt_oss_activation_is_transformers_step(converted,
         torch.ops.iris.gemv_experts_swiglu(x, ids, rows, experts._handle, experts.n, bias[:1], 1.702, 7.0)
 
 
+@pytest.mark.parametrize("options", [("--quant", "mxfp4"), ("--quant", "nf4"), ("--quant", "fp8-block")])
+def test_expert_gemv_with_the_gated_activation_is_the_plain_launch_then_gated_silu(converted, options):
+    """torch.ops.iris.gemv_experts_gated (Llama's gate and up as pairs 0 and 1 of one launch, the
+    activation in its store) against the plain grouped launch then torch.ops.iris.gated_silu on
+    its two halves -- itself held to torch's F.silu(gate) * up in test_decode_ops_gpu.py -- bit
+    for bit, over several calls (the exchange comes back to zero) and through torch.compile in a
+    CUDA graph; and torch's own eager step within one BF16 step."""
+    import torch.nn.functional as F
+
+    path = converted("llama-bf16", *options)
+    sd = itorch.load(path)
+    gate, up = sd["model.layers.0.mlp.gate_proj.weight"], sd["model.layers.0.mlp.up_proj.weight"]
+    n = gate.shape[0]
+    experts = itorch.Experts([gate, up], rows=n)
+    ids = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    rows = torch.zeros(2, dtype=torch.int32, device="cuda")
+    exchange = torch.zeros(experts._lib.iris_cuda_experts_gated_exchange(experts._handle, 2), dtype=torch.int32, device="cuda")
+    assert exchange.numel() == n
+    gen = torch.Generator().manual_seed(9)
+    x = ((torch.rand(1, experts.k, generator=gen) * 2 - 1) * 4).to(torch.bfloat16).cuda()
+    plain = torch.ops.iris.gemv_experts(x, ids, rows, experts._handle, n).view(1, -1)
+    want = torch.ops.iris.gated_silu(plain[:, :n], plain[:, n:])
+    for _ in range(3):
+        got = torch.ops.iris.gemv_experts_gated(x, ids, rows, experts._handle, n, exchange)
+        assert got.shape == (1, n) and got.dtype == torch.bfloat16
+        assert torch.equal(got, want)
+        assert not exchange.any()
+    eager = F.silu(plain[:, :n]) * plain[:, n:]
+    assert ((got.float() - eager.float()).abs() <= eager.float().abs() * 2.0 ** -7 * 1.01 + 1e-30).all()
+    torch.library.opcheck(torch.ops.iris.gemv_experts_gated.default, (x, ids, rows, experts._handle, n, exchange))
+    assert not exchange.any()
+
+    def step(x):
+        return torch.ops.iris.gemv_experts_gated(x, ids, rows, experts._handle, n, exchange)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):
+        got = compiled(x)
+    assert torch.equal(got, want) and not exchange.any()
+    del compiled
+    torch._dynamo.reset()
+    with pytest.raises(iris.IrisError, match="exchange"):
+        torch.ops.iris.gemv_experts_gated(x, ids, rows, experts._handle, n, exchange[:1])
+    with pytest.raises(iris.IrisError, match="two by two"):
+        torch.ops.iris.gemv_experts_gated(x, ids[:1], rows[:1], experts._handle, n, exchange)
+
+
 @pytest.mark.parametrize("archive", [("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "mxfp4")),
                                      ("llama-bf16", ("--quant", "fp8-block")), ("llama-nf4-dq", ()), ("llama-fp8-block", ())])
 def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, tmp_path, archive):

@@ -374,6 +374,88 @@ TEST_F(CApiCuda, ExpertGemvWithSwigluIsThePlainGemvThenTheActivation) {
   }
 }
 
+// iris_cuda_gemv_experts_gated: a Llama's gate and up projections as pairs 0 and 1 of one set
+// (created by rows, as iris.models groups them), in three formats, equal bit for bit to the
+// plain BF16 launch put through the activation's CPU reference (gated_silu_reference, held to
+// an FP64 oracle in decode_reference_tests), three calls in a row with the exchange left zero
+// after each; a bad index gives its row NaN; bad arguments are refused with a message.
+TEST_F(CApiCuda, ExpertGemvWithTheGatedActivationIsThePlainGemvThenTheActivation) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  char msg[512];
+  for (const char* options : {"--quant mxfp4", "--quant nf4", "--quant fp8-block"}) {
+    SCOPED_TRACE(std::string("llama-bf16 ") + options);
+    auto a = open_archive(converted("llama-bf16", options));
+    ASSERT_TRUE(a);
+    auto d = upload(a.get());
+    ASSERT_TRUE(d);
+    const iris_cuda_tensor* parts[2] = {nullptr, nullptr};
+    ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.gate_proj.weight", &parts[0], msg, sizeof msg), IRIS_OK) << msg;
+    ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.up_proj.weight", &parts[1], msg, sizeof msg), IRIS_OK) << msg;
+    iris_cuda_experts* set = nullptr;
+    uint64_t height = 0;
+    {
+      iris_tensor_info info{};
+      uint64_t index = 0;
+      ASSERT_EQ(iris_archive_find_tensor(a.get(), "model.layers.0.mlp.gate_proj.weight", &index, msg, sizeof msg), IRIS_OK) << msg;
+      ASSERT_EQ(iris_archive_tensor_info(a.get(), index, &info, nullptr, 0), IRIS_OK);
+      height = info.shape[0];
+    }
+    ASSERT_EQ(iris_cuda_experts_create_rows(parts, 2, height, &set, msg, sizeof msg), IRIS_OK) << msg;
+    const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set);
+    ASSERT_EQ(experts, 2u);
+    ASSERT_EQ(n, height);
+    // Two rows of activations: pairs (0, 1) on x row 0 and (0, 1) on row 1, then a bad pair.
+    const uint64_t tokens = 2, pairs = 6;
+    std::vector<uint16_t> x(tokens * k);
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    std::vector<int32_t> ids = {0, 1, 0, 1, 0, 2}, rows = {0, 0, 1, 1, 0, 0};  // id 2: out of range, row 2's up
+    const uint64_t words = iris_cuda_experts_gated_exchange(set, pairs);
+    ASSERT_EQ(words, pairs / 2 * n);
+    DeviceBuffer dx(x.size() * 2), dids(pairs * 4), drows(pairs * 4), dplain(pairs * n * 2), dexchange(words * 4), dout(pairs / 2 * n * 2);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(drows.p, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dexchange.p, 0, words * 4), cudaSuccess);
+    auto ids_p = static_cast<const int32_t*>(dids.p), rows_p = static_cast<const int32_t*>(drows.p);
+    auto x_p = static_cast<const uint16_t*>(dx.p);
+    auto exchange_p = static_cast<uint32_t*>(dexchange.p);
+    auto out_p = static_cast<uint16_t*>(dout.p);
+    ASSERT_EQ(iris_cuda_gemv_experts(set, ids_p, rows_p, pairs, x_p, tokens, dplain.p, IRIS_DTYPE_BF16, nullptr, msg, sizeof msg), IRIS_OK) << msg;
+    std::vector<uint16_t> plain(pairs * n), want(pairs / 2 * n), out(pairs / 2 * n);
+    ASSERT_EQ(cudaMemcpy(plain.data(), dplain.p, plain.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    iris::GatedSiluArgs r;
+    r.gate = plain.data(), r.up = plain.data() + n, r.rows = pairs / 2, r.n = n, r.gate_stride = r.up_stride = 2 * n, r.out = want.data();
+    iris::gated_silu_reference(r);
+    for (int call = 0; call < 3; ++call) {
+      ASSERT_EQ(cudaMemset(dout.p, 0xa5, out.size() * 2), cudaSuccess);
+      ASSERT_EQ(iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs, x_p, tokens, exchange_p, out_p, nullptr, msg, sizeof msg), IRIS_OK)
+          << msg;
+      ASSERT_EQ(cudaMemcpy(out.data(), dout.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(out, want) << "call " << call;
+      std::vector<uint32_t> left(words);
+      ASSERT_EQ(cudaMemcpy(left.data(), dexchange.p, words * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(left, std::vector<uint32_t>(words, 0u)) << "call " << call << ": the exchange is not back at zero";
+      for (uint64_t j = 0; j < n; ++j) EXPECT_EQ(out[2 * n + j], 0x7fc0) << "the row with a bad index, output " << j;
+    }
+    EXPECT_EQ(iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs - 1, x_p, tokens, exchange_p, out_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(msg).find("two by two"), std::string::npos) << msg;
+    EXPECT_EQ(iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs, x_p, tokens, nullptr, out_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs, x_p, tokens, exchange_p, reinterpret_cast<uint16_t*>(exchange_p), nullptr,
+                                           msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(msg).find("overlaps"), std::string::npos) << msg;
+    EXPECT_EQ(iris_cuda_gemv_experts_gated(nullptr, ids_p, rows_p, pairs, x_p, tokens, exchange_p, out_p, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_experts_gated_exchange(nullptr, 2), 0u);
+    iris_cuda_experts_free(set);
+  }
+}
+
 // iris_cuda_gemv_experts, the grouped expert GEMV: random (expert, token) pairs over each
 // [E, N, K] stack of gpt-oss (MXFP4 as shipped, and requantized), and over separate [N, K]
 // tensors of the same geometry (the two layers' projections of a Llama, as Mixtral's

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -251,6 +252,73 @@ inline ResidualNormData make_residual_norm_data(const ResidualNormCase& c, uint3
       for (auto& v : d.y) v = 0;
       break;
     case ResidualNormCase::kNone: break;
+  }
+  return d;
+}
+
+// The gated activation (silu(gate) * up): gate and up as the two column halves of one
+// [rows, 2n + pad] buffer (a grouped gate/up output), or as two buffers of their own. An
+// offset of an element makes the rows misaligned (the kernel's element-by-element path).
+struct GatedSiluCase {
+  std::string name;
+  uint32_t rows, n;
+  bool halves;           // gate = columns [0, n), up = [n, 2n) of rows of stride 2n + pad
+  uint32_t pad = 0;      // extra elements a row (halves only)
+  uint32_t offset = 0;   // elements before the data
+  bool hostile = true;   // special values among the random ones
+};
+
+inline std::vector<GatedSiluCase> gated_silu_cases() {
+  return {
+      {"llama_gate_up", 1, 14336, true},
+      {"mixtral_top2", 2, 14336, false},
+      {"qwen_odd_width", 1, 18944, true},
+      {"three_rows_padded", 3, 1000, true, 8},
+      {"stride_not_multiple_of_8", 2, 1003, true},
+      {"separate_n_not_multiple_of_8", 3, 13, false},
+      {"below_8", 1, 5, false},
+      {"one", 4, 1, true, 3},
+      {"misaligned", 2, 4096, true, 0, 1},
+      {"plain_values", 1, 4096, false, 0, 0, false},
+  };
+}
+
+struct GatedSiluData {
+  std::vector<uint16_t> gate_storage, up_storage;  // halves: both in gate_storage
+  uint64_t gate_at = 0, up_at = 0, stride = 0;     // element offsets and the row stride of each
+  const uint16_t* gate() const { return gate_storage.data() + gate_at; }
+  const uint16_t* up(bool halves) const { return (halves ? gate_storage.data() : up_storage.data()) + up_at; }
+};
+
+// Normal values of scale 4 (SiLU's curved part and its tails), plus where asked the values that
+// break an activation: +-0, +-inf, NaN, subnormals, the largest BF16s, and gates at the
+// exponential's overflow and underflow edges (|g| near 88).
+inline GatedSiluData make_gated_silu_data(const GatedSiluCase& c, uint32_t seed) {
+  GatedSiluData d;
+  d.stride = c.halves ? 2ull * c.n + c.pad : c.n;
+  const size_t body = size_t(c.rows) * d.stride;
+  d.gate_storage = random_bf16(body + c.offset, seed, 4.0f);
+  d.gate_at = c.offset;
+  if (c.halves) {
+    d.up_at = c.offset + c.n;
+  } else {
+    d.up_storage = random_bf16(body + c.offset, seed + 1, 4.0f);
+    d.up_at = c.offset;
+  }
+  if (c.hostile) {
+    const uint16_t specials[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x0001, 0x8001, 0x007f, 0x7f7f, 0xff7f,
+                                 f32_to_bf16(88.5f), f32_to_bf16(-88.5f), f32_to_bf16(87.0f), f32_to_bf16(-87.5f), f32_to_bf16(-100.0f),
+                                 f32_to_bf16(1e-38f), f32_to_bf16(-3e38f)};
+    std::mt19937 rng(seed + 2);
+    uint16_t* up = c.halves ? d.gate_storage.data() : d.up_storage.data();
+    for (uint32_t r = 0; r < c.rows; ++r)
+      for (uint32_t i = 0; i < c.n; i += 7) {  // about one element in seven, in gate or up or both
+        const uint16_t v = specials[rng() % std::size(specials)];
+        const uint64_t at = r * d.stride + i;
+        const uint32_t which = rng() % 3;
+        if (which != 1) d.gate_storage[d.gate_at + at] = v;
+        if (which != 0) up[d.up_at + at] = specials[rng() % std::size(specials)];
+      }
   }
   return d;
 }

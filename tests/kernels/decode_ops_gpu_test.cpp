@@ -349,5 +349,58 @@ TEST_F(DecodeOps, ResidualNormRejectsBadArgumentsWithoutLaunching) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+TEST_F(DecodeOps, GatedSiluEqualsTheReferenceBitForBit) {
+  uint32_t seed = 5100;
+  for (const auto& c : test::gated_silu_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_gated_silu_data(c, seed += 10);
+    const size_t on = size_t(c.rows) * c.n;
+    std::vector<uint16_t> want(on);
+    GatedSiluArgs host;
+    host.gate = d.gate(), host.up = d.up(c.halves), host.rows = c.rows, host.n = c.n, host.gate_stride = host.up_stride = d.stride;
+    host.out = want.data();
+    gated_silu_reference(host);
+    DeviceBuffer gg(d.gate_storage.size() * 2, d.gate_storage.data()), gu(d.up_storage.size() * 2, d.up_storage.data());
+    DeviceBuffer go(on * 2 + 2 * c.offset);
+    GatedSiluArgs dev = host;
+    dev.gate = gg.as<uint16_t>() + d.gate_at, dev.up = (c.halves ? gg : gu).as<uint16_t>() + d.up_at;
+    uint16_t* out = go.as<uint16_t>() + c.offset;
+    dev.out = out;
+    const auto read = [&] {
+      std::vector<uint16_t> got(on);
+      EXPECT_EQ(cudaMemcpy(got.data(), out, on * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      return got;
+    };
+    ASSERT_EQ(cudaMemset(go.p, 0xff, on * 2 + 2 * c.offset), cudaSuccess);
+    ASSERT_TRUE(cuda_gated_silu(dev, nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(read(), want);
+    // Again with the inputs written late by a producer that lets this kernel start at once:
+    // it must read nothing before its wait. (With separate buffers the second writer's set-up
+    // waits for the first, so there up is the one written late.)
+    ASSERT_EQ(cudaMemset(go.p, 0xff, on * 2 + 2 * c.offset), cudaSuccess);
+    Stream stream;
+    {
+      std::optional<LateInput> late_gate, late_up;
+      if (c.halves) late_gate.emplace(gg.p, d.gate_storage.data(), d.gate_storage.size() * 2, stream.s);
+      else late_up.emplace(gu.p, d.up_storage.data(), d.up_storage.size() * 2, stream.s);
+      ASSERT_TRUE(cuda_gated_silu(dev, stream.s).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    EXPECT_EQ(read(), want) << "inputs written late";
+  }
+}
+
+TEST_F(DecodeOps, GatedSiluRejectsBadArgumentsWithoutLaunching) {
+  DeviceBuffer buf(256);
+  GatedSiluArgs a;
+  a.gate = buf.as<uint16_t>(), a.up = buf.as<uint16_t>() + 16, a.out = buf.as<uint16_t>() + 8;  // out over gate's second row
+  a.rows = 2, a.n = 8, a.gate_stride = a.up_stride = 16;
+  EXPECT_FALSE(cuda_gated_silu(a, nullptr).is_ok());
+  a.out = nullptr;
+  EXPECT_FALSE(cuda_gated_silu(a, nullptr).is_ok());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace iris

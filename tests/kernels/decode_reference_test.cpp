@@ -665,5 +665,120 @@ TEST(ExpertSwigluReference, RejectsBadArguments) {
   EXPECT_FALSE(bad([&](ExpertSwigluArgs& b) { b.bias = buf, b.ids = ids, b.bias_rows = 1; }));
 }
 
+// ---- a gated MLP's activation (silu(gate) * up)
+
+// x rounded once to BF16, nearest even, from a double: 8 significant bits for normal results,
+// the subnormal step 2^-133 below 2^-126, infinity past the largest finite BF16. The oracle's
+// own rounding, written apart from the library's.
+double bf16_exact(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0) return x;
+  int e = 0;
+  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+  const int q = std::max(e - 8, -133);
+  const double r = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
+  return std::fabs(r) > 3.3895313892515355e38 ? std::copysign(INFINITY, x) : r;
+}
+
+// transformers' step: act = silu in FP32 then BF16, times up, then BF16; here in double with
+// std::exp. NaN -> the canonical NaN's value (compared as bits below).
+uint16_t gated_silu_oracle(uint16_t g_bits, uint16_t u_bits) {
+  const double g = bf16_to_f32(g_bits), u = bf16_to_f32(u_bits);
+  double e = std::exp(-g);
+  if (e > FLT_MAX) e = INFINITY;  // FP32's exponential overflows there (g below -88.72): silu is -0
+  const double silu = bf16_exact(g / (1.0 + e));
+  const double out = bf16_exact(silu * u);
+  return std::isnan(out) ? uint16_t(0x7fc0) : f32_to_bf16(float(out));  // out is a BF16 value: exact
+}
+
+TEST(GatedSiluReference, MatchesTheOracleOnEveryCaseMostlyExactlyAndElsewhereWithinOneStep) {
+  uint32_t seed = 4100;
+  for (const auto& c : test::gated_silu_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto d = test::make_gated_silu_data(c, seed += 10);
+    std::vector<uint16_t> out(size_t(c.rows) * c.n, 0x1234);
+    GatedSiluArgs a;
+    a.gate = d.gate(), a.up = d.up(c.halves), a.rows = c.rows, a.n = c.n, a.gate_stride = a.up_stride = d.stride, a.out = out.data();
+    ASSERT_TRUE(check_gated_silu(a).is_ok());
+    gated_silu_reference(a);
+    uint64_t exact = 0;
+    for (uint32_t r = 0; r < c.rows; ++r)
+      for (uint32_t i = 0; i < c.n; ++i) {
+        const uint16_t g = a.gate[r * d.stride + i], u = a.up[r * d.stride + i], got = out[size_t(r) * c.n + i];
+        const uint16_t want = gated_silu_oracle(g, u);
+        if (got == want) {
+          ++exact;
+          continue;
+        }
+        // Only where SiLU's FP32 value sits at a BF16 rounding boundary (exp_same_bits is within
+        // 2 ulp of exp): a step of the SiLU's BF16, so at most a step of the product's.
+        const double gw = bf16_to_f32(want), gg = bf16_to_f32(got);
+        ASSERT_TRUE(std::isfinite(gw) && std::isfinite(gg)) << "gate " << bf16_to_f32(g) << " up " << bf16_to_f32(u) << ": got "
+                                                            << gg << " want " << gw;
+        ASSERT_LE(std::fabs(gg - gw), std::ldexp(std::fabs(gw), -7) * 1.01 + 1e-40)
+            << "gate " << bf16_to_f32(g) << " up " << bf16_to_f32(u) << ": got " << gg << " want " << gw;
+      }
+    EXPECT_GE(double(exact), 0.995 * double(out.size()));
+  }
+}
+
+TEST(GatedSiluReference, HandWorkedValuesAndHostileInputs) {
+  // silu(0) = 0 and silu(-0) = -0 (0 / 2), times 5; silu(inf) = inf; silu(-inf) = -inf / inf =
+  // NaN; NaN in either input is NaN; silu(-100) = -100 / (1 + e^100 = inf) = -0, and so for
+  // -89 (e^89 is past FP32's range, as in torch's FP32 kernel); silu(1) = 0.7310586 -> BF16
+  // 0.73046875, times 3 = 2.19140625 -> BF16 2.1875; 3e38 * 2 overflows to inf; silu(2) =
+  // 1.7615942 -> BF16 1.7578125, times BF16(1e38) = 1.171875 * 2^126: 2.0599 * 2^126 ->
+  // BF16 1.03125 * 2^127 (0x7f04).
+  const float gates[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -100.0f, 1.0f, 3e38f, 2.0f, -89.0f};
+  const float ups[] = {5.0f, 5.0f, 2.0f, 2.0f, 1.0f, NAN, 3.0f, 3.0f, 2.0f, 1e38f, 1.0f};
+  const size_t n = std::size(gates);
+  std::vector<uint16_t> g(n), u(n), out(n);
+  for (size_t i = 0; i < n; ++i) g[i] = f32_to_bf16(gates[i]), u[i] = f32_to_bf16(ups[i]);
+  GatedSiluArgs a;
+  a.gate = g.data(), a.up = u.data(), a.rows = 1, a.n = n, a.out = out.data();
+  gated_silu_reference(a);
+  EXPECT_EQ(out[0], 0x0000);
+  EXPECT_EQ(out[1], 0x8000);
+  EXPECT_EQ(out[2], 0x7f80);
+  EXPECT_EQ(out[3], 0x7fc0);
+  EXPECT_EQ(out[4], 0x7fc0);
+  EXPECT_EQ(out[5], 0x7fc0);
+  EXPECT_EQ(out[6], 0x8000);
+  EXPECT_EQ(bf16_to_f32(out[7]), 2.1875f);
+  EXPECT_EQ(out[8], 0x7f80);
+  EXPECT_EQ(out[9], 0x7f04);
+  EXPECT_EQ(out[10], 0x8000);
+  // Subnormal gates: silu(g) = g / 2 to FP32's precision, BF16 subnormal steps of 2^-133.
+  const uint16_t sub_gates[] = {0x0001, 0x0002, 0x0003, 0x807f, 0x0080};
+  for (uint16_t sg : sub_gates) {
+    const uint16_t one = f32_to_bf16(1.0f);
+    a.gate = &sg, a.up = &one, a.n = 1;
+    gated_silu_reference(a);
+    EXPECT_EQ(out[0], gated_silu_oracle(sg, one)) << std::hex << sg;
+  }
+}
+
+TEST(GatedSiluReference, RejectsBadArguments) {
+  uint16_t buf[64] = {};
+  GatedSiluArgs a;
+  a.gate = buf, a.up = buf + 8, a.out = buf + 32, a.rows = 2, a.n = 4, a.gate_stride = 4, a.up_stride = 4;
+  EXPECT_TRUE(check_gated_silu(a).is_ok());
+  auto bad = [&](auto change) {
+    GatedSiluArgs b = a;
+    change(b);
+    return !check_gated_silu(b).is_ok();
+  };
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.gate = nullptr; }));
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.up = nullptr; }));
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.out = nullptr; }));
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.gate_stride = 3; }));            // rows would overlap
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.rows = kGatedSiluMaxRows + 1; }));
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.out = buf + 4; }));              // over gate's second row
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.out = buf + 10; }));             // over up
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.out = buf + 1; }));
+  EXPECT_FALSE(bad([&](GatedSiluArgs& b) { b.out = buf + 16; }));            // just past up's last row
+  EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.gate = b.up = nullptr, b.rows = 0; }));  // nothing to do
+  EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.rows = 1, b.gate_stride = 0; }));         // one row: no stride needed
+}
+
 }  // namespace
 }  // namespace iris

@@ -912,6 +912,101 @@ TEST_P(ExpertCases, SwigluIsThePlainGemvThenTheActivationBitForBit) {
   for (void* p : {dx, dbias, dids, drows, dplain, dgated}) cudaFree(p);
 }
 
+// The grouped expert GEMV with a gated MLP's activation in its launch (ExpertSet::gemv_gated:
+// pairs 2j and 2j + 1 are gate and up of row j) against the plain launch's BF16 outputs put
+// through the activation's CPU reference (gated_silu_reference, itself held to an FP64 oracle
+// in decode_reference_test.cpp), bit for bit. Three launches in a row (the exchange must come
+// back to zero: a graph replays the same one), the third with the router's ids written late by
+// a producer that lets the GEMV start at once. On the CUDA-core kernel (the plain launch and the
+// activation's own), the tensor cores, and for NF4 its declared BF16 table. Bad indices make
+// their row NaN; an odd number of pairs is refused.
+TEST_P(ExpertCases, GatedIsThePlainGemvThenTheActivationBitForBit) {
+  std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " gated")));
+  OnDevice d;
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  const QuantView* view = &d.view;
+  const uint64_t n = view->n, k = view->k, experts = view->rows / n;
+  const uint64_t x_count = 3, pairs = 2 * ((experts + 5) / 2);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> x(std::max<uint64_t>(x_count * k, 8));
+  for (auto& v : x) v = f32_to_bf16(4 * dist(rng));
+  std::vector<int32_t> ids(pairs), rows(pairs);
+  for (uint64_t p = 0; p < pairs; ++p) ids[p] = int32_t(rng() % experts), rows[p] = int32_t(rng() % x_count);
+  ids[1] = int32_t(experts);   // out of range: row 0's up
+  rows[2] = int32_t(x_count);  // out of range: row 1's gate
+  void *dx, *dids, *drows, *dplain, *dexchange, *dout, *dstaging;
+  const uint64_t words = pairs / 2 * n;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drows, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dplain, pairs * n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dexchange, words * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, words * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dstaging, pairs * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dids, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dstaging, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(drows, rows.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const auto* ids_p = static_cast<const int32_t*>(dids);
+  const auto* rows_p = static_cast<const int32_t*>(drows);
+  const auto* x_p = static_cast<const uint16_t*>(dx);
+  auto* exchange_p = static_cast<uint32_t*>(dexchange);
+  auto* out_p = static_cast<uint16_t*>(dout);
+
+  for (int pass : {0, 1, 2}) {
+    if (pass == 2 && view->format != ViewFormat::kNf4) continue;
+    LaunchConfig launch = device_.launch_config();
+    launch.variants.gemv_tensor_cores = pass != 0;
+    launch.nf4_bf16_table = pass == 2;
+    auto set = ExpertSet::create({*view}, device_.ordinal, launch);
+    ASSERT_TRUE(set.is_ok()) << set.status().message();
+    const std::string path = !set->uses_tensor_cores() ? "cuda cores" : pass == 2 ? "tensor cores, NF4 BF16 table" : "tensor cores";
+    ASSERT_EQ(set->gated_exchange(pairs), words);
+    ASSERT_EQ(cudaMemset(dexchange, 0, words * 4), cudaSuccess);
+    EXPECT_EQ(set->gemv_gated(ids_p, rows_p, pairs - 1, x_p, x_count, exchange_p, out_p, nullptr).kind(), ErrorKind::kInvalidArgument)
+        << path << ": an odd number of pairs must be refused";
+    EXPECT_EQ(set->gemv_gated(ids_p, rows_p, pairs, x_p, x_count, exchange_p, reinterpret_cast<uint16_t*>(exchange_p) + 2, nullptr).kind(),
+              ErrorKind::kInvalidArgument)
+        << path << ": an out over the exchange must be refused";
+    ASSERT_EQ(cudaMemset(dplain, 0xa5, pairs * n * 2), cudaSuccess);
+    Status s = set->gemv(ids_p, rows_p, pairs, x_p, x_count, dplain, DType::kBF16, nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    std::vector<uint16_t> plain(pairs * n), want(words);
+    ASSERT_EQ(cudaMemcpy(plain.data(), dplain, plain.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    GatedSiluArgs r;
+    r.gate = plain.data(), r.up = plain.data() + n, r.rows = pairs / 2, r.n = n, r.gate_stride = r.up_stride = 2 * n, r.out = want.data();
+    ASSERT_TRUE(check_gated_silu(r).is_ok());
+    gated_silu_reference(r);
+    for (int run = 0; run < 3; ++run) {
+      ASSERT_EQ(cudaMemset(dout, 0xa5, words * 2), cudaSuccess);
+      cudaStream_t stream = nullptr;
+      if (run == 2) {
+        ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+        ASSERT_EQ(test::write_late(dids, dstaging, pairs * 4, stream), cudaSuccess);
+      }
+      s = set->gemv_gated(ids_p, rows_p, pairs, x_p, x_count, exchange_p, out_p, stream);
+      ASSERT_TRUE(s.is_ok()) << path << ": " << s.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      if (stream) cudaStreamDestroy(stream);
+      std::vector<uint16_t> out(words);
+      std::vector<uint32_t> left(words);
+      ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(left.data(), dexchange, words * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(left, std::vector<uint32_t>(words, 0u)) << path << " run " << run << ": the exchange is not back at zero";
+      int mismatches = 0;
+      for (uint64_t i = 0; i < out.size() && mismatches < 3; ++i)
+        if (out[i] != want[i] && ++mismatches <= 3)
+          ADD_FAILURE() << name_of(GetParam()) << " " << path << " run " << run << ": row " << i / n << " output " << i % n << ": got "
+                        << std::hex << out[i] << " want " << want[i];
+      for (uint64_t j = 0; j < n; ++j) {  // rows 0 and 1 have a pair with a bad index: NaN
+        EXPECT_EQ(out[j], 0x7fc0) << path;
+        EXPECT_EQ(out[n + j], 0x7fc0) << path;
+      }
+    }
+  }
+  for (void* p : {dx, dids, drows, dplain, dexchange, dout, dstaging}) cudaFree(p);
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cs;
   const std::vector<std::vector<uint64_t>> shapes = {{1, 32}, {1, 64}, {3, 96}, {16, 256}, {17, 320}, {129, 512}, {64, 4096}, {2, 5, 256}, {4, 33, 128}};

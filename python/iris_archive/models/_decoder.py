@@ -32,7 +32,7 @@ class Decoder:
 
     def __init__(self, weights: _weights.Weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False, iris_head: bool | None = None):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None, gated_kernel: bool | None = None):
         self.weights, self.config, self.max_len = weights, weights.config, int(max_len)
         self.compiled = bool(compile)
         # programmatic (by default with compile=True): Inductor's kernels are launched as
@@ -63,6 +63,13 @@ class Decoder:
         # arithmetic rounds where transformers' BF16 steps round. Other families have no such
         # activation: there it changes nothing.
         self.activation_in_gemv = self.fused and bool(activation_in_gemv)
+        # gated_kernel (default: fused): a gated MLP's SiLU activation (Llama, Mistral, Qwen2,
+        # Mixtral's experts) by iris instead of Inductor's kernel (kernels/NOTES.md, run v66):
+        # inside the gate/up launch where the two are quantized and grouped
+        # (torch.ops.iris.gemv_experts_gated: one launch a layer fewer), else as iris's own
+        # programmatic launch (torch.ops.iris.gated_silu). transformers' two BF16 roundings; for
+        # BF16 activations and SiLU only, the family decides where it applies.
+        self.gated_kernel = self.fused and (True if gated_kernel is None else bool(gated_kernel))
         # iris_head (default: fused, except for a dequantized model, the BF16 reference that
         # load() promises runs on cuBLAS): a dense BF16 lm_head gives its FP32 logits through
         # iris's dense GEMV (torch.ops.iris.gemv_bf16_f32) instead of cuBLAS (logits_f32): the
@@ -276,7 +283,7 @@ def _inductor_has_pdl() -> bool:
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
          rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False,
-         iris_head: bool | None = None) -> Decoder:
+         iris_head: bool | None = None, gated_kernel: bool | None = None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -292,7 +299,9 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     into the attention kernel. activation_in_gemv=True (with fused) runs gpt-oss's expert
     activation inside the gate_up expert GEMV's launch (measured no faster: off by default).
     iris_head (default: fused) computes a dense BF16 lm_head's FP32 logits with iris's dense
-    GEMV instead of cuBLAS.
+    GEMV instead of cuBLAS. gated_kernel (default: fused) runs a gated MLP's SiLU activation
+    (Llama, Mistral, Qwen2, Mixtral) by iris instead of Inductor: inside the gate/up GEMV's
+    launch where that is one grouped quantized launch, else as one iris kernel.
     nf4_table="bf16": NF4's GEMVs with the declared BF16 table (iris.torch.load says what it
     changes); refused where there are no NF4 GEMVs for it to
     change (a snapshot folder, or dequantize=True), rather than ignored."""
@@ -306,12 +315,12 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)
     return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
-                       iris_head)
+                       iris_head, gated_kernel)
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,
                 programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                activation_in_gemv: bool = False, iris_head: bool | None = None) -> Decoder:
+                activation_in_gemv: bool = False, iris_head: bool | None = None, gated_kernel: bool | None = None) -> Decoder:
     from ._gpt_oss import GptOssDecoder
     from ._llama import LlamaDecoder
 
@@ -322,6 +331,6 @@ def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile:
         raise IrisError(f"{weights.source}: model_type '{kind}' has no iris.models decoder "
                         f"(supported: {', '.join(sorted(families))})")
     decoder = families[kind](weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                             activation_in_gemv, iris_head)
+                             activation_in_gemv, iris_head, gated_kernel)
     weights.check_all_taken()
     return decoder

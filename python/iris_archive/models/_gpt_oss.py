@@ -45,9 +45,9 @@ class GptOssDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False, iris_head: bool | None = None):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None, gated_kernel: bool | None = None):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                         activation_in_gemv, iris_head)
+                         activation_in_gemv, iris_head, gated_kernel)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-5)
         self.groups = self.heads // self.kv_heads

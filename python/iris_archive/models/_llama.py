@@ -34,6 +34,8 @@ class _DenseMlp:
         self.down = d.reads(Linear(w, f"{prefix}.down_proj"))
 
     def __call__(self, d, h):
+        if d.gated_in_gemv and self.gate_up.takes_gated() and "activation" not in d.knock_out:
+            return self.down(self.gate_up.gated(h))  # the activation inside the gate/up launch
         gate, up = self.gate_up(h)
         if "activation" in d.knock_out:  # measurement aid (LlamaDecoder.set_knock_out)
             return self.down(gate)
@@ -132,9 +134,9 @@ class LlamaDecoder(Decoder):
 
     def __init__(self, weights, max_len: int, device, compile: bool = False, fused: bool | None = None,
                  programmatic: bool | None = None, residual_norm: bool | None = None, rope_in_attention: bool | None = None,
-                 activation_in_gemv: bool = False, iris_head: bool | None = None):
+                 activation_in_gemv: bool = False, iris_head: bool | None = None, gated_kernel: bool | None = None):
         super().__init__(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention,
-                         activation_in_gemv, iris_head)
+                         activation_in_gemv, iris_head, gated_kernel)
         c, w = self.config, weights
         self._read_attention_config(default_eps=1e-6)
         self.window = int(c["sliding_window"]) if c.get("sliding_window") else None
@@ -169,7 +171,14 @@ class LlamaDecoder(Decoder):
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
         self.f_masks = self.fn(masks)
-        self.f_gated = self.fn(lambda gate, up: act(gate) * up)
+        silu_bf16 = c.get("hidden_act", "silu") in ("silu", "swish") and self.embed.dtype == torch.bfloat16
+        # gated_kernel (Decoder.__init__): the activation inside a quantized gate/up launch where
+        # the MLP has one, else iris's own launch after it.
+        self.gated_in_gemv = self.gated_kernel and silu_bf16
+        if self.gated_kernel and silu_bf16:
+            self.f_gated = torch.ops.iris.gated_silu
+        else:
+            self.f_gated = self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
