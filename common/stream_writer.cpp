@@ -1,6 +1,7 @@
 #include "common/stream_writer.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,21 @@ namespace iris {
 namespace {
 
 constexpr uint64_t kWritebackChunk = 32ull << 20;  // page-cache mode: writeback every 32 MiB
+constexpr size_t kHugePageBytes = size_t(2) << 20;
+
+// A write buffer: on whole 2 MiB transparent huge pages where its size allows (and the kernel
+// takes the advice), else on 4 KiB pages. Why: a conversion's buffers are fresh memory, and on
+// 4 KiB pages their first faults and zeroing cost more CPU than the larger buffers saved in
+// wall time (run 2026-11-28, fp8-block warm: 4 x 16 MiB 1.48x the CPU time of 3 x 4 MiB; on
+// huge pages 0.71x the CPU time of the same buffers on small pages).
+uint8_t* allocate_buffer(size_t bytes) {
+  const bool huge = bytes % kHugePageBytes == 0;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePageBytes : kPageBytes, bytes));
+#ifdef MADV_HUGEPAGE
+  if (p && huge) (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
+#endif
+  return p;
+}
 
 std::string errno_message() { return std::strerror(errno); }
 
@@ -40,7 +56,7 @@ StreamWriter::StreamWriter(int fd, uint64_t start, std::string what, Options opt
   options_.buffer_bytes = std::max<size_t>(kPageBytes, options_.buffer_bytes / kPageBytes * kPageBytes);
   options_.buffers = std::max(2, options_.buffers);
   for (int i = 0; i < options_.buffers; ++i) {
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kPageBytes, options_.buffer_bytes));
+    uint8_t* p = allocate_buffer(options_.buffer_bytes);
     if (!p) {
       error_ = io_error(what_ + ": cannot allocate the write buffers");
       break;

@@ -3,7 +3,7 @@
 //
 // Why: converting spent 44% of its CPU time in the kernel copying our pwrite buffers into the
 // page cache (perf, docs/BENCHMARKS.md), on the same thread that reads and encodes. Here the
-// caller fills 4 MiB page-aligned buffers and a writer thread hands each to the disk, from
+// caller fills 8 MiB page-aligned buffers and a writer thread hands each to the disk, from
 // the buffer itself (O_DIRECT: no page-cache copy) while the caller fills the next. Where the
 // filesystem refuses O_DIRECT (tmpfs, some network filesystems) the same thread writes
 // through the page cache and starts each range's writeback, as before.
@@ -59,7 +59,10 @@ class StreamWriter {
  public:
   struct Options {
     bool direct = true;                  // try O_DIRECT (falls back by itself when refused)
-    size_t buffer_bytes = size_t(4) << 20;  // per buffer, a multiple of 4 KiB
+    // 8 MiB: two of the disk's largest requests (4 MiB on the virtio disks measured) in flight
+    // per direct write where one went before; fp8-block convert, warm, 2-core AMD EPYC:
+    // 0.78x the wall time of 4 MiB buffers (docs/BENCHMARKS.md, issue 26).
+    size_t buffer_bytes = size_t(8) << 20;  // per buffer, a multiple of 4 KiB (of 2 MiB: huge pages)
     int buffers = 3;                     // one being filled, the rest in flight or free
     // The descriptor's O_DIRECT, owned by the caller and shared with other streams of the same
     // file; null: the stream sets it itself (per `direct`) and restores it at finish().

@@ -27,10 +27,10 @@ enum class ProducerCost { kCompute, kCopy };
 // Copies at least this large are written on a stream of their own, beside the computed
 // tensors, when the archive has both: the disk then works while the cores encode.
 constexpr uint64_t kOverlappedCopyMinBytes = uint64_t(8) << 20;
-// What that second stream holds: its three 4 MiB buffers (StreamWriter's default), and a
+// What that second stream holds: its three 8 MiB buffers (StreamWriter's default), and a
 // copy's 1 MiB read window or a re-tiling copy's 1 MiB of rows and 1 MiB of tiles
 // (converter/producers.cpp).
-constexpr uint64_t kOverlappedCopyStreamBytes = uint64_t(14) << 20;
+constexpr uint64_t kOverlappedCopyStreamBytes = uint64_t(26) << 20;
 
 struct WriteSummary {
   uint64_t file_bytes = 0;

@@ -96,7 +96,8 @@ TEST_P(StreamWriterContent, FileHoldsTheWrittenBytesAndZerosInTheGaps) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, StreamWriterContent,
                          ::testing::Values(Shape{true, 4096, 2}, Shape{true, 64 << 10, 3}, Shape{false, 64 << 10, 2},
-                                           Shape{true, size_t(4) << 20, 3}));
+                                           Shape{true, size_t(4) << 20, 3},  // on 2 MiB pages (allocate_buffer), as the default
+                                           Shape{false, size_t(2) << 20, 2}));
 
 // Two streams on one descriptor, each on its own thread, share the file page by page: each
 // writes its ranges and skip_to()s over the other's. The file holds both, and the
