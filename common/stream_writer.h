@@ -59,9 +59,9 @@ class StreamWriter {
  public:
   struct Options {
     bool direct = true;                  // try O_DIRECT (falls back by itself when refused)
-    // 8 MiB: two of the disk's largest requests (4 MiB on the virtio disks measured) in flight
-    // per direct write where one went before; fp8-block convert, warm, 2-core AMD EPYC:
-    // 0.78x the wall time of 4 MiB buffers (docs/BENCHMARKS.md, issue 26).
+    // 8 MiB: a direct write of it is two of the disk's largest requests (max_sectors_kb 4096 on
+    // the virtio disk measured), so, by inference, two in flight where 4 MiB kept one; fp8-block
+    // convert, warm, 2-core AMD EPYC: 0.77x the wall time of 3 x 4 MiB (docs/BENCHMARKS.md, issue 26).
     size_t buffer_bytes = size_t(8) << 20;  // per buffer, a multiple of 4 KiB (of 2 MiB: huge pages)
     int buffers = 3;                     // one being filled, the rest in flight or free
     // The descriptor's O_DIRECT, owned by the caller and shared with other streams of the same

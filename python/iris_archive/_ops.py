@@ -104,11 +104,12 @@ def _(x, handle, m, n):
     return x.new_empty((x.shape[0], n), dtype=torch.bfloat16)
 
 
-def _experts_launch(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], width: int, launch) -> torch.Tensor:
+def _experts_launch(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], width: int, launch,
+                    out_rows: Optional[int] = None) -> torch.Tensor:
     """A grouped expert GEMV's launch: launch(ids_ptr, rows_ptr, pairs, x_ptr, x_rows, y_ptr,
-    stream, msg) -> status, into y, BF16 [pairs, width]."""
+    stream, msg) -> status, into y, BF16 [out_rows (default: pairs), width]."""
     xb, msg = _bf16_rows(x), _msg()
-    y = torch.empty(ids.numel(), width, dtype=torch.bfloat16, device=x.device)
+    y = torch.empty(ids.numel() if out_rows is None else out_rows, width, dtype=torch.bfloat16, device=x.device)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     _t()._check(launch(ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(), xb.data_ptr(), xb.shape[0],
                        y.data_ptr(), stream, msg), msg)
@@ -171,13 +172,10 @@ def gemv_experts_gated(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.
     if exchange.dtype != torch.int32 or not exchange.is_contiguous() or exchange.numel() < need or exchange.device != x.device:
         raise IrisError(f"iris: gemv_experts_gated needs an exchange of {need} int32 zeros on {x.device} "
                         f"(got {exchange.numel()} {exchange.dtype} on {exchange.device})")
-    xb, msg = _bf16_rows(x), _msg()
-    out = torch.empty(pairs // 2, n, dtype=torch.bfloat16, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    _t()._check(lib.iris_cuda_gemv_experts_gated(handle, ids.data_ptr(), rows.data_ptr() if rows is not None else None, pairs,
-                                                 xb.data_ptr(), xb.shape[0], exchange.data_ptr(), out.data_ptr(), stream, msg, len(msg)),
-                msg)
-    return out
+    ep = exchange.data_ptr()
+    return _experts_launch(x, ids, rows, n, lambda ip, rp, pairs_, xp, xr, yp, stream, msg:
+                           lib.iris_cuda_gemv_experts_gated(handle, ip, rp, pairs_, xp, xr, ep, yp, stream, msg, len(msg)),
+                           out_rows=pairs // 2)
 
 
 @gemv_experts_gated.register_fake

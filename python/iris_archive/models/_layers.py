@@ -79,9 +79,6 @@ class GroupedLinear:
                     self.ids = torch.arange(count, dtype=torch.int32, device=device)
                     self.rows = torch.zeros(count, dtype=torch.int32, device=device)
                     self.height, self.mode = height, "grouped"
-                    if len(parts) == 2:  # gated()'s exchange, zero between its launches
-                        need = int(self.experts._lib.iris_cuda_experts_gated_exchange(self.experts._handle, 2))
-                        self.exchange = torch.zeros(max(need, 1), dtype=torch.int32, device=device)
                 except IrisError:
                     pass  # another geometry each, or heights the tiles do not allow: one launch each
         elif same_k and not self.quantized and fuse:
@@ -96,6 +93,14 @@ class GroupedLinear:
             self.b = torch.cat([zero(p) for p in parts]).view(1, -1)
         else:
             self.b = None
+        # gated() serves, and pays: two quantized projections of one height (gate and up) in one
+        # grouped launch, without a bias, of a format in GATED_IN_LAUNCH_FORMATS. Its exchange
+        # (zero between launches) is made only then.
+        self.takes_gated = (self.mode == "grouped" and len(parts) == 2 and self.sizes[0] == self.sizes[1] and self.b is None
+                            and parts[0].w.format in self.GATED_IN_LAUNCH_FORMATS)
+        if self.takes_gated:
+            need = int(self.experts._lib.iris_cuda_experts_gated_exchange(self.experts._handle, 2))
+            self.exchange = torch.zeros(need, dtype=torch.int32, device=device)
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
@@ -107,15 +112,9 @@ class GroupedLinear:
     # The others take the activation kernel, which measured the same as Inductor's.
     GATED_IN_LAUNCH_FORMATS = frozenset({"mxfp4"})
 
-    def takes_gated(self) -> bool:
-        """Whether gated() serves, and pays: two quantized projections of one height (gate and
-        up) in one grouped launch, without a bias, of a format in GATED_IN_LAUNCH_FORMATS."""
-        return (self.mode == "grouped" and len(self.parts) == 2 and self.sizes[0] == self.sizes[1] and self.b is None
-                and self.parts[0].w.format in self.GATED_IN_LAUNCH_FORMATS)
-
     def gated(self, x: torch.Tensor) -> torch.Tensor:
         """silu(gate) * up of the two projections, the activation inside their launch
-        (torch.ops.iris.gemv_experts_gated): [1, N]. takes_gated() must hold."""
+        (torch.ops.iris.gemv_experts_gated): [1, N]. takes_gated must hold."""
         return torch.ops.iris.gemv_experts_gated(x, self.ids, self.rows, self.experts._handle, self.height, self.exchange)
 
     def __call__(self, x: torch.Tensor) -> list:

@@ -34,7 +34,7 @@ class _DenseMlp:
         self.down = d.reads(Linear(w, f"{prefix}.down_proj"))
 
     def __call__(self, d, h):
-        if d.gated_in_gemv and self.gate_up.takes_gated() and "activation" not in d.knock_out:
+        if d.gated_in_gemv and self.gate_up.takes_gated and "activation" not in d.knock_out:
             return self.down(self.gate_up.gated(h))  # the activation inside the gate/up launch
         gate, up = self.gate_up(h)
         if "activation" in d.knock_out:  # measurement aid (LlamaDecoder.set_knock_out)
@@ -175,10 +175,7 @@ class LlamaDecoder(Decoder):
         # gated_kernel (Decoder.__init__): the activation inside a quantized gate/up launch where
         # the MLP has one, else iris's own launch after it.
         self.gated_in_gemv = self.gated_kernel and silu_bf16
-        if self.gated_kernel and silu_bf16:
-            self.f_gated = torch.ops.iris.gated_silu
-        else:
-            self.f_gated = self.fn(lambda gate, up: act(gate) * up)
+        self.f_gated = torch.ops.iris.gated_silu if self.gated_in_gemv else self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
