@@ -309,6 +309,16 @@ iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts* e, const int32
 
 uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* e, uint64_t pairs) { return e ? e->set.gated_exchange(pairs) : 0; }
 
+int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* e) {
+  if (!e) return 0;
+  try {
+    Result<bool> r = e->set.gated_in_launch();
+    return r.is_ok() && r.value() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 iris_status iris_cuda_moe_route(const uint16_t* x, uint64_t rows, const uint16_t* w, const uint16_t* bias, uint64_t experts, uint64_t k,
                                 uint64_t top_k, uint16_t* logits, uint16_t* weights, int32_t* ids, uint32_t* workspace,
                                 iris_cuda_stream stream, char* msg, size_t msg_size) {

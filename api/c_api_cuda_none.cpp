@@ -86,6 +86,7 @@ iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts*, const int32_t
 }
 
 uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts*, uint64_t) { return 0; }
+int iris_cuda_experts_gated_in_launch(const iris_cuda_experts*) { return 0; }
 
 iris_status iris_cuda_moe_route(const uint16_t*, uint64_t, const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint16_t*,
                                 uint16_t*, int32_t*, uint32_t*, iris_cuda_stream, char* msg, size_t msg_size) {

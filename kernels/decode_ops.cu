@@ -518,6 +518,11 @@ __global__ void __launch_bounds__(kGatedSiluThreads) gated_silu_kernel(GatedSilu
   }
   const uint32_t valid = uint32_t(min(uint64_t(8), a.n - i));
   const uint4 g = load8(a.gate, r * a.gate_stride + i, valid, vector), u = load8(a.up, r * a.up_stride + i, valid, vector);
+  if (a.clear_inputs) {  // this thread alone reads these elements
+    const uint16_t zero[8] = {};
+    store8(const_cast<uint16_t*>(a.gate), r * a.gate_stride + i, valid, vector, zero);
+    store8(const_cast<uint16_t*>(a.up), r * a.up_stride + i, valid, vector, zero);
+  }
   dev::release_dependents();
   uint16_t out[8];
 #pragma unroll

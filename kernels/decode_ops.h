@@ -179,6 +179,9 @@ struct GatedSiluArgs {
   const uint16_t* up = nullptr;    // bf16, row r's n elements at r * up_stride
   uint64_t rows = 0, n = 0, gate_stride = 0, up_stride = 0;
   uint16_t* out = nullptr;         // out: bf16 [rows, n]; overlaps no input
+  // Each input element set to +0 once read (the gated expert launch's exchange, which the next
+  // launch needs at zero: one kernel fewer than a reset after it). Device runs only.
+  bool clear_inputs = false;
 };
 constexpr uint32_t kGatedSiluMaxRows = 65535;  // a launch's grid height
 Status check_gated_silu(const GatedSiluArgs& a);

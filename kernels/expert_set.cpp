@@ -8,6 +8,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/decode_ops.h"
 #include "kernels/device_guard.h"
+#include "kernels/gemv_mma.h"
 
 namespace iris {
 
@@ -138,6 +139,14 @@ Status ExpertSet::gemv_swiglu(const int32_t* expert_ids, const int32_t* x_rows, 
   a.swiglu = true, a.swiglu_bias = bias, a.swiglu_alpha = alpha, a.swiglu_limit = limit;
   DeviceGuard g(ordinal_);
   return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
+}
+
+Result<bool> ExpertSet::gated_in_launch() const {
+  if (!tensor_cores_ || count_ == 0) return false;
+  DeviceGuard g(ordinal_);
+  bool in_launch = false;
+  IRIS_TRY(cuda_experts_gated_in_launch(geometry_, launch_, &in_launch));
+  return in_launch;
 }
 
 Status ExpertSet::gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,

@@ -40,6 +40,11 @@ class ExpertSet {
   Status gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, uint64_t pairs, const uint16_t* x, uint64_t x_count,
                     uint32_t* exchange, uint16_t* out, void* stream) const;
   uint64_t gated_exchange(uint64_t pairs) const { return pairs / 2 * geometry_.n; }
+  // Whether gemv_gated computes the activation inside the GEMV's own launch (one kernel);
+  // false where it takes the plain launch, then the activation's own (the CUDA cores, or where
+  // the activation's store would cost the launch blocks a SM): a
+  // caller with an activation kernel of its own does better launching that after gemv then.
+  Result<bool> gated_in_launch() const;
 
  private:
   ExpertSet() = default;

@@ -145,9 +145,8 @@ Status cuda_gated_from_exchange(const ExpertGemvArgs& args, void* stream) {
   GatedSiluArgs act;
   act.gate = reinterpret_cast<const uint16_t*>(args.gated_exchange), act.up = act.gate + args.n, act.rows = args.pairs / 2;
   act.n = args.n, act.gate_stride = act.up_stride = 2 * args.n, act.out = args.gated_out;
-  IRIS_TRY(cuda_gated_silu(act, stream));
-  IRIS_CUDA_TRY(cudaMemsetAsync(args.gated_exchange, 0, args.pairs * args.n * 2, static_cast<cudaStream_t>(stream)));
-  return Status::ok();
+  act.clear_inputs = true;  // the exchange back at zero for the next launch
+  return cuda_gated_silu(act, stream);
 }
 
 Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, DType y_dtype, bool tensor_cores, void* stream,
@@ -164,8 +163,8 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
   if (tensor_cores) return cuda_gemv_experts_mma(geometry, args, f32, stream, config);
   if (args.gated) {
     // The CUDA-core kernels have no such store: the plain launch into the exchange (its
-    // (pairs / 2) * n words hold the [pairs, n] BF16 outputs), the activation's own launch,
-    // and the exchange zeroed again.
+    // (pairs / 2) * n words hold the [pairs, n] BF16 outputs), then the activation's own
+    // launch, which sets the exchange back to zero as it reads it.
     ExpertGemvArgs plain = args;
     plain.gated = false, plain.y = args.gated_exchange;
     IRIS_TRY(cuda_gemv_experts(geometry, plain, y_dtype, false, stream, config));

@@ -582,6 +582,40 @@ struct SkipDecode : P {
   }
 };
 
+// A measurement aid (KernelVariants::gemv_probe 4, run v67): MXFP4 with its code words read as
+// if their bits were stored in "planes" -- each bf16x2 pair's eight bits already where a shift
+// and a mask put them (sign on bits 15 / 31, magnitude on 6..8 / 22..24): three pairs by a shift
+// and an AND, the fourth by a shift, an AND, a multiply (three disjoint copies) and an AND; then
+// the scale's multiply, as MmaMxfp4's. 13 instructions a word against the nibble order's 19
+// (a PRMT, a multiply and an AND a pair after two nibble masks). The archive's codes are in
+// nibble order, so the outputs are meaningless: it times the decode a bit-plane layout would
+// cost before any format carries one.
+struct PlanarMxfp4Probe : MmaMxfp4 {
+  static __device__ __forceinline__ void planes(uint32_t w, uint32_t (&p)[4]) {
+    constexpr uint32_t kPair = 0x81C081C0u;  // sign and magnitude bits of a bf16x2 pair of E2M1 * 2^-126
+    p[0] = w & kPair;
+    p[1] = (w << 3) & kPair;
+    p[2] = (w << 6) & kPair;
+    // bits {10,11,13,14,26,27,29,30}: shifted down by 8, then copies at +0, +5, +10 (disjoint, so
+    // the multiply carries nowhere) land each on its place.
+    p[3] = (((w >> 8) & 0x006C006Cu) * 0x421u) & kPair;
+  }
+  static __device__ __forceinline__ void decode_word_one(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
+    planes(w, p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.first);
+  }
+  static __device__ __forceinline__ void decode_word(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
+    planes(w, p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.first);
+    if (f.second != 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.second);
+    }
+  }
+};
+
 // Measurement aids for NF4's BF16-table kernel (KernelVariants::gemv_probe 2 and 3, run v58):
 // without its absmax inputs (no loads, absmax 1) or without its table fill (the lookups read
 // whatever shared memory holds). Outputs meaningless; the kernel tests never run them.
@@ -1332,7 +1366,22 @@ Status launch_probe(const QuantView& v, const uint16_t* x, int batch, void* y, c
   return batch <= 8 ? launch_u<P, 1, false>(v, g, x, batch, y, s, c) : launch_u<P, 2, false>(v, g, x, batch, y, s, c);
 }
 
-// The grouped expert launch of P at the warps launch_experts_kernel chose.
+// Whether the gated activation's store would cost the launch of P at `warps` blocks a SM: its
+// code raises some instances' registers (run v66: NF4's BF16 table with its absmax precomputed,
+// 64 -> 82, and Llama-3-8B NF4 2.977 -> 3.131 ms/token on an H200). A failed occupancy query
+// answers no.
+template <typename P, bool kF32, int U>
+bool gated_store_costs_blocks(const LaunchConfig& c, int warps) {
+  int with = 0, without = 0;
+  const int threads = warps * 32;
+  return query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, true>), threads,
+                                partial_bytes<1>(warps), &with)) &&
+         query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, false>), threads,
+                                partial_bytes<1>(warps), &without)) &&
+         with < without;
+}
+
+// The grouped expert launch of P at the warps with_experts_family chose.
 template <typename P, bool kF32, int U, bool kSwiglu, bool kGated>
 Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s, const LaunchConfig& c, int warps) {
   if (warps * 32 > threads_bound(U)) return internal_error("expert gemv: the prefetch step launched with more than its warps");
@@ -1340,17 +1389,11 @@ Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s,
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   g.release_late = c.variants.programmatic == 3;
   if constexpr (kGated) {
-    // The activation in the store only where it costs the launch no blocks a SM: its code
-    // raises some instances' registers (run v66: NF4's BF16 table with its absmax precomputed,
-    // 64 -> 82, and Llama-3-8B NF4 2.977 -> 3.131 ms/token on an H200). There the plain launch
-    // into the exchange, then the activation's own launch: the same bits.
-    int with = 0, without = 0;
-    const int threads = warps * 32;
-    if (query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, true>), threads,
-                               partial_bytes<1>(warps), &with)) &&
-        query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, false>), threads,
-                               partial_bytes<1>(warps), &without)) &&
-        with < without) {
+    // The activation in the store only where it costs the launch no blocks a SM; elsewhere the
+    // plain launch into the exchange, then the activation's own launch: the same bits
+    // (cuda_experts_gated_in_launch tells callers which, so that they can launch the
+    // activation themselves instead).
+    if (gated_store_costs_blocks<P, kF32, U>(c, warps)) {
       ExpertGemvArgs plain = a;
       plain.gated = false, plain.y = a.gated_exchange;
       IRIS_TRY(launch_sized(experts_mma_kernel<P, kF32, U, false, false>, blocks, warps, partial_bytes<1>(warps), s, c, plain, g));
@@ -1360,8 +1403,10 @@ Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s,
   return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu, kGated>, blocks, warps, partial_bytes<1>(warps), s, c, a, g);
 }
 
-template <typename P, bool kF32, int U, bool kSwiglu = false, bool kGated = false>
-Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
+// Calls f(std::type_identity<Family>, geometry, warps) with the kernel family (P, or NF4's
+// register twin) and the warps of the grouped launch of P.
+template <typename P, bool kF32, int U, bool kSwiglu, typename F>
+Status with_experts_family(const QuantView& geometry, const LaunchConfig& c, F&& f) {
   // x is 16-byte aligned (checked by the caller), so every row of it is when K % 8 == 0.
   const MmaGeometry g = geometry_of<P>(geometry, geometry.k % 8 == 0);
   // The warp count of the dense launch on one matrix (its step's kernel sets the occupancy),
@@ -1379,9 +1424,25 @@ Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a,
     // (Llama-3-8B NF4 3.127-3.145 ms/token against 2.970-2.977 on an H200).
     if (takes_register_twin(experts_mma_kernel<P, kF32, U, kSwiglu, false>, experts_mma_kernel<Twin, kF32, U, kSwiglu, false>, warps,
                             partial_bytes<1>(warps), c))
-      return launch_experts_at<Twin, kF32, U, kSwiglu, kGated>(a, g, s, c, warps);
+      return f(std::type_identity<Twin>{}, g, warps);
   }
-  return launch_experts_at<P, kF32, U, kSwiglu, kGated>(a, g, s, c, warps);
+  return f(std::type_identity<P>{}, g, warps);
+}
+
+template <typename P, bool kF32, int U, bool kSwiglu = false, bool kGated = false>
+Status launch_experts_kernel(const QuantView& geometry, const ExpertGemvArgs& a, cudaStream_t s, const LaunchConfig& c) {
+  return with_experts_family<P, kF32, U, kSwiglu>(geometry, c, [&](auto family, const MmaGeometry& g, int warps) {
+    return launch_experts_at<typename decltype(family)::type, kF32, U, kSwiglu, kGated>(a, g, s, c, warps);
+  });
+}
+
+// Whether the gated launch of P takes the activation in its store (launch_experts_at).
+template <typename P>
+Status gated_in_launch_of(const QuantView& geometry, const LaunchConfig& c, bool* in_launch) {
+  return with_experts_family<P, false, 1, false>(geometry, c, [&](auto family, const MmaGeometry&, int warps) {
+    *in_launch = !gated_store_costs_blocks<typename decltype(family)::type, false, 1>(c, warps);
+    return Status::ok();
+  });
 }
 
 template <typename P>
@@ -1448,6 +1509,10 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("gemv probe: BF16 output only");
+    if (c.variants.gemv_probe == 4) {
+      if (v.format != ViewFormat::kMxfp4) return unsupported("gemv probe: mxfp4-planes takes MXFP4");
+      return launch_probe<PlanarMxfp4Probe>(v, x, batch, y, s, c);
+    }
     if (c.variants.gemv_probe >= 2)
       return with_nf4_probe(c, v, "gemv", [&](auto t) { return launch_probe<typename decltype(t)::type>(v, x, batch, y, s, c); });
     switch (v.format) {
@@ -1477,6 +1542,10 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     if (a.swiglu || a.gated) return unsupported("expert gemv probe: no activation");
+    if (c.variants.gemv_probe == 4) {
+      if (geometry.format != ViewFormat::kMxfp4) return unsupported("expert gemv probe: mxfp4-planes takes MXFP4");
+      return launch_experts_probe<PlanarMxfp4Probe>(geometry, a, s, c);
+    }
     if (c.variants.gemv_probe >= 2)
       return with_nf4_probe(c, geometry, "expert gemv", [&](auto t) { return launch_experts_probe<typename decltype(t)::type>(geometry, a, s, c); });
     switch (geometry.format) {
@@ -1494,6 +1563,18 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
       return with_nf4(c, geometry, [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
     case ViewFormat::kFp8:
       return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
+  }
+  return unsupported("expert gemv: unknown format");
+}
+
+Status cuda_experts_gated_in_launch(const QuantView& geometry, const LaunchConfig& c, bool* in_launch) {
+  *in_launch = false;
+  if (!gemv_mma_supports(geometry, 1)) return Status::ok();
+  switch (geometry.format) {
+    case ViewFormat::kMxfp4: return gated_in_launch_of<MmaMxfp4>(geometry, c, in_launch);
+    case ViewFormat::kNf4: return with_nf4(c, geometry, [&](auto t) { return gated_in_launch_of<typename decltype(t)::type>(geometry, c, in_launch); });
+    case ViewFormat::kFp8:
+      return fp8_bit_decode(c) ? gated_in_launch_of<MmaFp8<true>>(geometry, c, in_launch) : gated_in_launch_of<MmaFp8<false>>(geometry, c, in_launch);
   }
   return unsupported("expert gemv: unknown format");
 }

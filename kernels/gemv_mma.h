@@ -21,4 +21,11 @@ struct ExpertGemvArgs;
 // alone at batch 1, bit for bit.
 Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& args, bool y_f32, void* stream, const LaunchConfig& config);
 
+// Whether cuda_gemv_experts_mma with ExpertGemvArgs::gated computes the activation in the
+// GEMV's own store (one launch), rather than as the plain launch and the activation's own
+// launch (where the store would cost the launch blocks a SM): a caller
+// that can launch the activation itself does better then. False where the tensor-core kernel
+// does not take the geometry. Asks the runtime about occupancy on the current device.
+Status cuda_experts_gated_in_launch(const QuantView& geometry, const LaunchConfig& config, bool* in_launch);
+
 }  // namespace iris

@@ -80,7 +80,7 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
 
 // The second half of a gated launch made as two (ExpertGemvArgs::gated), after a plain launch
 // whose BF16 outputs [pairs, n] went to args.gated_exchange: the activation's own launch
-// (cuda_gated_silu) into gated_out, then the exchange zeroed again. The same bits as the
+// (cuda_gated_silu) into gated_out, which zeroes each exchange word as it reads it. The same bits as the
 // activation in the launch's store.
 Status cuda_gated_from_exchange(const ExpertGemvArgs& args, void* stream);
 

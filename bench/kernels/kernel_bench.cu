@@ -418,8 +418,13 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
     v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
   } else if (name == "gemv-probe") {  // a measurement aid: the GEMV without its decode (wrong outputs)
-    if (value != "off" && value != "skip-decode" && value != "nf4-skip-absmax" && value != "nf4-skip-table") return bad();
-    v->gemv_probe = value == "skip-decode" ? 1 : value == "nf4-skip-absmax" ? 2 : value == "nf4-skip-table" ? 3 : 0;
+    if (value != "off" && value != "skip-decode" && value != "nf4-skip-absmax" && value != "nf4-skip-table" && value != "mxfp4-planes")
+      return bad();
+    v->gemv_probe = value == "skip-decode"       ? 1
+                    : value == "nf4-skip-absmax" ? 2
+                    : value == "nf4-skip-table"  ? 3
+                    : value == "mxfp4-planes"    ? 4
+                                                 : 0;
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();
     v->dequant_probe = value == "skip-decode";

@@ -179,6 +179,14 @@ IRIS_API iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts* exper
 /* The number of uint32 words of exchange iris_cuda_gemv_experts_gated takes for `pairs`
  * pairs: (pairs / 2) * N (0 for NULL experts). */
 IRIS_API uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* experts, uint64_t pairs);
+/* 1 when iris_cuda_gemv_experts_gated computes the activation inside the GEMV's own launch (one
+ * kernel), 0 when it runs the plain launch into the exchange, then iris_cuda_gated_silu's
+ * kernel, which also sets the exchange back to zero (the CUDA-core kernels; or where the
+ * activation's store would cost the launch blocks a SM, as NF4's BF16-table kernels measured:
+ * docs/API.md). Both give the same bits; where this says 0, iris_cuda_gemv_experts then
+ * iris_cuda_gated_silu is the same two launches without the exchange's traffic. 0 for NULL and
+ * in a build without CUDA. */
+IRIS_API int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* experts);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);

@@ -94,6 +94,7 @@ def _lib():
     lib.iris_cuda_gemv_experts_gated.argtypes = [vp, vp, vp, ctypes.c_uint64, vp, ctypes.c_uint64, vp, vp, vp, msg, sz]
     lib.iris_cuda_experts_gated_exchange.argtypes = [vp, ctypes.c_uint64]
     lib.iris_cuda_experts_gated_exchange.restype = ctypes.c_uint64
+    lib.iris_cuda_experts_gated_in_launch.argtypes = [vp]
     lib.iris_cuda_gated_silu.argtypes = [vp, vp] + [ctypes.c_uint64] * 4 + [vp, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
@@ -277,6 +278,11 @@ class Experts:
         self.n, self.k = int(self._lib.iris_cuda_experts_n(out)), int(self._lib.iris_cuda_experts_k(out))
         # True: gemv runs on the tensor cores (BF16 operands), else FP32 CUDA cores (error bounds).
         self.tensor_cores = bool(self._lib.iris_cuda_experts_use_tensor_cores(out))
+        # True: a gated activation runs inside the grouped gate/up launch
+        # (torch.ops.iris.gemv_experts_gated is one kernel); else that op is the plain launch
+        # into its exchange then the activation's own, and gemv_experts then
+        # torch.ops.iris.gated_silu is the same two without the exchange (the same bits).
+        self.gated_in_launch = bool(self._lib.iris_cuda_experts_gated_in_launch(out))
 
     def gemv(self, x: torch.Tensor, expert_ids: torch.Tensor, x_rows: torch.Tensor | None = None) -> torch.Tensor:
         """y[p] = W[expert_ids[p]] @ x[x_rows[p]] (x_rows None: x[p]) for every pair p; x is

@@ -440,6 +440,42 @@ TEST_F(CApiCuda, ExpertGemvWithTheGatedActivationIsThePlainGemvThenTheActivation
       EXPECT_EQ(left, std::vector<uint32_t>(words, 0u)) << "call " << call << ": the exchange is not back at zero";
       for (uint64_t j = 0; j < n; ++j) EXPECT_EQ(out[2 * n + j], 0x7fc0) << "the row with a bad index, output " << j;
     }
+    {
+      // What iris_cuda_experts_gated_in_launch says is what the call launches: captured in a
+      // graph, one kernel node where it says 1; the plain launch and the activation's (which
+      // leaves the exchange at zero) where it says 0.
+      const int in_launch = iris_cuda_experts_gated_in_launch(set);
+      cudaStream_t st = nullptr;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      const iris_status captured = iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs, x_p, tokens, exchange_p, out_p, st, msg, sizeof msg);
+      ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+      ASSERT_EQ(captured, IRIS_OK) << msg;
+      size_t count = 0;
+      ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+      std::vector<cudaGraphNode_t> nodes(count);
+      ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
+      int kernels = 0, others = 0;
+      for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type{};
+        ASSERT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+        (type == cudaGraphNodeTypeKernel ? kernels : others) += 1;
+      }
+      EXPECT_EQ(kernels, in_launch ? 1 : 2);
+      EXPECT_EQ(others, 0);
+      // MXFP4's store costs its kernel no registers (run v66: 56 with it and without), so its
+      // launch takes the activation wherever it runs on the tensor cores.
+      if (std::string(options) == "--quant mxfp4" && iris_cuda_experts_use_tensor_cores(set)) {
+        EXPECT_EQ(in_launch, 1);
+      }
+      if (!iris_cuda_experts_use_tensor_cores(set)) {
+        EXPECT_EQ(in_launch, 0);
+      }
+      ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+      ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
+    }
+    EXPECT_EQ(iris_cuda_experts_gated_in_launch(nullptr), 0);
     EXPECT_EQ(iris_cuda_gemv_experts_gated(set, ids_p, rows_p, pairs - 1, x_p, tokens, exchange_p, out_p, nullptr, msg, sizeof msg),
               IRIS_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(msg).find("two by two"), std::string::npos) << msg;

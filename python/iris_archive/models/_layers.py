@@ -94,23 +94,21 @@ class GroupedLinear:
         else:
             self.b = None
         # gated() serves, and pays: two quantized projections of one height (gate and up) in one
-        # grouped launch, without a bias, of a format in GATED_IN_LAUNCH_FORMATS. Its exchange
-        # (zero between launches) is made only then.
+        # grouped launch, without a bias, whose launch libiris says takes the activation in its
+        # own store (Experts.gated_in_launch: on an H200, MXFP4 2.466-2.469 ms/token against
+        # 2.505-2.507 with the activation's own launch, Llama-3-8B, kernels/NOTES.md run v66;
+        # where the store would cost the launch blocks a SM, as NF4's BF16-table kernels', libiris
+        # would run the plain launch into the exchange and the activation's own after it, which
+        # the model does better without the exchange). Its exchange (zero between launches) is
+        # made only then.
         self.takes_gated = (self.mode == "grouped" and len(parts) == 2 and self.sizes[0] == self.sizes[1] and self.b is None
-                            and parts[0].w.format in self.GATED_IN_LAUNCH_FORMATS)
+                            and self.experts.gated_in_launch)
         if self.takes_gated:
             need = int(self.experts._lib.iris_cuda_experts_gated_exchange(self.experts._handle, 2))
             self.exchange = torch.zeros(need, dtype=torch.int32, device=device)
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
-
-    # The formats whose gate/up launch measured faster with the activation in its store than
-    # with iris's activation kernel after it (kernels/NOTES.md, run v66, H200, Llama-3-8B,
-    # ms/token: MXFP4 2.466-2.469 against 2.505-2.507). NF4 measured slower there (3.127
-    # against 2.970, the store's registers in the family it then picked); FP8 is unmeasured.
-    # The others take the activation kernel, which measured the same as Inductor's.
-    GATED_IN_LAUNCH_FORMATS = frozenset({"mxfp4"})
 
     def gated(self, x: torch.Tensor) -> torch.Tensor:
         """silu(gate) * up of the two projections, the activation inside their launch
