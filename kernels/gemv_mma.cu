@@ -425,6 +425,11 @@ struct MmaNf4Scaled : ByRow {
 template <uint32_t kChunkCols, bool kPrecomputed = false>
 struct MmaNf4Permute : MmaNf4Scaled<kChunkCols, kPrecomputed> {
   using Base = MmaNf4Scaled<kChunkCols, kPrecomputed>;
+  // The gated activation's instance held to two blocks of 512 threads a SM (64 registers, the
+  // plain instance's): unbounded, ptxas gave it 82 (run v66) and the launch a block a SM fewer,
+  // so libiris ran the activation apart; bounded it takes 62 without spilling (sm_90a,
+  // `-Xptxas -v`, run v67). With the absmax worked out at upload only: the inline form spills.
+  static constexpr int kGatedMinBlocks = kPrecomputed ? 2 : 0;
   using Aux = typename Base::Aux;
   using Word = typename Base::Word;
   static constexpr int kSplitEntries = 1;  // no shared-memory table
@@ -1055,6 +1060,14 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
 #endif
 }
 
+// The minimum blocks a SM that the gated instance of P is compiled for (P::kGatedMinBlocks), 0
+// (no bound) for formats that name none.
+template <typename P>
+constexpr int gated_min_blocks() {
+  if constexpr (requires { P::kGatedMinBlocks; }) return P::kGatedMinBlocks;
+  else return 0;
+}
+
 // The grouped expert GEMV on the tensor cores (batch 1 per pair): block = (pair, stripe of
 // its expert), the same body and warp count as cuda_gemv_mma on that expert's matrix alone,
 // so each output equals iris_cuda_gemv_matrix's bit for bit.
@@ -1067,9 +1080,9 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
 // it changed them, e.g. NF4's split table 64 -> 76 registers, a block a SM fewer). Run v56: its
 // launch measured no faster than the plain one plus Inductor's activation kernel after it.
 // kGated: a gated MLP's activation in the store (ExpertGemvArgs::gated; BF16, unroll 1), its own
-// instances for the same reason.
+// instances for the same reason, bounded to gated_min_blocks<P>() blocks a SM.
 template <typename P, bool OutF32, int U, bool kSwiglu = false, bool kGated = false>
-__global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : 0) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
+__global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : (kGated ? gated_min_blocks<P>() : 0)) experts_mma_kernel(const ExpertGemvArgs a, const MmaGeometry g) {
 #if IRIS_ARCH_BF16_MMA  // else a stub, as gemv_mma_kernel's
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];

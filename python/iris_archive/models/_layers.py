@@ -95,9 +95,10 @@ class GroupedLinear:
             self.b = None
         # gated() serves, and pays: two quantized projections of one height (gate and up) in one
         # grouped launch, without a bias, whose launch libiris says takes the activation in its
-        # own store (Experts.gated_in_launch: on an H200, MXFP4 2.466-2.469 ms/token against
-        # 2.505-2.507 with the activation's own launch, Llama-3-8B, kernels/NOTES.md run v66;
-        # where the store would cost the launch blocks a SM, as NF4's BF16-table kernels', libiris
+        # own store (Experts.gated_in_launch: on an H200, Llama-3-8B, ms/token, MXFP4 2.463-2.470
+        # against 2.507-2.511 with the activation's own launch, NF4 2.915-2.922 against
+        # 2.960-2.974, FP8 block 3.255 against 3.279, kernels/NOTES.md v67; where the store would
+        # cost the launch blocks a SM, as NF4's register-twin kernel's did before v67, libiris
         # would run the plain launch into the exchange and the activation's own after it, which
         # the model does better without the exchange). Its exchange (zero between launches) is
         # made only then.
