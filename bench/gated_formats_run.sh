@@ -7,10 +7,10 @@
 # 1. tests: the kernel cases, the C API's CUDA cases, the Python gated-activation tests;
 # 2. probe: the MXFP4 GEMV at Llama's and gpt-oss's shapes as it is, decoded as if its words
 #    held bit planes (gemv-probe=mxfp4-planes) and without its decode (skip-decode), twice;
-# 3. decode: Llama-3-8B per format (FORMATS, default "nf4 fp8-block"), the activation as iris's
+# 3. decode: Llama-3-8B (MODEL=, STEPS=) per format (FORMATS, default "nf4 fp8-block"), the activation as iris's
 #    own launch (--gated-separate) against iris.models' choice (inside the gate/up launch where
 #    libiris says its launch takes it: Experts.gated_in_launch), alternated twice (A B C D).
-# STAGES= picks the stages (default "tests probe decode"). Each stage has its own time limit,
+# STAGES= picks the stages (default "tests probe decode"), PYTEST_K= the Python tests. Each stage has its own time limit,
 # so a slow one cannot take the later ones' logs with it; the logs land under $OUT as at most
 # eight files (the device tool's limit): env.txt, tests.log, probe.txt, decode-<format>.txt.
 set -uo pipefail
@@ -25,7 +25,7 @@ if [[ $stages == *" tests "* ]]; then
     timeout 150 "$B/kernels_tests" --gtest_brief=1; echo "kernels_tests exit $?"
     timeout 60 "$B/api_cuda_tests" --gtest_brief=1; echo "api_cuda_tests exit $?"
     timeout 150 python3 -m pytest -q -p no:cacheprovider -rs python/tests/test_decode_ops_gpu.py python/tests/test_torch_gpu.py \
-      python/tests/test_models_gpu.py -k "gated or silu"; echo "pytest exit $?"
+      python/tests/test_models_gpu.py -k "${PYTEST_K:-gated or silu}"; echo "pytest exit $?"
   } > "$OUT/tests.log" 2>&1
   grep -E "exit|PASSED|FAILED|passed|failed" "$OUT/tests.log" | tail -n 12
 fi
@@ -40,7 +40,8 @@ if [[ $stages == *" decode "* ]]; then
     # (iris_make_snapshot --archive writes MXFP4 and NF4 archives itself; FP8 goes through convert)
     case $fmt in nf4) extra="--nf4-table bf16 --direct" ;; fp8*) extra="" ;; *) extra="--direct" ;; esac
     SIDES="${SIDES:-A B C D}" LIB_A="$B/libiris.so.1" ARGS_A="--gated-separate" ARGS_C="--gated-separate" OUT=/tmp/iris-gated-ab-$fmt \
-      timeout "${DECODE_LIMIT:-200}" bash bench/decode_ab_libs.sh --models llama-3-8b --formats "$fmt" $extra --no-peer --steps 16 \
+      timeout "${DECODE_LIMIT:-200}" bash bench/decode_ab_libs.sh --models "${MODEL:-llama-3-8b}" --formats "$fmt" $extra --no-peer \
+      --steps "${STEPS:-16}" \
       > "$OUT/decode-$fmt.txt" 2>&1
     grep -E "^==|ms/token" "$OUT/decode-$fmt.txt" | head -n 24
   done

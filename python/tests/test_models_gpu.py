@@ -156,6 +156,28 @@ def test_other_families_tokens_equal_transformers(tmp_path, family, quant, overr
     _check_against_transformers(f"{family} {quant}", src, archive, prompt=[3, 14, 15, 52, 61, 35, 9, 7])
 
 
+@pytest.mark.parametrize("quant,nf4_table", [("mxfp4", "exact"), ("nf4", "bf16"), ("nf4", "exact")])
+def test_mixtral_gate_and_up_in_one_launch_change_no_bit(tmp_path, quant, nf4_table):
+    """Mixtral's w1 and w3 of the picked experts, and their activation, in one grouped launch
+    (where libiris takes the activation there) give the logits and tokens of w1's launch, w3's
+    and the activation's own, bit for bit, in a compiled CUDA-graph step."""
+    src = _tiny_snapshot(tmp_path, "mixtral")
+    archive = tmp_path / f"mixtral-{quant}.iris"
+    run_iris("convert", src, "-o", archive, "--quant", quant, "-q")
+    m = iris.models.load(archive, max_len=32, compile=True, nf4_table=nf4_table)
+    moes = [layer.mlp for layer in m.layers]
+    one_launch = [moe.gate_up is not None for moe in moes]
+    if quant == "mxfp4":  # its activation store costs the kernel nothing (kernels/NOTES.md v66)
+        assert all(one_launch) == all(moe.w1.experts.tensor_cores for moe in moes)
+    prompt = [3, 14, 15, 52, 61, 35, 9, 7]  # inside the tiny vocabulary
+    tokens = m.generate(prompt, 8)
+    fused = m.logits.clone()
+    m.gated_in_gemv = False  # w1, w3 and the activation as three launches
+    m._graph = None
+    assert m.generate(prompt, 8) == tokens
+    assert torch.equal(m.logits, fused)
+
+
 @pytest.mark.parametrize("experts,top_k,steps", [(4, 4, STEPS), (8, 2, 8)])
 def test_gpt_oss_tokens_equal_transformers(tmp_path, experts, top_k, steps):
     """gpt-oss from iris_make_snapshot --config (MXFP4 expert stacks as shipped, random codes and

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from .._errors import IrisError
 from ._decoder import Decoder
+from ..torch import Experts
 from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, use_iris_dense_gemv
 
 _ACTIVATIONS = {
@@ -51,14 +52,33 @@ class _MixtralMoe:
         e = int(config["num_local_experts"])
         self.top_k = int(config["num_experts_per_tok"])
         self.router = d.reads(Linear(w, f"{prefix}.gate", bias=False))
-        stacks = {}
+        stacks, tensors = {}, {}
         for p in ("w1", "w2", "w3"):
             names = [f"{prefix}.experts.{i}.{p}.weight" for i in range(e)]
-            stacks[p] = d.reads(ExpertStack([w.take(n) for n in names], sum(w.nbytes(n) for n in names)), self.top_k)
+            tensors[p] = [w.take(n) for n in names]
+            stacks[p] = d.reads(ExpertStack(tensors[p], sum(w.nbytes(n) for n in names)), self.top_k)
             for n in names:
                 w.release(n)  # the stack holds them (a dense stack is a copy)
         self.w1, self.w2, self.w3 = stacks["w1"], stacks["w2"], stacks["w3"]
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
+        # w1 and w3 of every expert as one more set over the same device tensors, interleaved
+        # (expert e's w1 at 2e, its w3 at 2e + 1), where libiris takes the activation into that
+        # launch (Experts.gated_in_launch): one grouped launch computes both projections of the
+        # picked experts and act(w1 x) * w3 x, two launches a layer fewer than w1's, w3's and the
+        # activation's. The same bits: each row is that expert's own GEMV, and the activation
+        # iris's gated_silu.
+        self.gate_up = None
+        if self.w1.quantized and self.w3.quantized:
+            try:
+                pairs = Experts([t for pair in zip(tensors["w1"], tensors["w3"]) for t in pair])
+            except IrisError:
+                pairs = None  # w1 and w3 of other formats or shapes: separate launches
+            if pairs is not None and pairs.gated_in_launch:
+                self.gate_up = pairs
+                self.pair_offsets = torch.tensor([[0, 1]], dtype=torch.int32, device=d.device)
+                self.pair_rows = torch.zeros(2 * self.top_k, dtype=torch.int32, device=d.device)
+                need = int(pairs._lib.iris_cuda_experts_gated_exchange(pairs._handle, 2 * self.top_k))
+                self.exchange = torch.zeros(need, dtype=torch.int32, device=d.device)
 
     def terms(self, d, h):
         """The picked experts' outputs [top_k, hidden] and their routing weights [1, top_k]."""
@@ -66,7 +86,12 @@ class _MixtralMoe:
             top, ids = d._route_fused(self.router, h, self.top_k)
         else:
             top, ids = d.f_route(self.router(h), self.top_k)
-        x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
+        if self.gate_up is not None and d.gated_in_gemv:
+            # pairs 2j and 2j + 1: w1 and w3 of the j-th picked expert
+            pair_ids = d.f_pair_ids(ids, self.pair_offsets)
+            x = torch.ops.iris.gemv_experts_gated(h, pair_ids, self.pair_rows, self.gate_up._handle, self.w1.n, self.exchange)
+        else:
+            x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
         return self.w2(x, ids, None), top
 
     def __call__(self, d, h):
@@ -78,6 +103,11 @@ def _route_softmax_topk(logits, top_k: int):
     top, idx = torch.topk(probs, top_k, dim=-1)
     top = (top / top.sum(dim=-1, keepdim=True)).to(logits.dtype)
     return top, idx.reshape(-1).to(torch.int32)
+
+
+def _gated_pair_ids(ids, offsets):
+    """Expert e's w1 and w3 in the interleaved set: 2e and 2e + 1, for each picked expert."""
+    return (ids.view(-1, 1) * 2 + offsets).view(-1)
 
 
 def _weighted_sum(out, weights):
@@ -177,6 +207,7 @@ class LlamaDecoder(Decoder):
         self.gated_in_gemv = self.gated_kernel and silu_bf16
         self.f_gated = torch.ops.iris.gated_silu if self.gated_in_gemv else self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
+        self.f_pair_ids = self.fn(_gated_pair_ids)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
     # Measurement aid (bench/decode_bench.py --knock-out-sweep): steps of every layer left out of
