@@ -180,7 +180,9 @@ struct GatedSiluArgs {
   uint64_t rows = 0, n = 0, gate_stride = 0, up_stride = 0;
   uint16_t* out = nullptr;         // out: bf16 [rows, n]; overlaps no input
   // Each input element set to +0 once read (the gated expert launch's exchange, which the next
-  // launch needs at zero: one kernel fewer than a reset after it). Device runs only.
+  // launch needs at zero: one kernel fewer than a reset after it); gate and up then share no
+  // element (check_gated_silu). Device runs only: the stores go through gate and up, which
+  // must then be writable.
   bool clear_inputs = false;
 };
 constexpr uint32_t kGatedSiluMaxRows = 65535;  // a launch's grid height

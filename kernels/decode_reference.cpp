@@ -340,6 +340,17 @@ Status check_gated_silu(const GatedSiluArgs& a) {
   const auto out = span(a.out, a.n);
   for (const auto& in : {span(a.gate, a.gate_stride), span(a.up, a.up_stride)})
     if (in.first < out.second && out.first < in.second) return invalid_argument("gated silu: out overlaps gate or up");
+  if (a.clear_inputs) {
+    // Each element is zeroed by the one thread that reads it, so no element may be both a gate
+    // and an up element: the two spans apart, or rows of one stride interleaved without overlap
+    // (the gated expert launch's exchange: gate then up in each row of 2n).
+    const auto g = span(a.gate, a.gate_stride), u = span(a.up, a.up_stride);
+    const uintptr_t lo = std::min(g.first, u.first), hi = std::max(g.first, u.first);
+    const uint64_t d = (hi - lo) / 2;  // elements from the lower to the higher
+    const bool apart = g.second <= u.first || u.second <= g.first;
+    const bool interleaved = a.gate_stride == a.up_stride && (hi - lo) % 2 == 0 && d >= a.n && d + a.n <= a.gate_stride;
+    if (!apart && !interleaved) return invalid_argument("gated silu: clearing its inputs needs gate and up to share no element");
+  }
   return Status::ok();
 }
 

@@ -182,10 +182,10 @@ IRIS_API uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* expe
 /* 1 when iris_cuda_gemv_experts_gated computes the activation inside the GEMV's own launch (one
  * kernel), 0 when it runs the plain launch into the exchange, then iris_cuda_gated_silu's
  * kernel, which also sets the exchange back to zero (the CUDA-core kernels; or where the
- * activation's store would cost the launch blocks a SM, as NF4's BF16-table kernels measured:
- * docs/API.md). Both give the same bits; where this says 0, iris_cuda_gemv_experts then
- * iris_cuda_gated_silu is the same two launches without the exchange's traffic. 0 for NULL and
- * in a build without CUDA. */
+ * activation's store would cost the launch blocks a SM: docs/API.md). Both give the same bits;
+ * where this says 0, iris_cuda_gemv_experts then iris_cuda_gated_silu is the same two launches
+ * without the exchange's traffic. 0 for NULL, in a build without CUDA, and where the device's
+ * occupancy cannot be asked (the call itself then reports what is wrong). */
 IRIS_API int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* experts);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */

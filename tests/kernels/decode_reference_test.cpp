@@ -778,6 +778,15 @@ TEST(GatedSiluReference, RejectsBadArguments) {
   EXPECT_FALSE(bad([&](GatedSiluArgs& b) { b.out = buf + 16; }));            // just past up's last row
   EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.gate = b.up = nullptr, b.rows = 0; }));  // nothing to do
   EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.rows = 1, b.gate_stride = 0; }));         // one row: no stride needed
+  // Clearing its inputs (the gated expert launch's exchange): gate and up may share no element.
+  EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.clear_inputs = true; }));                 // apart
+  EXPECT_TRUE(bad([](GatedSiluArgs& b) { b.clear_inputs = true, b.up = b.gate; }));   // the same elements
+  EXPECT_FALSE(bad([](GatedSiluArgs& b) { b.up = b.gate; }));                         // fine when only read
+  // rows of 2n: gate then up in each, as the exchange holds them
+  EXPECT_FALSE(bad([&](GatedSiluArgs& b) { b.clear_inputs = true, b.up = buf + 4, b.gate_stride = b.up_stride = 8; }));
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.clear_inputs = true, b.up = buf + 3, b.gate_stride = b.up_stride = 8; }));  // 1 shared a row
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.clear_inputs = true, b.up = buf + 5, b.gate_stride = b.up_stride = 8; }));  // up's end over the next gate row
+  EXPECT_TRUE(bad([&](GatedSiluArgs& b) { b.clear_inputs = true, b.up = buf + 4, b.gate_stride = 8, b.up_stride = 9; }));
 }
 
 }  // namespace
