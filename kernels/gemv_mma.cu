@@ -611,9 +611,7 @@ struct PlanarMxfp4Probe : MmaMxfp4 {
     for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.first);
   }
   static __device__ __forceinline__ void decode_word(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
-    planes(w, p);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.first);
+    decode_word_one(w, f, p);
     if (f.second != 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.second);
@@ -1315,6 +1313,19 @@ auto with_nf4(const LaunchConfig& c, const QuantView& v, F&& f) {
   return f(std::type_identity<MmaNf4<Nf4Table::kSplit>>{});
 }
 
+// Calls f(std::type_identity<P>) with the chunk decoder that view v runs under c: MXFP4's, NF4's
+// (with_nf4) or FP8's (by fp8_bit_decode). The one format dispatch of the dense launch, the
+// grouped launch and the gated query, so that the query answers for the kernel that runs.
+template <typename F>
+Status with_format(const LaunchConfig& c, const QuantView& v, F&& f) {
+  switch (v.format) {
+    case ViewFormat::kMxfp4: return f(std::type_identity<MmaMxfp4>{});
+    case ViewFormat::kNf4: return with_nf4(c, v, f);
+    case ViewFormat::kFp8: return fp8_bit_decode(c) ? f(std::type_identity<MmaFp8<true>>{}) : f(std::type_identity<MmaFp8<false>>{});
+  }
+  return unsupported("gemv: unknown format");
+}
+
 // Whether a launch of `warps` warps takes the register-lookup twin of the kernel it would run
 // (nf4_register_lookup): where a variant asks, or where the table binds (table_binds, asked
 // only then). The twin runs at the same warps, so the same sums.
@@ -1552,14 +1563,7 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
     return unsupported(kNoProbes);
 #endif
   }
-  switch (v.format) {
-    case ViewFormat::kMxfp4: return launch_p<MmaMxfp4>(v, x, batch, y, y_f32, s, c);
-    case ViewFormat::kNf4:
-      return with_nf4(c, v, [&](auto t) { return launch_p<typename decltype(t)::type>(v, x, batch, y, y_f32, s, c); });
-    case ViewFormat::kFp8:
-      return fp8_bit_decode(c) ? launch_p<MmaFp8<true>>(v, x, batch, y, y_f32, s, c) : launch_p<MmaFp8<false>>(v, x, batch, y, y_f32, s, c);
-  }
-  return unsupported("gemv: unknown format");
+  return with_format(c, v, [&](auto t) { return launch_p<typename decltype(t)::type>(v, x, batch, y, y_f32, s, c); });
 }
 
 Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a, bool y_f32, void* stream, const LaunchConfig& c) {
@@ -1585,27 +1589,14 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
     return unsupported(kNoProbes);
 #endif
   }
-  switch (geometry.format) {
-    case ViewFormat::kMxfp4: return launch_experts<MmaMxfp4>(geometry, a, y_f32, s, c);
-    case ViewFormat::kNf4:
-      return with_nf4(c, geometry, [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
-    case ViewFormat::kFp8:
-      return fp8_bit_decode(c) ? launch_experts<MmaFp8<true>>(geometry, a, y_f32, s, c) : launch_experts<MmaFp8<false>>(geometry, a, y_f32, s, c);
-  }
-  return unsupported("expert gemv: unknown format");
+  return with_format(c, geometry, [&](auto t) { return launch_experts<typename decltype(t)::type>(geometry, a, y_f32, s, c); });
 }
 
 Status cuda_experts_gated_in_launch(const QuantView& geometry, const LaunchConfig& c, bool* in_launch) {
   *in_launch = false;
   // A probe (iris bench's measurement aid) refuses the gated launch altogether.
   if (!gemv_mma_supports(geometry, 1) || c.variants.gemv_probe) return Status::ok();
-  switch (geometry.format) {
-    case ViewFormat::kMxfp4: return gated_in_launch_of<MmaMxfp4>(geometry, c, in_launch);
-    case ViewFormat::kNf4: return with_nf4(c, geometry, [&](auto t) { return gated_in_launch_of<typename decltype(t)::type>(geometry, c, in_launch); });
-    case ViewFormat::kFp8:
-      return fp8_bit_decode(c) ? gated_in_launch_of<MmaFp8<true>>(geometry, c, in_launch) : gated_in_launch_of<MmaFp8<false>>(geometry, c, in_launch);
-  }
-  return unsupported("expert gemv: unknown format");
+  return with_format(c, geometry, [&](auto t) { return gated_in_launch_of<typename decltype(t)::type>(geometry, c, in_launch); });
 }
 
 }  // namespace iris
