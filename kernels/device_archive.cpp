@@ -184,8 +184,21 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
                           "': checksum mismatch (the bytes were damaged)");
     out.tensors_[sg.tensor].pointers[static_cast<int>(c.spec.role)] = static_cast<uint8_t*>(out.base_) + sg.stream_offset;
   }
-  for (auto& t : out.tensors_)
-    if (is_quantized(t.desc.format)) t.view = make_quant_view(t.desc, t.pointers);
+  // MXFP4 codes go to the kernels' bit-plane order (kernels/mxfp4_planes.h): a pass over them
+  // on the device, after the checksums of the staged bytes.
+  bool rearranged = false;
+  for (auto& t : out.tensors_) {
+    if (!is_quantized(t.desc.format)) continue;
+    t.view = make_quant_view(t.desc, t.pointers);
+    if (t.view.is_ok() && t.view->format == ViewFormat::kMxfp4) {
+      IRIS_TRY(cuda_mxfp4_to_planes(*t.view, s_->stream));
+      rearranged = true;
+    }
+  }
+  if (rearranged) {
+    IRIS_CUDA_TRY(cudaStreamSynchronize(s_->stream));
+    out.seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   return out;
 }
 

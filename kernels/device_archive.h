@@ -42,7 +42,9 @@ class Uploader {
 
   // Uploads the named tensors (all when `names` is empty) of `archive` to one device
   // allocation; each component starts at a 256-byte boundary. With `verify`, every component
-  // is hashed while it is staged and a mismatch is kCorrupt. Returns once the copies are done.
+  // is hashed while it is staged and a mismatch is kCorrupt. Every component holds the
+  // archive's bytes except MXFP4 codes, whose words are put in the kernels' bit-plane order
+  // (kernels/mxfp4_planes.h; QuantView::codes_planes). Returns once all of it is done.
   Result<DeviceArchive> upload(const IrisArchive& archive, const std::vector<std::string>& names, bool verify);
 
   const DeviceInfo& device() const;
@@ -79,7 +81,7 @@ class DeviceArchive {
   Status set_nf4_bf16_table(bool on);
   bool nf4_bf16_table() const { return nf4_bf16_table_; }
   uint64_t device_bytes() const { return bytes_; }
-  double upload_seconds() const { return seconds_; }  // staging and copies, wall clock
+  double upload_seconds() const { return seconds_; }  // staging, copies and the MXFP4 codes' rearrangement, wall clock
 
  private:
   friend class Uploader;

@@ -153,9 +153,21 @@ struct MmaMxfp4 {
     if (e == 0xffu) f = {dev::kBf16x2CanonicalNan, 0u};
     return f;
   }
+  // The codes in the uploads' bit-plane order (QuantView::codes_planes, which
+  // gemv_mma_supports requires; kernels/mxfp4_planes.h): three pairs a shift and an AND, the
+  // fourth a shift, an AND, a multiply and an AND, then the scale's multiply -- 13 instructions
+  // a word where the archive's nibble order took 19 (run v68).
+  template <bool kTwo>
+  static __device__ __forceinline__ void decode_planes(uint32_t w, const dev::E8m0Factors& f, uint32_t* p) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      p[j] = dev::mul_bf16x2(mxfp4_planes_pair(w, j), f.first);
+      if constexpr (kTwo) p[j] = dev::mul_bf16x2(p[j], f.second);
+    }
+  }
   static __device__ __forceinline__ void decode_word(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
-    if (f.second == 0) dev::e2m1_word_to_bf16x4_factors<false>(w, f, p);
-    else dev::e2m1_word_to_bf16x4_factors<true>(w, f, p);
+    if (f.second == 0) decode_planes<false>(w, f, p);
+    else decode_planes<true>(w, f, p);
   }
   // chunk_mma's warp-uniform step (run v60): where no lane's two rows need a second factor
   // (every scale <= 2^1, the blocks of real weights), the whole warp decodes with one multiply
@@ -164,7 +176,7 @@ struct MmaMxfp4 {
   static constexpr bool kUniformStep = true;
   static __device__ __forceinline__ bool one_factor(const dev::E8m0Factors& f) { return f.second == 0; }
   static __device__ __forceinline__ void decode_word_one(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
-    dev::e2m1_word_to_bf16x4_factors<false>(w, f, p);
+    decode_planes<false>(w, f, p);
   }
   static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
     const dev::E8m0Factors f = factors(e, nullptr);
@@ -175,10 +187,10 @@ struct MmaMxfp4 {
   }
   template <bool kTwo>
   static __device__ __forceinline__ void decode_words(const Word& w, const dev::E8m0Factors& f, uint32_t (&a)[kSplits][kPairs]) {
-    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.x, f, &a[0][0]);
-    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.y, f, &a[0][4]);
-    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.z, f, &a[0][8]);
-    dev::e2m1_word_to_bf16x4_factors<kTwo>(w.w, f, &a[0][12]);
+    decode_planes<kTwo>(w.x, f, &a[0][0]);
+    decode_planes<kTwo>(w.y, f, &a[0][4]);
+    decode_planes<kTwo>(w.z, f, &a[0][8]);
+    decode_planes<kTwo>(w.w, f, &a[0][12]);
   }
 };
 
@@ -584,53 +596,6 @@ struct SkipDecode : P {
     for (int sp = 0; sp < P::kSplits; ++sp)
 #pragma unroll
       for (int i = 0; i < P::kPairs; ++i) a[sp][i] = ws[i % kWords];
-  }
-};
-
-// A measurement aid (KernelVariants::gemv_probe 4, run v67): MXFP4 with its code words read as
-// if their bits were stored in "planes" -- each bf16x2 pair's eight bits already where a shift
-// and a mask put them (sign on bits 15 / 31, magnitude on 6..8 / 22..24): three pairs by a shift
-// and an AND, the fourth by a shift, an AND, a multiply (three disjoint copies) and an AND; then
-// the scale's multiply, as MmaMxfp4's. 13 instructions a word against the nibble order's 19
-// (a PRMT, a multiply and an AND a pair after two nibble masks). The archive's codes are in
-// nibble order, so the outputs are meaningless: it times the decode a bit-plane layout would
-// cost before any format carries one.
-struct PlanarMxfp4Probe : MmaMxfp4 {
-  static __device__ __forceinline__ void planes(uint32_t w, uint32_t (&p)[4]) {
-    constexpr uint32_t kPair = 0x81C081C0u;  // sign and magnitude bits of a bf16x2 pair of E2M1 * 2^-126
-    p[0] = w & kPair;
-    p[1] = (w << 3) & kPair;
-    p[2] = (w << 6) & kPair;
-    // bits {10,11,13,14,26,27,29,30}: shifted down by 8, then copies at +0, +5, +10 (disjoint, so
-    // the multiply carries nowhere) land each on its place.
-    p[3] = (((w >> 8) & 0x006C006Cu) * 0x421u) & kPair;
-  }
-  static __device__ __forceinline__ void decode_word_one(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
-    planes(w, p);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.first);
-  }
-  static __device__ __forceinline__ void decode_word(uint32_t w, const dev::E8m0Factors& f, uint32_t (&p)[4]) {
-    decode_word_one(w, f, p);
-    if (f.second != 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) p[i] = dev::mul_bf16x2(p[i], f.second);
-    }
-  }
-  // The whole-chunk decode of the prefetch step (chunk_mma's non-wordwise path, which the
-  // launches of few stripes take): the same planar words, one scale branch a chunk as
-  // MmaMxfp4::decode. (Run v67's probe lacked it, so its few-stripe rows timed the nibble decode.)
-  static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t*, uint32_t (&a)[kSplits][kPairs]) {
-    const dev::E8m0Factors f = factors(e, nullptr);
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t p[4];
-      if (f.second == 0) decode_word_one(ws[i], f, p);
-      else decode_word(ws[i], f, p);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) a[0][4 * i + j] = p[j];
-    }
   }
 };
 
@@ -1511,7 +1476,9 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
   if (v.padded_k / chunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
   switch (v.format) {
-    case ViewFormat::kMxfp4: return true;
+    // MXFP4's decode reads the uploads' bit-plane order only (a view in the archive's nibble
+    // order, made by hand, takes the CUDA-core kernels).
+    case ViewFormat::kMxfp4: return v.codes_planes;
     // A lane's run of columns lies in one absmax block: blocks of whole chunks, rows of whole
     // blocks (blocks run over the flat index; a tiled NF4 tensor has K a multiple of them).
     case ViewFormat::kNf4: return v.block_size % MmaNf4<Nf4Table::kSplit>::kChunk == 0 && v.k % v.block_size == 0;
@@ -1548,10 +1515,6 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
   if (c.variants.gemv_probe) {  // a measurement aid (KernelVariants): BF16 output only
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("gemv probe: BF16 output only");
-    if (c.variants.gemv_probe == 4) {
-      if (v.format != ViewFormat::kMxfp4) return unsupported("gemv probe: mxfp4-planes takes MXFP4");
-      return launch_probe<PlanarMxfp4Probe>(v, x, batch, y, s, c);
-    }
     if (c.variants.gemv_probe >= 2)
       return with_nf4_probe(c, v, "gemv", [&](auto t) { return launch_probe<typename decltype(t)::type>(v, x, batch, y, s, c); });
     switch (v.format) {
@@ -1574,10 +1537,6 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
 #if IRIS_KERNEL_PROBES
     if (y_f32) return unsupported("expert gemv probe: BF16 output only");
     if (a.swiglu || a.gated) return unsupported("expert gemv probe: no activation");
-    if (c.variants.gemv_probe == 4) {
-      if (geometry.format != ViewFormat::kMxfp4) return unsupported("expert gemv probe: mxfp4-planes takes MXFP4");
-      return launch_experts_probe<PlanarMxfp4Probe>(geometry, a, s, c);
-    }
     if (c.variants.gemv_probe >= 2)
       return with_nf4_probe(c, geometry, "expert gemv", [&](auto t) { return launch_experts_probe<typename decltype(t)::type>(geometry, a, s, c); });
     switch (geometry.format) {

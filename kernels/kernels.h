@@ -33,6 +33,15 @@ bool cuda_gemv_uses_tensor_cores(const QuantView& v, int batch, const LaunchConf
 uint64_t nf4_absmax_blocks(const QuantView& v);
 Status cuda_nf4_absmax_bf16(const QuantView& v, uint16_t* out, void* stream);
 
+// Tiled MXFP4: rewrites each 32-bit word of v's codes, in place on the device, from the
+// archive's nibble order to the kernels' bit-plane order (kernels/mxfp4_planes.h) and sets
+// v.codes_planes. The codes must be device memory the caller owns and may write, and no other
+// view of them may be used afterwards unless it is marked too. kInvalidArgument for any other
+// view, or one already in that order.
+Status cuda_mxfp4_to_planes(QuantView& v, void* stream);
+// The bytes of v's codes (a tiled view: every matrix, padding included).
+uint64_t tiled_codes_bytes(const QuantView& v);
+
 // One matrix of an expert set: matrix `matrix` of the (stack) tensor `view` describes.
 struct ExpertMatrix {
   QuantView view;

@@ -36,8 +36,8 @@ struct KernelVariants {
   // left out, so its outputs are meaningless (kernels/NOTES.md, runs v33 and v37). Only
   // `iris bench` sets it.
   // 1: every format without its decode; for NF4's BF16-table kernel (MmaNf4Scaled) alone, 2:
-  // without its absmax loads (absmax 1), 3: without its shared-memory table fill (run v58); 4:
-  // MXFP4 decoded as if its words held bit planes (PlanarMxfp4Probe, run v67).
+  // without its absmax loads (absmax 1), 3: without its shared-memory table fill (run v58).
+  // (4, MXFP4 decoded as if its words held bit planes, run v67, became MXFP4's decode in v68.)
   int gemv_probe = 0;
   // The same for the tiled dequant to BF16: its loads, item arithmetic and stores, the code
   // words stored undecoded (kernels/NOTES.md, run v35). Only `iris bench` sets it.

@@ -1,7 +1,9 @@
-// MXFP4 (OCP E2M1 x E8M0 per 32): decoding 8 elements of a row from 4 code bytes.
+// MXFP4 (OCP E2M1 x E8M0 per 32): decoding 8 elements of a row from 4 code bytes, in the
+// archive's nibble order or the uploads' bit-plane order (QuantView::codes_planes).
 #pragma once
 
 #include "kernels/device_common.cuh"
+#include "kernels/mxfp4_planes.h"
 #include "kernels/packed_decode.cuh"
 
 namespace iris::dev {
@@ -23,6 +25,7 @@ struct Mxfp4 {
   // Elements [k0, k0 + 8) of `row` (k0 a multiple of 8) from their 4 code bytes.
   static __device__ __forceinline__ void decode_word(const QuantView& v, const float* smem, uint64_t row, uint64_t k0, Word w,
                                                      float (&out)[kItem]) {
+    if (v.codes_planes) w = mxfp4_planes_to_word(w);  // the table lookups take nibbles
     const uint64_t kb = (v.k + 31) / 32;
     const float s = e8m0(__ldg(static_cast<const uint8_t*>(v.scales) + row * kb + k0 / 32));
 #pragma unroll
@@ -41,13 +44,19 @@ struct Mxfp4 {
   }
   // Eight elements as four bf16x2, bit-identical to the FP32 reference rounded to BF16 (the
   // products are exact, see packed_decode.cuh); scale 0xFF gives the canonical NaN.
-  static __device__ __forceinline__ bool decode_bf16(const QuantView&, Word w, Aux e, const float*, bool, uint4& out) {
+  static __device__ __forceinline__ bool decode_bf16(const QuantView& v, Word w, Aux e, const float*, bool, uint4& out) {
     if (e == 0xffu) {
       out = make_uint4(kBf16x2CanonicalNan, kBf16x2CanonicalNan, kBf16x2CanonicalNan, kBf16x2CanonicalNan);
       return true;
     }
     uint32_t r[4];
-    e2m1_word_to_bf16x4(w, e8m0_factors(e), r);
+    if (v.codes_planes) {  // the uploads' order: each pair one shift and one AND (three of them)
+      const E8m0Factors f = e8m0_factors(e);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = apply_e8m0(mxfp4_planes_pair(w, j), f);
+    } else {
+      e2m1_word_to_bf16x4(w, e8m0_factors(e), r);
+    }
     out = make_uint4(r[0], r[1], r[2], r[3]);
     return true;
   }

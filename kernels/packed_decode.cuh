@@ -110,24 +110,6 @@ __device__ __forceinline__ void e2m1_word_to_bf16x4(uint32_t w, const E8m0Factor
   out[3] = apply_e8m0(e2m1_pair_scaled<3>(lo4, hi4), f);
 }
 
-// e2m1_word_to_bf16x4 with the number of factors known to the caller (kTwo == (f.second !=
-// 0)): the same bits, without apply_e8m0's per-pair test. Where the compiler cannot hoist that
-// test it is a predicated multiply at every pair, a fifth of the pair's instructions; a caller
-// that decodes several words under one scale branches once instead (the tensor-core GEMV's
-// MXFP4 decode, run v50).
-template <bool kTwo>
-__device__ __forceinline__ void e2m1_word_to_bf16x4_factors(uint32_t w, const E8m0Factors& f, uint32_t* out) {
-  const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
-  out[0] = mul_bf16x2(e2m1_pair_scaled<0>(lo4, hi4), f.first);
-  out[1] = mul_bf16x2(e2m1_pair_scaled<1>(lo4, hi4), f.first);
-  out[2] = mul_bf16x2(e2m1_pair_scaled<2>(lo4, hi4), f.first);
-  out[3] = mul_bf16x2(e2m1_pair_scaled<3>(lo4, hi4), f.first);
-  if constexpr (kTwo) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = mul_bf16x2(out[i], f.second);
-  }
-}
-
 // The canonical NaN (0x7FC0) as a bf16x2: every element of a block whose E8M0 scale is 0xFF.
 constexpr uint32_t kBf16x2CanonicalNan = 0x7FC07FC0u;
 

@@ -45,6 +45,11 @@ struct QuantView {
   int32_t block_shift, nested_shift, block_n_shift, block_k_shift, group_shift;
   bool single_matrix;  // rows == n: the matrix index is always 0
   bool fp8_uniform8;   // FP8: one scale covers every aligned run of 8 elements
+  // MXFP4: each 32-bit word of the codes holds its eight codes in the kernels' bit-plane order
+  // (kernels/mxfp4_planes.h) rather than the archive's nibble order. Set by
+  // cuda_mxfp4_to_planes, which rearranges the words; the tensor-core GEMVs take only such
+  // views, the dequant and CUDA-core kernels either order.
+  bool codes_planes;
 };
 
 // The device address of each component of a tensor, indexed by Role (nullptr: none).

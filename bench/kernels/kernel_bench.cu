@@ -257,6 +257,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         IRIS_TRY(cuda_nf4_absmax_bf16(v, static_cast<uint16_t*>(absmax_bf16[r].p), nullptr));
         v.absmax_bf16 = static_cast<const uint16_t*>(absmax_bf16[r].p);
       }
+      // MXFP4 codes in the order uploads give them (and the tensor-core GEMVs require).
+      if (v.format == ViewFormat::kMxfp4) IRIS_TRY(cuda_mxfp4_to_planes(v, nullptr));
       views.push_back(v);
     }
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
@@ -418,12 +420,11 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
     if (value != "auto" && value != "cvt" && value != "bits") return bad();
     v->fp8_decode = value == "auto" ? 0 : value == "cvt" ? 1 : 2;
   } else if (name == "gemv-probe") {  // a measurement aid: the GEMV without its decode (wrong outputs)
-    if (value != "off" && value != "skip-decode" && value != "nf4-skip-absmax" && value != "nf4-skip-table" && value != "mxfp4-planes")
+    if (value != "off" && value != "skip-decode" && value != "nf4-skip-absmax" && value != "nf4-skip-table")
       return bad();
     v->gemv_probe = value == "skip-decode"       ? 1
                     : value == "nf4-skip-absmax" ? 2
                     : value == "nf4-skip-table"  ? 3
-                    : value == "mxfp4-planes"    ? 4
                                                  : 0;
   } else if (name == "dequant-probe") {  // a measurement aid: the dequant without its decode (wrong outputs)
     if (value != "off" && value != "skip-decode") return bad();

@@ -40,7 +40,7 @@ struct BenchOptions {
 // "programmatic" (auto|off|on|late), "gemv-l2-prefetch" (auto|off|on), "gemv-spread" (auto|off|on), "gemv-blocks" (auto|1..32), "gemv-warps" (auto|1..16), "nf4-lookup" (auto|smem|permute),
 // "fp8-decode" (auto|cvt|bits), "nf4-scaled" (auto|off|on), "nf4-chunk" (auto|64|128), "nf4-table" (auto|split|pairs, or bf16: the declared BF16 table,
 // options->nf4_bf16_table), "nf4-absmax" (auto|precomputed|inline: options->nf4_absmax_bf16) or the measurement aids
-// "gemv-probe" (off|skip-decode|nf4-skip-absmax|nf4-skip-table|mxfp4-planes) / "dequant-probe" (off|skip-decode) in options->variants;
+// "gemv-probe" (off|skip-decode|nf4-skip-absmax|nf4-skip-table) / "dequant-probe" (off|skip-decode) in options->variants;
 // an unknown name or value is kInvalidArgument.
 Status parse_kernel_variant(const std::string& name, const std::string& value, BenchOptions* options);
 

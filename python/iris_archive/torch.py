@@ -187,7 +187,10 @@ class QuantTensor:
         return len(self.shape)
 
     def component_address(self, role: str) -> int | None:
-        """The device address of a component (FORMAT.md section 4), for kernels of your own."""
+        """The device address of a component (FORMAT.md section 4), for kernels of your own.
+
+        Each holds the archive's bytes except a tiled MXFP4 tensor's codes, whose 32-bit words
+        are in the kernels' bit-plane order (docs/API.md, "MXFP4 codes on the device")."""
         ptr = self._owner._lib.iris_cuda_tensor_component(self._t, _ROLES[role])
         return int(ptr) if ptr else None
 

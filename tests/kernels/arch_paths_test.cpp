@@ -24,6 +24,7 @@ QuantView tiled_mxfp4() {
   v.k = v.padded_k = v.tile_k = 256;
   v.tile_n = 16;
   v.tiled = true;
+  v.codes_planes = true;  // as uploads leave MXFP4 codes
   return v;
 }
 
@@ -36,6 +37,9 @@ TEST(ArchPaths, TheTensorCoreGemvNeedsCodeBuiltForSm80) {
     EXPECT_FALSE(cuda_gemv_uses_tensor_cores(v, 1, c)) << "kernel_arch " << arch;
   }
   EXPECT_FALSE(cuda_gemv_uses_tensor_cores(v, 1, LaunchConfig{132, 0, {}})) << "an unknown architecture gets the CUDA cores";
+  QuantView nibbles = v;
+  nibbles.codes_planes = false;
+  EXPECT_FALSE(cuda_gemv_uses_tensor_cores(nibbles, 1, LaunchConfig{132, 90, {}})) << "MXFP4 codes in the archive's nibble order";
 }
 
 TEST(ArchPaths, Fp8DecodesByBitsWhereTheConversionInstructionIsMissing) {

@@ -22,6 +22,7 @@
 #include "kernels/expert_set.h"
 #include "kernels/gemv_mma.h"
 #include "kernels/kernels.h"
+#include "kernels/mxfp4_planes.h"
 #include "kernels/tuning.h"
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
@@ -254,12 +255,33 @@ struct OnDevice {
   ComponentBytes host;
   QuantView view{};
 };
-void build_on_device(const Case& c, std::mt19937& rng, OnDevice& d) {
+// MXFP4 codes into the kernels' bit-plane order on the device, as uploads put them
+// (cuda_mxfp4_to_planes), and every word read back equal to the host's word rearranged.
+void to_planes(OnDevice& d) {
+  ASSERT_EQ(d.view.format, ViewFormat::kMxfp4);
+  ASSERT_TRUE(cuda_mxfp4_to_planes(d.view, nullptr).is_ok());
+  EXPECT_FALSE(cuda_mxfp4_to_planes(d.view, nullptr).is_ok()) << "a second rearrangement must be refused";
+  const auto& codes = d.host[int(Role::kCodes)];
+  ASSERT_EQ(tiled_codes_bytes(d.view), codes.size());
+  std::vector<uint32_t> got(codes.size() / 4);
+  ASSERT_EQ(cudaMemcpy(got.data(), d.view.codes, codes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint32_t w;
+    std::memcpy(&w, codes.data() + 4 * i, 4);
+    ASSERT_EQ(got[i], mxfp4_word_to_planes(w)) << d.b.desc.name << ": code word " << i;
+  }
+}
+
+// kernel_order: MXFP4 codes as uploads leave them (the order the tensor-core GEMVs take).
+void build_on_device(const Case& c, std::mt19937& rng, OnDevice& d, bool kernel_order = true) {
   d.b = build(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(d.b, d.gpu, d.dev, &d.host));
   auto view = make_quant_view(d.b.desc, d.dev);
   ASSERT_TRUE(view.is_ok()) << view.status().message();
   d.view = *view;
+  if (kernel_order && d.view.format == ViewFormat::kMxfp4) {
+    ASSERT_NO_FATAL_FAILURE(to_planes(d));
+  }
 }
 
 class KernelCases : public ::testing::TestWithParam<Case> {
@@ -298,19 +320,30 @@ TEST(KernelArch, TheLoadedCodeIsTheBuildsBestForTheDevice) {
   v.k = v.padded_k = v.tile_k = 256;
   v.tile_n = 16;
   v.tiled = true;
+  EXPECT_FALSE(cuda_gemv_uses_tensor_cores(v, 1, d->launch_config())) << "MXFP4 codes in the archive's nibble order";
+  v.codes_planes = true;
   EXPECT_EQ(cuda_gemv_uses_tensor_cores(v, 1, d->launch_config()), d->kernel_arch >= 80);
 }
 
 TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()))));
   OnDevice d;
-  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d));
+  ASSERT_NO_FATAL_FAILURE(build_on_device(GetParam(), rng, d, false));
   const Built& b = d.b;
   const ComponentBytes& host = d.host;
   const QuantView* view = &d.view;
   const uint64_t numel = view->rows * view->k;
   std::vector<float> ref(numel);
   ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
+  // MXFP4 twice: its codes in the archive's nibble order (dequant and the CUDA-core GEMV; the
+  // tensor-core one refuses it), then rearranged as uploads leave them (every kernel).
+  const int orders = view->format == ViewFormat::kMxfp4 ? 2 : 1;
+  for (int order = 0; order < orders; ++order) {
+  if (order == 1) {
+    ASSERT_NO_FATAL_FAILURE(to_planes(d));
+  }
+  std::string label = name_of(GetParam());
+  if (orders == 2) label.append(order == 0 ? " (nibble order)" : " (bit planes)");
 
   // Every dequant variant (items per thread, 8- or 16-element items) must give the same bits;
   // BF16 takes the packed fast path, F32 the scalar decoder. 16-element items fall back to 8
@@ -336,7 +369,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
       uint32_t g = 0, want = out == DType::kF32 ? f32_bits(ref[i]) : out == DType::kF16 ? f32_to_f16(ref[i]) : f32_to_bf16(ref[i]);
       std::memcpy(&g, &got[i * es], es);
       if (g != want) {
-        ADD_FAILURE() << name_of(GetParam()) << (out == DType::kF32 ? " f32" : out == DType::kF16 ? " f16" : " bf16") << " unroll " << run.unroll << " item " << run.item << ": first mismatch at element " << i << " (row "
+        ADD_FAILURE() << label << (out == DType::kF32 ? " f32" : out == DType::kF16 ? " f16" : " bf16") << " unroll " << run.unroll << " item " << run.item << ": first mismatch at element " << i << " (row "
                       << i / view->k << ", col " << i % view->k << "): gpu " << std::hex << g << " cpu " << want;
         break;
       }
@@ -359,7 +392,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
   // (KernelVariants::nf4_scaled off), the CPU reference with each table value rounded to BF16.
   std::vector<float> ref_bf16_table, ref_bnb;
   if (is_nf4) {
-    ASSERT_TRUE(test::nf4_bnb_weights(b.desc, host, ref, ref_bnb)) << name_of(GetParam());
+    ASSERT_TRUE(test::nf4_bnb_weights(b.desc, host, ref, ref_bnb)) << label;
     const auto& table = host[int(Role::kCodeTable)];
     std::vector<float> rounded(table.size() / 4);
     std::memcpy(rounded.data(), table.data(), table.size());
@@ -422,17 +455,18 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     const auto acc = gemv_accumulation(cuda_gemv_uses_tensor_cores(*view, batch, launch), is_nf4 && launch.nf4_bf16_table);
     for (int bi = 0; bi < batch; ++bi) {
       CheckResult r = check_gemv_row_sums(ref.data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows, "gemv", acc);
-      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
+      EXPECT_TRUE(r.ok) << label << " batch " << batch << " " << variant
                         << (acc == GemvAccumulation::kFp32 ? " cuda cores" : " tensor cores")
                         << " row-set " << bi << ": " << r.detail;
       if (acc != GemvAccumulation::kTensorCoresBf16Table) continue;
       r = check_gemv_row_sums((factored ? ref_bf16_table : ref_bnb).data(), x.data() + bi * view->k, view->rows, view->k, y.data() + bi * view->rows,
                               "gemv", GemvAccumulation::kTensorCores);
-      EXPECT_TRUE(r.ok) << name_of(GetParam()) << " batch " << batch << " " << variant
+      EXPECT_TRUE(r.ok) << label << " batch " << batch << " " << variant
                         << (factored ? " against the BF16-rounded table's reference" : " against bitsandbytes' BF16 weights") << ", row-set " << bi
                         << ": " << r.detail;
     }
   }
+  }  // order
 }
 
 // The tensor-core GEMV's launch choices that must not change a bit (run v60): the spread
