@@ -101,6 +101,10 @@ int gemv_wide_warps(const LaunchConfig& c, ViewFormat format, int batch, uint64_
   // 18.9 / 20.0): FP8's decode is the longest a chunk, and a launch of at most two blocks a SM
   // at 8 warps leaves each warp a long serial chain of chunks that 16 warps halve. Measured at
   // batch 1 only, so taken at batches up to 8 (the kernels of batch 1..8 are one).
+  // Run v68b (H200, batch 1, us, this rule / the same rule for MXFP4 too, with v68's bit-plane
+  // codes): MXFP4 4096x14336 15.63 / 15.15 gains, but 4096x4096 5.95 / 6.55, 1024x4096 4.0 / 4.2
+  // and gpt-oss's down experts (top-4 of 32x2880x2880) 11.8 / 14.6 lose, and Llama-3-8B with it
+  // went 2.353 / 2.348 -> 2.457 / 2.452 ms/token: not taken.
   const uint64_t sms = uint64_t(c.sm_count > 0 ? c.sm_count : 1);
   return format == ViewFormat::kFp8 && batch <= 8 && stripes <= 2 * sms ? 16 : 0;
 }
