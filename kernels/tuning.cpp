@@ -104,7 +104,10 @@ int gemv_wide_warps(const LaunchConfig& c, ViewFormat format, int batch, uint64_
   // Run v68b (H200, batch 1, us, this rule / the same rule for MXFP4 too, with v68's bit-plane
   // codes): MXFP4 4096x14336 15.63 / 15.15 gains, but 4096x4096 5.95 / 6.55, 1024x4096 4.0 / 4.2
   // and gpt-oss's down experts (top-4 of 32x2880x2880) 11.8 / 14.6 lose, and Llama-3-8B with it
-  // went 2.353 / 2.348 -> 2.457 / 2.452 ms/token: not taken.
+  // went 2.353 / 2.348 -> 2.457 / 2.452 ms/token. Nor where each of 16 warps keeps at least 4
+  // chunks (MXFP4 with K >= 8192, run v68c): 4096x14336 15.5 / 15.1, but the grouped launch of
+  // Mixtral's w2 shape (top-4 of 8x4096x14336), which must take the dense launch's warps, 47.5 /
+  // 51.5; Llama-3-8B 2.337 / 2.332 ms/token, inside the noise. Not taken either.
   const uint64_t sms = uint64_t(c.sm_count > 0 ? c.sm_count : 1);
   return format == ViewFormat::kFp8 && batch <= 8 && stripes <= 2 * sms ? 16 : 0;
 }
