@@ -76,6 +76,14 @@ Result<Uploader> Uploader::create(const StagingOptions& o) {
   return Uploader(std::move(s));
 }
 
+namespace {
+// Whether the tensor-core GEMV would run v (batch 1) once its codes are in bit-plane order.
+bool takes_planes(QuantView v, const LaunchConfig& c) {
+  v.codes_planes = true;
+  return cuda_gemv_uses_tensor_cores(v, 1, c);
+}
+}  // namespace
+
 Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<std::string>& names, bool verify) {
   const auto& all = a.manifest().tensors;
   std::vector<size_t> chosen;
@@ -185,12 +193,14 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
     out.tensors_[sg.tensor].pointers[static_cast<int>(c.spec.role)] = static_cast<uint8_t*>(out.base_) + sg.stream_offset;
   }
   // MXFP4 codes go to the kernels' bit-plane order (kernels/mxfp4_planes.h): a pass over them
-  // on the device, after the checksums of the staged bytes.
+  // on the device, after the checksums of the staged bytes. Only where the tensor-core GEMV
+  // takes them so (it reads no other order): on code without BF16 mma (Turing, a compute_75
+  // build) the CUDA-core kernels would only undo it at every word.
   bool rearranged = false;
   for (auto& t : out.tensors_) {
     if (!is_quantized(t.desc.format)) continue;
     t.view = make_quant_view(t.desc, t.pointers);
-    if (t.view.is_ok() && t.view->format == ViewFormat::kMxfp4) {
+    if (t.view.is_ok() && t.view->format == ViewFormat::kMxfp4 && takes_planes(*t.view, out.launch_config())) {
       IRIS_TRY(cuda_mxfp4_to_planes(*t.view, s_->stream));
       rearranged = true;
     }

@@ -43,8 +43,9 @@ class Uploader {
   // Uploads the named tensors (all when `names` is empty) of `archive` to one device
   // allocation; each component starts at a 256-byte boundary. With `verify`, every component
   // is hashed while it is staged and a mismatch is kCorrupt. Every component holds the
-  // archive's bytes except MXFP4 codes, whose words are put in the kernels' bit-plane order
-  // (kernels/mxfp4_planes.h; QuantView::codes_planes). Returns once all of it is done.
+  // archive's bytes except the codes of MXFP4 tensors that the tensor-core GEMV runs, whose
+  // words are put in its bit-plane order (kernels/mxfp4_planes.h; QuantView::codes_planes).
+  // Returns once all of it is done.
   Result<DeviceArchive> upload(const IrisArchive& archive, const std::vector<std::string>& names, bool verify);
 
   const DeviceInfo& device() const;

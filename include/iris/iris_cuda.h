@@ -95,10 +95,11 @@ IRIS_API iris_status iris_cuda_archive_find_tensor(const iris_cuda_archive* arch
 /* The descriptor (identical to the host archive's iris_tensor_info). */
 IRIS_API void iris_cuda_tensor_info(const iris_cuda_tensor* tensor, iris_tensor_info* info);
 /* The device address of the tensor's component with role `role`, NULL if it has none. Each
- * holds the archive's bytes, with one exception: the codes of a tiled MXFP4 tensor are in the
- * kernels' order, each aligned 32-bit word's 32 bits rearranged as docs/API.md ("MXFP4 codes
- * on the device") tables them (the same bytes hold the same eight codes; only their bits
- * move), which lets the GEMVs decode a word in 13 instructions instead of 19. */
+ * holds the archive's bytes, with one exception: the codes of an MXFP4 tensor that the
+ * tensor-core GEMV runs (iris_cuda_gemv_uses_tensor_cores(tensor, 1) is 1) are in its order,
+ * each aligned 32-bit word's 32 bits rearranged as docs/API.md ("MXFP4 codes on the device")
+ * tables them (the same bytes hold the same eight codes; only their bits move), which lets
+ * the GEMVs decode a word in 13 instructions instead of 19. */
 IRIS_API const void* iris_cuda_tensor_component(const iris_cuda_tensor* tensor, iris_role role);
 
 /* Dequantizes the whole tensor into device memory `out` ([rows, K] row-major, F32, F16 or

@@ -189,8 +189,9 @@ class QuantTensor:
     def component_address(self, role: str) -> int | None:
         """The device address of a component (FORMAT.md section 4), for kernels of your own.
 
-        Each holds the archive's bytes except a tiled MXFP4 tensor's codes, whose 32-bit words
-        are in the kernels' bit-plane order (docs/API.md, "MXFP4 codes on the device")."""
+        Each holds the archive's bytes except the codes of an MXFP4 tensor that the tensor-core
+        GEMV runs, whose 32-bit words are in its bit-plane order (docs/API.md, "MXFP4 codes on
+        the device")."""
         ptr = self._owner._lib.iris_cuda_tensor_component(self._t, _ROLES[role])
         return int(ptr) if ptr else None
 
