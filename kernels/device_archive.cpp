@@ -181,7 +181,6 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
     IRIS_CUDA_TRY(cudaEventRecord(s_->done[slot], s_->stream));
   }
   IRIS_CUDA_TRY(cudaStreamSynchronize(s_->stream));
-  out.seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   for (size_t si = 0; si < segs.size(); ++si) {
     const Segment& sg = segs[si];
@@ -205,10 +204,8 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
       rearranged = true;
     }
   }
-  if (rearranged) {
-    IRIS_CUDA_TRY(cudaStreamSynchronize(s_->stream));
-    out.seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  if (rearranged) IRIS_CUDA_TRY(cudaStreamSynchronize(s_->stream));
+  out.seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

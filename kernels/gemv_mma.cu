@@ -156,7 +156,7 @@ struct MmaMxfp4 {
   // The codes in the uploads' bit-plane order (QuantView::codes_planes, which
   // gemv_mma_supports requires; kernels/mxfp4_planes.h): three pairs a shift and an AND, the
   // fourth a shift, an AND, a multiply and an AND, then the scale's multiply -- 13 instructions
-  // a word where the archive's nibble order took 19 (run v68).
+  // a word where the archive's nibble order took 19 (counted in the source; run v68).
   template <bool kTwo>
   static __device__ __forceinline__ void decode_planes(uint32_t w, const dev::E8m0Factors& f, uint32_t* p) {
 #pragma unroll

@@ -39,8 +39,6 @@ Status cuda_nf4_absmax_bf16(const QuantView& v, uint16_t* out, void* stream);
 // view of them may be used afterwards unless it is marked too. kInvalidArgument for any other
 // view, or one already in that order.
 Status cuda_mxfp4_to_planes(QuantView& v, void* stream);
-// The bytes of v's codes (a tiled view: every matrix, padding included).
-uint64_t tiled_codes_bytes(const QuantView& v);
 
 // One matrix of an expert set: matrix `matrix` of the (stack) tensor `view` describes.
 struct ExpertMatrix {

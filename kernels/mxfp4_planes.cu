@@ -1,5 +1,6 @@
 // The upload's pass that rearranges MXFP4 code words into the kernels' bit-plane order
-// (kernels/mxfp4_planes.h): one read and one write of the codes, at copy speed.
+// (kernels/mxfp4_planes.h): one read and one write of the codes (its time is part of
+// DeviceArchive::upload_seconds; it has not been timed apart).
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
@@ -25,18 +26,15 @@ __global__ void mxfp4_to_planes_kernel(uint4* codes, uint64_t units) {
   }
 }
 
-}  // namespace
+// The bytes of a tiled MXFP4 view's codes: every matrix, padding included, two codes a byte.
+uint64_t codes_bytes(const QuantView& v) { return v.n == 0 ? 0 : (v.rows / v.n) * v.padded_n * v.padded_k / 2; }
 
-uint64_t tiled_codes_bytes(const QuantView& v) {
-  if (!v.tiled || v.n == 0) return 0;
-  const uint64_t bits = v.format == ViewFormat::kFp8 ? 8 : 4;
-  return (v.rows / v.n) * v.padded_n * v.padded_k * bits / 8;
-}
+}  // namespace
 
 Status cuda_mxfp4_to_planes(QuantView& v, void* stream) {
   if (v.format != ViewFormat::kMxfp4 || !v.tiled) return invalid_argument("mxfp4 planes: not a tiled MXFP4 tensor");
   if (v.codes_planes) return invalid_argument("mxfp4 planes: the codes are in that order already");
-  const uint64_t bytes = tiled_codes_bytes(v);
+  const uint64_t bytes = codes_bytes(v);
   if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(v.codes) % 16 != 0)
     return invalid_argument("mxfp4 planes: the codes are not whole 16-byte units");
   const uint64_t units = bytes / 16;

@@ -99,7 +99,7 @@ IRIS_API void iris_cuda_tensor_info(const iris_cuda_tensor* tensor, iris_tensor_
  * tensor-core GEMV runs (iris_cuda_gemv_uses_tensor_cores(tensor, 1) is 1) are in its order,
  * each aligned 32-bit word's 32 bits rearranged as docs/API.md ("MXFP4 codes on the device")
  * tables them (the same bytes hold the same eight codes; only their bits move), which lets
- * the GEMVs decode a word in 13 instructions instead of 19. */
+ * the GEMVs decode a word in 13 instructions instead of 19 (counted in the source). */
 IRIS_API const void* iris_cuda_tensor_component(const iris_cuda_tensor* tensor, iris_role role);
 
 /* Dequantizes the whole tensor into device memory `out` ([rows, K] row-major, F32, F16 or
