@@ -63,30 +63,11 @@ constexpr int kAutoMaxWarps = 8;
 constexpr int kPrefetchMaxWarps = 8;
 constexpr int threads_bound(int u) { return (u == 0 ? kPrefetchMaxWarps : kMaxWarps) * 32; }
 
-// The ring step (U = kRingStep, stripe_mma): each warp's codes of its next kRingSlots - 1
-// chunks in flight through cp.async into a shared-memory ring of kRingSlots chunk slots, so
-// that the loads a warp waits on hold no registers.
-constexpr int kRingStep = 3;
-constexpr int kRingSlots = 4;
-
 // The warps' C fragments for the block's closing sum (reduce_store) live in dynamic shared
 // memory sized to the launch's warps, so that a block holds no more than it uses.
 template <int NT>
 constexpr uint32_t partial_bytes(int warps) {
   return uint32_t(warps) * NT * 32 * 4 * sizeof(float);
-}
-
-// A warp's ring (the ring step): kRingSlots slots of its lanes' code words of rows g and g + 8.
-template <typename P>
-constexpr uint32_t ring_bytes_per_warp() {
-  return uint32_t(kRingSlots) * 2 * 32 * sizeof(typename P::Word);
-}
-
-// The dynamic shared memory a block of `warps` warps of step U uses: the closing sums, then
-// (ring step) the warps' rings.
-template <typename P, int NT, int U>
-constexpr uint32_t used_bytes(int warps) {
-  return partial_bytes<NT>(warps) + (U == kRingStep ? uint32_t(warps) * ring_bytes_per_warp<P>() : 0u);
 }
 
 struct MmaGeometry {
@@ -100,15 +81,7 @@ struct MmaGeometry {
   bool vector_x;            // K % 8 == 0 and x 16-byte aligned: activations load 16 bytes at a time
   uint32_t l2_prefetch;     // bytes of its stripe's codes a block asks L2 for first (l2_prefetch_bytes)
   bool release_late;        // the next kernel may be scheduled once every block has its sums, not once all wait
-  // The activations staged in shared memory once a block (x_stage_bytes), after the
-  // producer's end, so that the steps that load a chunk's activations as they use it (the
-  // prefetch and the ring) read shared memory, not L2: 0, none; else the row stride in
-  // elements (padded_k, zeros past K).
-  uint32_t x_stage_cols;
 };
-
-// The shared memory the staged activations of `batch` rows take (MmaGeometry::x_stage_cols).
-inline uint32_t x_stage_bytes(const MmaGeometry& g, int batch) { return uint32_t(batch) * g.x_stage_cols * 2u; }
 
 // BF16 mma exists from sm_80. The host never launches these kernels on code built for less
 // (cuda_gemv_uses_tensor_cores reads the loaded code's architecture); should one run there
@@ -657,53 +630,6 @@ __device__ __forceinline__ typename P::Word load_codes(const uint8_t* p, uint32_
   }
 }
 
-// cp.async (sm_80 and newer; the kernels' bodies exist only there): a lane's copy of kBytes (8
-// or 16) global bytes into shared memory that completes on its own, waited for by
-// cp_async_wait. 16 bytes bypass L1 (.cg: codes are read once); 8 have only the .ca form.
-template <int kBytes>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
-#if IRIS_ARCH_BF16_MMA
-  static_assert(kBytes == 8 || kBytes == 16, "cp.async of 8 or 16 bytes");
-  const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  if constexpr (kBytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(gmem) : "memory");
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(to), "l"(gmem) : "memory");
-#endif
-}
-// The lane's copies issued since the last commit, as one group.
-template <int kUnused = 0>
-__device__ __forceinline__ void cp_async_commit() {
-#if IRIS_ARCH_BF16_MMA
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Until at most kPending of the lane's groups are still in flight (the older ones landed and
-// are visible to the lane).
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if IRIS_ARCH_BF16_MMA
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-#endif
-}
-
-// load_codes into a shared-memory word (the ring step), by cp.async.
-template <typename P>
-__device__ __forceinline__ void copy_codes(typename P::Word* to, const uint8_t* p, uint32_t run_bytes) {
-  if constexpr (P::kRuns == 1) {
-    cp_async<sizeof(typename P::Word)>(to, p);
-  } else {
-    static_assert(P::kRuns == 2 && sizeof(typename P::Word) == 16, "two runs of 8 bytes");
-    cp_async<8>(to, p);
-    cp_async<8>(reinterpret_cast<uint8_t*>(to) + 8, p + run_bytes);
-  }
-}
-
-// Calls f(std::integral_constant<int, i>) for i = 0 .. N - 1, in order: a loop whose index
-// must be a constant (a register array's index).
-template <int N, typename F>
-__device__ __forceinline__ void unrolled(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(std::make_integer_sequence<int, N>{});
-}
-
 // 2 * kPairs activations from p (16-byte aligned) as bf16x2 pairs, 16 bytes a load.
 template <int kPairs>
 __device__ __forceinline__ void load_x_vector(const uint16_t* __restrict__ p, uint32_t* b) {
@@ -753,43 +679,6 @@ __device__ __forceinline__ void load_x_in_k(const uint16_t* __restrict__ x, uint
   }
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) b[i] = uint32_t(p[2 * i]) | (uint32_t(p[2 * i + 1]) << 16);
-}
-
-// The block's copy of x's `batch` rows into xs (rows of `cols` >= k elements, zeros past k),
-// 16 bytes a thread at a time where x allows. Every thread of the block takes part; the caller
-// synchronises before the reads.
-__device__ __forceinline__ void stage_x(const uint16_t* __restrict__ x, uint64_t k, bool vector_x, int batch, uint32_t cols, uint16_t* xs) {
-  const uint32_t units = cols / 8;
-  for (int r = 0; r < batch; ++r) {
-    const uint16_t* xr = x + uint64_t(r) * k;
-    uint4* to = reinterpret_cast<uint4*>(xs + uint64_t(r) * cols);
-    for (uint32_t u = threadIdx.x; u < units; u += blockDim.x) {
-      const uint64_t col = uint64_t(u) * 8;
-      if (vector_x && col + 8 <= k) {
-        to[u] = __ldg(reinterpret_cast<const uint4*>(xr + col));
-        continue;
-      }
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t lo = col + 2 * i < k ? xr[col + 2 * i] : 0u, hi = col + 2 * i + 1 < k ? xr[col + 2 * i + 1] : 0u;
-        w[i] = lo | (hi << 16);
-      }
-      to[u] = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  }
-}
-
-// load_x from the staged rows: every column of a chunk is there (zeros past K), 16-byte aligned.
-template <int kPairs>
-__device__ __forceinline__ void load_x_staged(const uint16_t* xs, uint32_t cols, int nb, int batch, uint64_t kc, uint32_t* b) {
-  nb = min(nb, batch - 1);
-  const uint16_t* p = xs + uint64_t(nb) * cols + kc;
-#pragma unroll
-  for (int i = 0; i < kPairs; i += 4) {
-    const uint4 q = *reinterpret_cast<const uint4*>(p + 2 * i);
-    b[i] = q.x; b[i + 1] = q.y; b[i + 2] = q.z; b[i + 3] = q.w;
-  }
 }
 
 // What P's decode looks its codes up in, formed once a stripe: the block's shared-memory
@@ -946,8 +835,7 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
 // overlaps that with the previous kernel's end): the U = 0 step's first chunk is loaded first.
 template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
-                                           int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4],
-                                           unsigned char* ring_smem, uint16_t* xs) {
+                                           int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
   const auto lookup = lookup_of<P>(v, split);
   constexpr uint32_t kLaneCols = P::kChunk / 4;
@@ -984,78 +872,18 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
 #pragma unroll
       for (int r = 0; r < P::kRuns; ++r) {
         const uint64_t kc = uint64_t(c) * P::kChunk + r * kRunCols + kLaneRunCols * ti;
-        if (g.x_stage_cols) load_x_staged<kRunPairs>(xs, g.x_stage_cols, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
-        else if constexpr (decltype(in_k)::value) load_x_in_k<kRunPairs>(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
+        if constexpr (decltype(in_k)::value) load_x_in_k<kRunPairs>(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
         else load_x<kRunPairs>(x, v.k, g.vector_x, gi + 8 * j, batch, kc, bx[j] + r * kRunPairs);
       }
   };
   constexpr std::true_type kInK{};
   constexpr std::false_type kMaybePastK{};
-  // After the producer's end: the staged activations (MmaGeometry::x_stage_cols), read by
-  // every warp's load_x_of.
-  auto stage = [&] {
-    if (!g.x_stage_cols) return;
-    stage_x(x, v.k, g.vector_x, batch, g.x_stage_cols, xs);
-    __syncthreads();
-  };
 
-  if constexpr (U == kRingStep) {
-    // Chunk i of the warp (c = warp + i warps) lives in slot i % R. Its codes are copied R - 1
-    // steps ahead by cp.async, its scale inputs loaded into registers as far ahead; the
-    // activations at the step that uses them. The loop is unrolled R times, so that every slot
-    // index is a constant. Each lane reads back only the bytes it copied: no barrier.
-    constexpr int R = kRingSlots;
-    using Word = typename P::Word;
-    Word* ring = reinterpret_cast<Word*>(ring_smem + uint32_t(warp) * ring_bytes_per_warp<P>()) + lane;
-    typename P::Raw rg[R], rh[R];
-    auto issue = [&](uint32_t c, auto slot) {
-      constexpr int kSlot = decltype(slot)::value;
-      const uint32_t tile = g.chunks_per_tile.div(c), sub = c - tile * g.chunks_per_tile.d;
-      const uint8_t* p = base + tile * g.tile_bytes + sub * (P::kChunk * P::kBits / 8);
-      copy_codes<P>(ring + (2 * kSlot) * 32, p, kRunCols * P::kBits / 8);
-      copy_codes<P>(ring + (2 * kSlot + 1) * 32, p + h_off, kRunCols * P::kBits / 8);
-      const uint64_t kc = uint64_t(c) * P::kChunk + (P::kFactored ? 0 : kLaneCols * ti);
-      const bool cols_ok = kc < v.k;
-      rg[kSlot] = P::aux(v, nested, cur_g, cols_ok, kc);
-      rh[kSlot] = P::aux(v, nested, cur_h, cols_ok, kc);
-    };
-    // Chunks 0 .. R - 2 before the wait (weights only), one group each, empty past the end.
-    unrolled<R - 1>([&](auto i) {
-      const uint32_t c = uint32_t(warp) + uint32_t(decltype(i)::value) * warps;
-      if (c < g.chunks) issue(c, i);
-      cp_async_commit();
-    });
-    dev::wait_for_producer();
-    if (!g.release_late) dev::release_dependents();
-    stage();
-    for (uint32_t c0 = warp; c0 < g.chunks; c0 += R * warps) {
-      unrolled<R>([&](auto u) {
-        constexpr int kSlot = decltype(u)::value;
-        const uint32_t c = c0 + uint32_t(kSlot) * warps;
-        if (c >= g.chunks) return;
-        // The slot the previous step read takes chunk i + R - 1; then chunk i's group is the
-        // oldest of the R - 1 that may still be in flight.
-        const uint32_t n = c + uint32_t(R - 1) * warps;
-        if (n < g.chunks) issue(n, std::integral_constant<int, (kSlot + R - 1) % R>{});
-        cp_async_commit();
-        cp_async_wait<R - 1>();
-        ChunkLoads<P> cur;
-        cur.wg = ring[(2 * kSlot) * 32];
-        cur.wh = ring[(2 * kSlot + 1) * 32];
-        cur.rg = rg[kSlot];
-        cur.rh = rh[kSlot];
-        uint32_t bx[NT][kPairs];
-        if (c < g.full_chunks) load_x_of(c, bx, kInK);
-        else load_x_of(c, bx, kMaybePastK);
-        chunk_mma<P, NT, P::kWordwise>(v, cur, bx, lookup, nested, acc);
-      });
-    }
-  } else if constexpr (U == 0) {
+  if constexpr (U == 0) {
     ChunkLoads<P> next;
     if (uint32_t(warp) < g.chunks) load_chunk(warp, next, kMaybePastK);
     dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
-    stage();
     // One chunk: its activations, the warp's next chunk put in flight, the mma chain. in_k: c
     // is a full chunk (no bound tests for it).
     auto step = [&](uint32_t c, auto in_k) {
@@ -1194,15 +1022,14 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
 #if IRIS_ARCH_BF16_MMA  // else a stub: never launched there (see mma16816), and fast to compile
   __shared__ __align__(16) uint32_t split[P::kSplitEntries];
   __shared__ float nested[256];
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];  // used_bytes (the sums, the rings), the staged x, then the spread's unused bytes
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];  // partial_bytes<NT>(warps), then the spread's unused bytes
   auto partial = reinterpret_cast<float (*)[NT][32][4]>(dynamic_smem);
   const uint32_t stripe = blockIdx.x;
   if (threadIdx.x == 0) dev::prefetch_l2(v.codes + uint64_t(stripe) * g.stripe_bytes, g.l2_prefetch);
   P::load_smem(v, split, nested);
   __syncthreads();
   float acc[NT][4];
-  stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc, dynamic_smem + partial_bytes<NT>(blockDim.x >> 5),
-                       reinterpret_cast<uint16_t*>(dynamic_smem + used_bytes<P, NT, U>(blockDim.x >> 5)));
+  stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
   if (g.release_late) dev::release_dependents();
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
@@ -1272,8 +1099,7 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : (kGated ? gated
   P::load_smem(v, split, nested);
   __syncthreads();
   float acc[1][4];
-  stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc,
-                      dynamic_smem + partial_bytes<1>(blockDim.x >> 5), reinterpret_cast<uint16_t*>(dynamic_smem + used_bytes<P, 1, U>(blockDim.x >> 5)));
+  stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
   if (g.release_late) dev::release_dependents();
   if constexpr (kSwiglu) reduce_store_swiglu(partial, acc, rows_left, a, pair, s, bias);
   else if constexpr (kGated) reduce_store_gated(partial, acc, rows_left, a, pair, s);
@@ -1388,7 +1214,7 @@ inline int preset_warps(const LaunchConfig& c, ViewFormat f, int batch, uint64_t
 template <typename P, int NT, int U>
 Result<int> stripe_warps(uint64_t stripes, ViewFormat format, const LaunchConfig& c) {
   using R = typename WarpRuleOf<P>::type;
-  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c, preset_warps(c, format, NT * 8, stripes), used_bytes<R, NT, U>(1));
+  return warps_per_stripe(gemv_mma_kernel<R, NT, true, U>, stripes, c, preset_warps(c, format, NT * 8, stripes), partial_bytes<NT>(1));
 }
 
 // Whether `kernel`'s shared memory holds it to fewer blocks a SM than `twin` gets at `threads`
@@ -1417,13 +1243,12 @@ bool table_binds(K1 kernel, K2 twin, int threads, uint32_t dynamic, const Launch
 // loads its chunks).
 inline int step_for_warps(int step, int warps) { return step == 0 && warps > kPrefetchMaxWarps ? 1 : step; }
 
-// Calls f(std::integral_constant<int, U>) for the step mode U (gemv_step): 0, 1, 2 or kRingStep.
+// Calls f(std::integral_constant<int, U>) for the step mode U (gemv_step): 0, 1 or 2.
 template <typename F>
 auto with_step(int step, F&& f) {
   switch (step) {
     case 0: return f(std::integral_constant<int, 0>{});
     case 2: return f(std::integral_constant<int, 2>{});
-    case kRingStep: return f(std::integral_constant<int, kRingStep>{});
     default: return f(std::integral_constant<int, 1>{});
   }
 }
@@ -1493,9 +1318,7 @@ Status launch_at(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
-  g.x_stage_cols = gemv_x_staged(c.variants, U, uint64_t(batch) * v.padded_k * 2) ? uint32_t(v.padded_k) : 0u;
-  return launch_sized(gemv_mma_kernel<P, NT, OutF32, U>, unsigned(stripes), warps, used_bytes<P, NT, U>(warps) + x_stage_bytes(g, batch), s, c, v, g,
-                      x, batch, y);
+  return launch_sized(gemv_mma_kernel<P, NT, OutF32, U>, unsigned(stripes), warps, partial_bytes<NT>(warps), s, c, v, g, x, batch, y);
 }
 
 template <typename P, int NT, bool OutF32, int U>
@@ -1504,7 +1327,7 @@ Status launch_k(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch,
   IRIS_ASSIGN_OR_RETURN(int warps, (stripe_warps<P, NT, U>(stripes, v.format, c)));
   using Twin = typename RegisterTwin<P>::type;
   if constexpr (!std::is_void_v<Twin>) {
-    if (takes_register_twin(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps, used_bytes<P, NT, U>(warps), c))
+    if (takes_register_twin(gemv_mma_kernel<P, NT, OutF32, U>, gemv_mma_kernel<Twin, NT, OutF32, U>, warps, partial_bytes<NT>(warps), c))
       return launch_at<Twin, NT, OutF32, U>(v, g, x, batch, y, s, c, warps);
   }
   return launch_at<P, NT, OutF32, U>(v, g, x, batch, y, s, c, warps);
@@ -1530,7 +1353,6 @@ MmaGeometry geometry_of(const QuantView& v, bool vector_x) {
   g.vector_x = vector_x;
   g.l2_prefetch = 0;
   g.release_late = false;
-  g.x_stage_cols = 0;
   return g;
 }
 
@@ -1557,9 +1379,9 @@ bool gated_store_costs_blocks(const LaunchConfig& c, int warps) {
   int with = 0, without = 0;
   const int threads = warps * 32;
   return query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, true>), threads,
-                                used_bytes<P, 1, U>(warps), &with)) &&
+                                partial_bytes<1>(warps), &with)) &&
          query_ok(blocks_per_sm(c.cache.get(), reinterpret_cast<const void*>(experts_mma_kernel<P, kF32, U, false, false>), threads,
-                                used_bytes<P, 1, U>(warps), &without)) &&
+                                partial_bytes<1>(warps), &without)) &&
          with < without;
 }
 
@@ -1570,8 +1392,6 @@ Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s,
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   g.release_late = c.variants.programmatic == 3;
-  g.x_stage_cols = gemv_x_staged(c.variants, U, uint64_t(g.chunks) * P::kChunk * 2) ? g.chunks * P::kChunk : 0u;
-  const uint32_t x_bytes = x_stage_bytes(g, 1);
   if constexpr (kGated) {
     // The activation in the store only where it costs the launch no blocks a SM; elsewhere the
     // plain launch into the exchange, then the activation's own launch: the same bits
@@ -1580,11 +1400,11 @@ Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s,
     if (gated_store_costs_blocks<P, kF32, U>(c, warps)) {
       ExpertGemvArgs plain = a;
       plain.gated = false, plain.y = a.gated_exchange;
-      IRIS_TRY(launch_sized(experts_mma_kernel<P, kF32, U, false, false>, blocks, warps, used_bytes<P, 1, U>(warps) + x_bytes, s, c, plain, g));
+      IRIS_TRY(launch_sized(experts_mma_kernel<P, kF32, U, false, false>, blocks, warps, partial_bytes<1>(warps), s, c, plain, g));
       return cuda_gated_from_exchange(a, s);
     }
   }
-  return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu, kGated>, blocks, warps, used_bytes<P, 1, U>(warps) + x_bytes, s, c, a, g);
+  return launch_sized(experts_mma_kernel<P, kF32, U, kSwiglu, kGated>, blocks, warps, partial_bytes<1>(warps), s, c, a, g);
 }
 
 // Calls f(std::type_identity<Family>, geometry, warps) with the kernel family (P, or NF4's
@@ -1607,7 +1427,7 @@ Status with_experts_family(const QuantView& geometry, const LaunchConfig& c, F&&
     // picked on the gated instances NF4 took the slower family at the same blocks a SM
     // (Llama-3-8B NF4 3.127-3.145 ms/token against 2.970-2.977 on an H200).
     if (takes_register_twin(experts_mma_kernel<P, kF32, U, kSwiglu, false>, experts_mma_kernel<Twin, kF32, U, kSwiglu, false>, warps,
-                            used_bytes<P, 1, U>(warps), c))
+                            partial_bytes<1>(warps), c))
       return f(std::type_identity<Twin>{}, g, warps);
   }
   return f(std::type_identity<P>{}, g, warps);

@@ -18,11 +18,7 @@ struct KernelVariants {
   int dequant_words = 0;          // code words of 8 elements per item of the tiled BF16 dequant: 0 (per-format best), 1, 2
   bool gemv_tensor_cores = true;  // false: the FP32 CUDA-core GEMV everywhere
   int gemv_unroll = 0;            // chunks per warp of the tensor-core GEMV: 0 (per-format best), 1, 2
-  int gemv_prefetch = 0;          // tensor-core GEMV, the next chunk's codes in flight (U = 0): 0 (per-format best), 1 off, 2 on, 3 the next three chunks' codes through a cp.async ring in shared memory (2 and 3 win over gemv_unroll)
-  // Tensor-core GEMV steps that load a chunk's activations as they use it (the prefetch and
-  // the ring): the block's activation rows staged in shared memory after the producer's end,
-  // read from there: 0 (best), 1 off, 2 on (where they take at most 48 KB).
-  int gemv_x_smem = 0;
+  int gemv_prefetch = 0;          // tensor-core GEMV, the next chunk's codes in flight (U = 0): 0 (per-format best), 1 off, 2 on (wins over gemv_unroll)
   int gemv_warps = 0;             // warps per stripe of the tensor-core GEMV: 0 (the launch's rule: FP8 over few stripes 16, else all stripes in one wave with at most 8), 1..16
   int fp8_decode = 0;             // tensor-core GEMV FP8 decode: 0 (best for the arch), 1 hardware conversion, 2 bit arithmetic
   int nf4_table = 0;              // tensor-core GEMV NF4 lookup: 0 (best), 1 16-entry split table, 2 256-entry byte-pair table (the exact table; not with nf4_bf16_table)

@@ -38,7 +38,6 @@ namespace {
 // The step mode from the variants where they force one, else from the measured defaults:
 // forced prefetch, then a forced unroll, then (prefetch forced off) the default unroll.
 int step_from(const KernelVariants& variants, bool default_prefetch, int default_unroll) {
-  if (variants.gemv_prefetch == 3) return 3;  // the ring step (gemv_mma.cu: kRingStep)
   if (variants.gemv_prefetch == 2) return 0;
   if (variants.gemv_unroll) return variants.gemv_unroll;
   if (variants.gemv_prefetch == 1) return default_unroll;
@@ -179,13 +178,6 @@ bool gemv_spread(const KernelVariants& variants) {
   // 16.1 to 19.7 when its registers fell from 115 (2 blocks a SM) to 80 (3); held to 2 again
   // it takes 16.1 (4096x4096 6.1 / 7.0, FP8 4096x14336 28.4 / 28.8).
   return variants.gemv_spread != 1;
-}
-
-bool gemv_x_staged(const KernelVariants& variants, int step, uint64_t bytes) {
-  // Only the steps that load a chunk's activations at the step that uses them (the prefetch,
-  // 0, and the ring, 3); unroll 1 and 2 load them with the chunk's codes.
-  if ((step != 0 && step != 3) || bytes > 48 * 1024) return false;
-  return variants.gemv_x_smem == 2;
 }
 
 uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks) {

@@ -47,10 +47,6 @@ bool programmatic_launch(const KernelVariants& variants, int kernel_arch);
 // experts: once the router's pick is known), at most `per_block` and a multiple of 16; 0 for
 // none. A budget over the whole launch keeps the prefetched bytes well inside L2 however large
 // the matrix.
-// Whether a tensor-core GEMV launch of step `step` stages its activations (`bytes` of them) in
-// shared memory (KernelVariants::gemv_x_smem).
-bool gemv_x_staged(const KernelVariants& variants, int step, uint64_t bytes);
-
 uint32_t l2_prefetch_bytes(const KernelVariants& variants, int kernel_arch, uint64_t per_block, uint64_t blocks);
 
 // Whether a tensor-core GEMV launch of at most two blocks a SM whose kernel could hold more

@@ -400,12 +400,9 @@ Status parse_kernel_variant(const std::string& name, const std::string& value, B
   } else if (name == "gemv-unroll") {
     if (value != "auto" && value != "1" && value != "2") return bad();
     v->gemv_unroll = value == "auto" ? 0 : std::stoi(value);
-  } else if (name == "gemv-prefetch") {  // the next chunk's codes and scales in flight (ring: the next three's, through shared memory)
-    if (value != "auto" && value != "off" && value != "on" && value != "ring") return bad();
-    v->gemv_prefetch = value == "auto" ? 0 : value == "off" ? 1 : value == "on" ? 2 : 3;
-  } else if (name == "gemv-x-smem") {  // the prefetch and ring steps' activations staged in shared memory
+  } else if (name == "gemv-prefetch") {  // the next chunk's codes and scales in flight
     if (value != "auto" && value != "off" && value != "on") return bad();
-    v->gemv_x_smem = value == "auto" ? 0 : value == "off" ? 1 : 2;
+    v->gemv_prefetch = value == "auto" ? 0 : value == "off" ? 1 : 2;
   } else if (name == "programmatic") {  // tensor-core GEMVs launched as programmatic dependents (sm_90)
     if (value != "auto" && value != "off" && value != "on" && value != "late") return bad();
     v->programmatic = value == "auto" ? 0 : value == "off" ? 1 : value == "on" ? 2 : 3;

@@ -401,7 +401,7 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     ref_bf16_table.resize(numel);
     ASSERT_TRUE(reference_decode(b.desc, host_rounded, ref_bf16_table.data()).is_ok());
   }
-  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "prefetch-ring", "prefetch-on-x-smem", "prefetch-ring-x-smem", "warps-1", "warps-5", "warps-16", "nf4-bf16-table-warps-16", "nf4-bf16-table-permute", "nf4-bf16-table-permute-prefetch", "nf4-bf16-table-permute-ring", "nf4-bf16-table-permute-unroll-2", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-ring", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "spread-off", "late-x", "late-x-unroll-1", "late-x-release-late"})
+  for (const char* gemv : {"auto", "cuda-cores", "unroll-1", "unroll-2", "prefetch-off", "prefetch-on", "warps-1", "warps-5", "warps-16", "nf4-bf16-table-warps-16", "nf4-bf16-table-permute", "nf4-bf16-table-permute-prefetch", "nf4-bf16-table-permute-unroll-2", "fp8-cvt", "fp8-bits", "nf4-split", "nf4-pairs", "nf4-bf16-table", "nf4-bf16-table-prefetch", "nf4-bf16-table-unroll-2", "nf4-bf16-table-factored", "nf4-bf16-table-factored-prefetch", "nf4-bf16-table-chunk-128", "nf4-bf16-table-chunk-128-prefetch", "plain-launch", "l2-prefetch", "spread-off", "late-x", "late-x-unroll-1", "late-x-release-late"})
   for (int batch : {1, 2, 3, 4, 8, 9, 16}) {
     const std::string variant = gemv;
     if (variant != "auto" && !gemv_mma_supports(*view, batch)) continue;  // the CUDA-core kernel ran in the "auto" pass
@@ -412,13 +412,11 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
     launch.variants.gemv_unroll = variant.rfind("unroll-", 0) == 0 ? std::stoi(variant.substr(7)) : 0;
     launch.variants.gemv_warps = variant.rfind("warps-", 0) == 0 ? std::stoi(variant.substr(6)) : 0;
     if (variant == "nf4-bf16-table-warps-16") launch.variants.gemv_warps = 16;  // more than the prefetch step's bound: unroll 1
-    launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant.rfind("prefetch-on", 0) == 0 ? 2 : variant.rfind("prefetch-ring", 0) == 0 ? 3 : 0;
-    launch.variants.gemv_x_smem = variant.find("-x-smem") != std::string::npos ? 2 : 0;
+    launch.variants.gemv_prefetch = variant == "prefetch-off" ? 1 : variant == "prefetch-on" ? 2 : 0;
     launch.variants.fp8_decode = variant == "fp8-cvt" ? 1 : variant == "fp8-bits" ? 2 : 0;
     launch.variants.nf4_table = variant == "nf4-split" ? 1 : variant == "nf4-pairs" ? 2 : 0;
     launch.nf4_bf16_table = variant.rfind("nf4-bf16-table", 0) == 0;  // a declared precision, with its own bound
     if (variant.find("-prefetch") != std::string::npos) launch.variants.gemv_prefetch = 2;
-    if (variant.find("-ring") != std::string::npos) launch.variants.gemv_prefetch = 3;
     if (variant.find("-chunk-128") != std::string::npos) launch.variants.nf4_chunk = 2;  // 128 columns where tile_k allows
     const bool factored = variant.find("-factored") != std::string::npos || variant.find("-chunk-128") != std::string::npos;
     if (launch.nf4_bf16_table) launch.variants.nf4_scaled = factored ? 1 : 2;
@@ -472,9 +470,8 @@ TEST_P(KernelCases, DequantBitExactAndGemvWithinBound) {
 
 // The tensor-core GEMV's launch choices that must not change a bit (run v60): the spread
 // (unused shared memory that only changes residency) against none, and, at one warp count (which
-// sets the order of the sums), the step modes against each other -- unroll 1 and 2 and the ring
-// take MXFP4's word-by-word decode with its warp-uniform one-factor step, the prefetch the
-// per-row decode.
+// sets the order of the sums), the step modes against each other -- unroll 1 and 2 take MXFP4's
+// word-by-word decode with its warp-uniform one-factor step, the prefetch the per-row decode.
 TEST_P(KernelCases, StepModesAndSpreadGiveTheSameBits) {
   std::mt19937 rng(seed_once() ^ uint32_t(std::hash<std::string>{}(name_of(GetParam()) + " same bits")));
   OnDevice d;
@@ -513,13 +510,11 @@ TEST_P(KernelCases, StepModesAndSpreadGiveTheSameBits) {
       EXPECT_EQ(spread, y) << name_of(GetParam()) << " batch " << batch << ": at most " << cap << " blocks a SM against the default";
     }
     std::vector<uint32_t> first;
-    for (const char* step : {"unroll-1", "unroll-2", "prefetch-on", "ring", "prefetch-on-x-smem", "ring-x-smem"}) {
+    for (const char* step : {"unroll-1", "unroll-2", "prefetch-on"}) {
       LaunchConfig launch = base;
-      const std::string st = step;
       launch.variants.gemv_warps = 4;
-      launch.variants.gemv_unroll = st == "unroll-2" ? 2 : 1;
-      launch.variants.gemv_prefetch = st.rfind("prefetch-on", 0) == 0 ? 2 : st.rfind("ring", 0) == 0 ? 3 : 1;
-      launch.variants.gemv_x_smem = st.find("-x-smem") != std::string::npos ? 2 : 1;
+      launch.variants.gemv_unroll = std::string(step) == "unroll-2" ? 2 : 1;
+      launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
       std::vector<uint32_t> y;
       ASSERT_NO_FATAL_FAILURE(run(launch, y));
       if (first.empty()) first = y;
@@ -580,12 +575,12 @@ TEST_P(KernelCases, Nf4RegisterLookupGivesTheSameBits) {
     for (bool precomputed : {false, true}) {
       QuantView v = view;
       v.absmax_bf16 = precomputed ? static_cast<const uint16_t*>(dabsmax) : nullptr;
-      for (const char* step : {"unroll-1", "unroll-2", "prefetch-on", "ring"}) {
+      for (const char* step : {"unroll-1", "unroll-2", "prefetch-on"}) {
         LaunchConfig launch = device_.launch_config();
         launch.nf4_bf16_table = true;
         launch.variants.nf4_scaled = 2;
         launch.variants.gemv_unroll = std::string(step) == "unroll-2" ? 2 : 1;
-        launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : std::string(step) == "ring" ? 3 : 1;
+        launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
         std::vector<uint32_t> shared, registers;
         launch.variants.nf4_lookup = 1;
         ASSERT_NO_FATAL_FAILURE(run(v, launch, shared));
@@ -654,10 +649,10 @@ TEST_P(KernelCases, Nf4PrecomputedAbsmaxGivesTheSameBits) {
     return launch;
   };
   for (int batch : {1, 9})
-    for (const char* step : {"auto", "prefetch-on", "ring", "unroll-1", "unroll-2"}) {
+    for (const char* step : {"auto", "prefetch-on", "unroll-1", "unroll-2"}) {
       if (!gemv_mma_supports(view, batch)) continue;
       LaunchConfig launch = bf16_table();
-      launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : std::string(step) == "ring" ? 3 : 1;
+      launch.variants.gemv_prefetch = std::string(step) == "prefetch-on" ? 2 : 1;
       launch.variants.gemv_unroll = std::string(step) == "unroll-1" ? 1 : std::string(step) == "unroll-2" ? 2 : 0;
       if (std::string(step) == "auto") launch.variants.gemv_prefetch = 0;
       ASSERT_TRUE(cuda_gemv_uses_tensor_cores(view, batch, launch));
@@ -760,7 +755,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     ASSERT_TRUE(cuda_nf4_absmax_bf16(*view, static_cast<uint16_t*>(dabsmax), nullptr).is_ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}) {
+  for (int pass : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
     if (((pass >= 5 && pass <= 8) || pass == 10) && view->format != ViewFormat::kNf4) continue;  // the other formats would run passes 5 to 8 as pass 1
     if (pass == 8) {
       d.view.absmax_bf16 = static_cast<const uint16_t*>(dabsmax);
@@ -768,8 +763,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     }
     LaunchConfig launch = device_.launch_config();
     launch.variants.gemv_tensor_cores = pass != 0;
-    launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 || pass == 12 ? 2 : pass == 11 || pass == 13 ? 3 : 0;
-    launch.variants.gemv_x_smem = pass >= 12 ? 2 : 0;
+    launch.variants.gemv_prefetch = pass == 2 ? 1 : pass == 3 ? 2 : 0;
     launch.variants.gemv_warps = pass == 9 ? 16 : 0;
     launch.variants.nf4_lookup = pass == 10 ? 2 : 0;
     launch.nf4_bf16_table = pass >= 5;               // NF4's declared BF16 table ...
@@ -778,7 +772,7 @@ TEST_P(ExpertCases, ExpertGemvEqualsTheDenseGemvBitForBit) {
     auto probe = ExpertSet::create({*view}, device_.ordinal, launch);
     ASSERT_TRUE(probe.is_ok()) << probe.status().message();
     const bool tc = probe->uses_tensor_cores();
-    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : pass == 8 ? "tensor cores, NF4 BF16 table, absmax precomputed" : pass == 9 ? "tensor cores, 16 warps" : pass == 10 ? "tensor cores, NF4 BF16 table in registers" : pass == 11 ? "tensor cores, ring step" : pass == 12 ? "tensor cores, prefetch on, x in shared memory" : pass == 13 ? "tensor cores, ring step, x in shared memory" : "tensor cores";
+    const std::string path = !tc ? "cuda cores" : pass == 2 ? "tensor cores, prefetch off" : pass == 3 ? "tensor cores, prefetch on" : pass == 4 ? "tensor cores, ids written late" : pass == 5 ? "tensor cores, NF4 BF16 table" : pass == 6 ? "tensor cores, NF4 BF16 table, absmax on the sums, 128-column chunks" : pass == 7 ? "tensor cores, NF4 BF16 table, absmax on the sums" : pass == 8 ? "tensor cores, NF4 BF16 table, absmax precomputed" : pass == 9 ? "tensor cores, 16 warps" : pass == 10 ? "tensor cores, NF4 BF16 table in registers" : "tensor cores";
     // The oracle: one activation row at a time, on the whole stack (CUDA cores) or on each
     // expert's own matrix (tensor cores); full[r * rows + e * n + i].
     std::vector<bool> have(experts, !tc);
