@@ -131,7 +131,9 @@ case "$mode" in
     #    60, six targets of 62 s each on 2 cores were about 3 of a 32-minute CI run's minutes, by
     #    its build-check/ctest.log; longer runs are for a fuzzing session, FUZZ_SECONDS=600). ctest
     #    lists the tests that skipped (the GPU ones, without a GPU) after its summary, so the
-    #    summary lines are repeated last, the failing one (if any) at the very end.
+    #    summary lines are repeated last, the failing one (if any) at the very end. Under the
+    #    sanitizer the tests that repeat whole conversions over many inputs take every other one
+    #    (tests/sanitizer_scale.h; the main build takes all).
     set +e
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 2>&1 | tee "$BUILD_DIR/ctest.log"
     status=${PIPESTATUS[0]}
