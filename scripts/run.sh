@@ -10,7 +10,7 @@
 #                              libiris is built with IRIS_STATIC=ON in build-python (BUILD_DIR
 #                              overrides), so the wheel needs nothing of the system but glibc
 # Environment: BUILD_DIR (default build), IRIS_CUDA (AUTO|ON|OFF, default AUTO), JOBS,
-#              CHECK_DIR (default build-check), ARM_DIR (default build-aarch64), FUZZ_SECONDS (default 30).
+#              CHECK_DIR (default build-check), ARM_DIR (default build-aarch64), FUZZ_SECONDS (default 15).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -127,9 +127,10 @@ case "$mode" in
     ;;
   test)
     # 4. Every test, then the same suite built with clang + ASan + UBSan (_GLIBCXX_ASSERTIONS
-    #    too) plus the libFuzzer targets, each fuzzed for FUZZ_SECONDS from its corpus (30 s: at
+    #    too) plus the libFuzzer targets, each fuzzed for FUZZ_SECONDS from its corpus (15 s: at
     #    60, six targets of 62 s each on 2 cores were about 3 of a 32-minute CI run's minutes, by
-    #    its build-check/ctest.log; longer runs are for a fuzzing session, FUZZ_SECONDS=600). ctest
+    #    its build-check/ctest.log, and at 30 the CI took 31.4 minutes on 2026-11-29; longer runs
+    #    are for a fuzzing session, FUZZ_SECONDS=600). ctest
     #    lists the tests that skipped (the GPU ones, without a GPU) after its summary, so the
     #    summary lines are repeated last, the failing one (if any) at the very end. Under the
     #    sanitizer the tests that repeat whole conversions over many inputs take every other one
@@ -141,7 +142,7 @@ case "$mode" in
     # -O1: sanitizer builds at -O3 took twice as long to compile for little more coverage.
     cmake -S . -B "$CHECK_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-      -DIRIS_CUDA=OFF -DIRIS_SANITIZE=ON -DIRIS_FUZZ=ON -DIRIS_BUILD_BENCH=OFF -DIRIS_FUZZ_SECONDS="${FUZZ_SECONDS:-30}" >/dev/null &&
+      -DIRIS_CUDA=OFF -DIRIS_SANITIZE=ON -DIRIS_FUZZ=ON -DIRIS_BUILD_BENCH=OFF -DIRIS_FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >/dev/null &&
       cmake --build "$CHECK_DIR" -j "$JOBS"
     build_status=$?
     check_status=$build_status
