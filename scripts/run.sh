@@ -129,8 +129,9 @@ case "$mode" in
     # 4. Every test, then the same suite built with clang + ASan + UBSan (_GLIBCXX_ASSERTIONS
     #    too) plus the libFuzzer targets, each fuzzed for FUZZ_SECONDS from its corpus (15 s: at
     #    60, six targets of 62 s each on 2 cores were about 3 of a 32-minute CI run's minutes, by
-    #    its build-check/ctest.log, and at 30 the CI took 31.4 minutes on 2026-11-29; longer runs
-    #    are for a fuzzing session, FUZZ_SECONDS=600). ctest
+    #    its build-check/ctest.log; at 30 a clean-clone `time bash .ci/run` took 31.4 minutes on
+    #    2026-11-29, and at 15 31.9, the builds' own time moving by 1.5-3 minutes between runs;
+    #    longer runs are for a fuzzing session, FUZZ_SECONDS=600). ctest
     #    lists the tests that skipped (the GPU ones, without a GPU) after its summary, so the
     #    summary lines are repeated last, the failing one (if any) at the very end. Under the
     #    sanitizer the tests that repeat whole conversions over many inputs take every other one

@@ -15,8 +15,8 @@
 #include "common/hashing.h"
 #include "formats/iris_archive.h"
 #include "tests/cli_runner.h"
-#include "tests/sanitizer_scale.h"
 #include "tests/rewrite_manifest.h"
+#include "tests/sanitizer_scale.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
 
@@ -57,9 +57,7 @@ uint64_t limit_bytes(const std::string& text) {
 }
 
 TEST(ArchiveSet, EachFileWithinTheLimitAndTheSetReadsAsTheWholeArchive) {
-  for (size_t i = 0; i < std::size(kCases); ++i) {
-    if (!iris::test_scale::runs_input(i)) continue;  // under the sanitizer, every other case (tests/sanitizer_scale.h)
-    const Case& c = kCases[i];
+  for (const Case& c : iris::test_scale::inputs(kCases)) {  // under the sanitizer, every other case
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.limit);
     TempDir d;
     ASSERT_EQ(run("convert " + kFix + c.fixture + " -o " + (d / "whole.iris") + " -q " + c.options).rc, 0);
@@ -115,9 +113,7 @@ TEST(ArchiveSet, EachFileWithinTheLimitAndTheSetReadsAsTheWholeArchive) {
 }
 
 TEST(ArchiveSet, MergedPartsAndAResumedRunWriteTheSameSetByteForByte) {
-  for (size_t i = 0; i < std::size(kCases); ++i) {
-    if (!iris::test_scale::runs_input(i)) continue;  // under the sanitizer, every other case (tests/sanitizer_scale.h)
-    const Case& c = kCases[i];
+  for (const Case& c : iris::test_scale::inputs(kCases)) {  // under the sanitizer, every other case
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.limit);
     TempDir d;
     fs::create_directories(d / "a");

@@ -133,9 +133,7 @@ TEST(Merge, MergedPartsAreTheSingleProcessArchiveByteForByte) {
     // PartRange's subject, and 40 runs a case were most of this test's time under the sanitizer).
     // Under the sanitizer every other count (tests/sanitizer_scale.h): 1 and 3, and 40 as above.
     const uint32_t every[] = {1u, 2u, 3u, 5u};
-    std::vector<uint32_t> counts;
-    for (size_t i = 0; i < std::size(every); ++i)
-      if (iris::test_scale::runs_input(i)) counts.push_back(every[i]);
+    std::vector<uint32_t> counts = iris::test_scale::inputs(every);
     if (c == 0 || cases[c - 1].first != fixture) counts.push_back(40u);
     for (uint32_t count : counts) {
       SCOPED_TRACE(fixture + " " + options + " in " + std::to_string(count) + " parts");

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.h"
-#include "tests/sanitizer_scale.h"
 #include "tests/rewrite_manifest.h"
+#include "tests/sanitizer_scale.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
 
@@ -55,9 +55,7 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
       {"gptoss-mxfp4", "", "--tp 4 --ep 2"},
       {"gptoss-mxfp4", "--quant fp8-channel", "--tp 2"},
   };
-  for (size_t i = 0; i < std::size(cases); ++i) {
-    if (!iris::test_scale::runs_input(i)) continue;  // under the sanitizer, every other case (tests/sanitizer_scale.h)
-    const Case& c = cases[i];
+  for (const Case& c : iris::test_scale::inputs(cases)) {  // under the sanitizer, every other case
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.spec);
     TempDir d;
     ASSERT_EQ(run("convert " + kFix + c.fixture + " -o " + (d / "w.iris") + " -q " + c.options).rc, 0);
