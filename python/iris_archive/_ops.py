@@ -11,6 +11,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_f32(x, handle, n)              the same sums, not rounded: [R, N] FP32
     torch.ops.iris.gemv_matrix(x, handle, m, n)        matrix m of an [E, N, K] stack
     torch.ops.iris.gemv_experts(x, ids, rows, handle, n)
+    torch.ops.iris.gemv_experts_f32(x, ids, rows, handle, n)  the same sums, not rounded: [P, N] FP32
     torch.ops.iris.gemv_experts_swiglu(x, ids, rows, handle, n, bias, alpha, limit)  gpt-oss's activation inside: [P, N / 2]
     torch.ops.iris.gemv_experts_gated(x, ids, rows, handle, n, exchange)  silu(gate) * up inside: [P / 2, N]
     torch.ops.iris.dequantize(handle, shape, dtype, device)
@@ -105,11 +106,11 @@ def _(x, handle, m, n):
 
 
 def _experts_launch(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], width: int, launch,
-                    out_rows: Optional[int] = None) -> torch.Tensor:
+                    out_rows: Optional[int] = None, dtype=torch.bfloat16) -> torch.Tensor:
     """A grouped expert GEMV's launch: launch(ids_ptr, rows_ptr, pairs, x_ptr, x_rows, y_ptr,
-    stream, msg) -> status, into y, BF16 [out_rows (default: pairs), width]."""
+    stream, msg) -> status, into y, `dtype` [out_rows (default: pairs), width]."""
     xb, msg = _bf16_rows(x), _msg()
-    y = torch.empty(ids.numel() if out_rows is None else out_rows, width, dtype=torch.bfloat16, device=x.device)
+    y = torch.empty(ids.numel() if out_rows is None else out_rows, width, dtype=dtype, device=x.device)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     _t()._check(launch(ids.data_ptr(), rows.data_ptr() if rows is not None else None, ids.numel(), xb.data_ptr(), xb.shape[0],
                        y.data_ptr(), stream, msg), msg)
@@ -127,6 +128,21 @@ def gemv_experts(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor
 @gemv_experts.register_fake
 def _(x, ids, rows, handle, n):
     return x.new_empty((ids.numel(), n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("iris::gemv_experts_f32", mutates_args=())
+def gemv_experts_f32(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Tensor], handle: int, n: int) -> torch.Tensor:
+    """gemv_experts with FP32 outputs (the sums before the BF16 rounding): a tensor-parallel
+    rank's partial sums over its columns, summed across the ranks before they are rounded."""
+    fn = _t()._lib().iris_cuda_gemv_experts
+    return _experts_launch(x, ids, rows, n, lambda ip, rp, pairs, xp, xr, yp, stream, msg:
+                           fn(handle, ip, rp, pairs, xp, xr, yp, _C_DTYPE[torch.float32], stream, msg, len(msg)),
+                           dtype=torch.float32)
+
+
+@gemv_experts_f32.register_fake
+def _(x, ids, rows, handle, n):
+    return x.new_empty((ids.numel(), n), dtype=torch.float32)
 
 
 @torch.library.custom_op("iris::gemv_experts_swiglu", mutates_args=())

@@ -57,6 +57,12 @@ def test_opcheck_every_op(converted):
     rows = torch.tensor([0, 0, 1, 1], dtype=torch.int32, device="cuda")
     torch.library.opcheck(torch.ops.iris.gemv_experts.default, (_x(2, k2, 3), ids, rows, experts._handle, experts.n))
     torch.library.opcheck(torch.ops.iris.gemv_experts.default, (_x(4, k2, 4), ids, None, experts._handle, experts.n))
+    torch.library.opcheck(torch.ops.iris.gemv_experts_f32.default, (_x(2, k2, 3), ids, rows, experts._handle, experts.n))
+    # As for gemv_f32: the FP32 sums, rounded, are the BF16 launch's bits.
+    x2 = _x(2, k2, 8)
+    f32 = torch.ops.iris.gemv_experts_f32(x2, ids, rows, experts._handle, experts.n)
+    assert f32.dtype == torch.float32
+    assert torch.equal(f32.to(torch.bfloat16), torch.ops.iris.gemv_experts(x2, ids, rows, experts._handle, experts.n))
 
 
 @pytest.mark.parametrize("fixture,options", FORMATS)

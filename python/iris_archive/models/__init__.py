@@ -12,6 +12,8 @@ Qwen2: config model_type llama / mistral / qwen2), "gpt_oss", "mixtral".
     tokens = m.generate([1, 15, 27], steps=64)             # greedy, one CUDA graph per step
     ref = iris.models.load("model.iris", dequantize=True)  # the same model in BF16 (cuBLAS):
                                                            # what `iris export --dtype bf16` holds
+    part = iris.models.load("ranks/", rank=r, world_size=n)  # one rank of `iris shard --tp n`
+                                                           # (torch.distributed initialised)
 
 Every archive tensor the model does not take is an error (`IrisError` naming it), as is every
 tensor it needs and the archive lacks."""

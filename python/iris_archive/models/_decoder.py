@@ -77,6 +77,8 @@ class Decoder:
         dequantized = bool(getattr(weights, "dequantized", False))
         self.iris_head = (self.fused and not dequantized) if iris_head is None else bool(iris_head)
         self.knock_out = frozenset()  # measurement aid of the families that have one (LlamaDecoder.set_knock_out)
+        # tp: this process's rank of a tensor-parallel decode (models/_parallel.py), or None
+        self.tp = getattr(weights, "parallel", None)
         self.device = torch.device(device)
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -132,6 +134,44 @@ class Decoder:
         self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
         self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
         self.eps = float(c.get("rms_norm_eps", default_eps))
+        if self.tp is not None:  # this rank's heads: its rows of q_proj and k_proj
+            self.heads = self.tp.rows("model.layers.0.self_attn.q_proj.weight") // self.head_dim
+            self.kv_heads = self.tp.rows("model.layers.0.self_attn.k_proj.weight") // self.head_dim
+
+    # -- what a tensor-parallel rank exchanges (models/_parallel.py); with tp None, the plain steps
+
+    def _columns_split(self, name: str) -> bool:
+        return self.tp is not None and self.tp.split(name, -1)
+
+    def _project(self, part, x: torch.Tensor) -> torch.Tensor:
+        """part(x); where this rank holds only some of the weight's columns, the ranks' FP32
+        sums added up first, then rounded and given the bias as part(x) would be."""
+        if not self._columns_split(part.name):
+            return part(x)
+        return part.finish_f32(self.tp.reduce(part.partial_f32(x)))
+
+    def _project_experts(self, stack, x: torch.Tensor, ids: torch.Tensor, rows) -> torch.Tensor:
+        """stack(x, ids, rows), the same way across ranks that hold some of its columns."""
+        if self.tp is None or not stack.columns_split:
+            return stack(x, ids, rows)
+        return self.tp.reduce(stack.partial_f32(x, ids, rows)).to(torch.bfloat16)
+
+    def _embed(self, token: torch.Tensor, weight: torch.Tensor):
+        """(the embedding row x, its norm h) for the first layer: f_embed_norm, or with the
+        vocabulary split across ranks, the holder's row and then f_norm."""
+        name = "model.embed_tokens.weight"
+        if self.tp is None or not self.tp.split(name, 0):
+            return self.f_embed_norm(token, self.embed, weight)
+        x = self.tp.embed(token, self.embed, name)
+        return x, self.f_norm(x, weight)
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """lm_head's FP32 logits [1, vocab]; with the vocabulary split, the ranks' gathered."""
+        logits = self.lm_head.logits(h)
+        name = self.lm_head.name
+        if self.tp is None or not self.tp.split(name, 0):
+            return logits
+        return self.tp.gather_rows(name, logits)
 
     def _make_rope_and_cache(self, layers: int, dtype) -> None:
         self.cos, self.sin = rope_tables(self.config, self.head_dim, self.max_len, dtype, self.device)
@@ -283,7 +323,8 @@ def _inductor_has_pdl() -> bool:
 def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, compile: bool = False,
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
          rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False,
-         iris_head: bool | None = None, gated_kernel: bool | None = None) -> Decoder:
+         iris_head: bool | None = None, gated_kernel: bool | None = None, rank: int | None = None,
+         world_size: int | None = None, group=None) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -304,13 +345,22 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     launch where that is one grouped quantized launch, else as one iris kernel.
     nf4_table="bf16": NF4's GEMVs with the declared BF16 table (iris.torch.load says what it
     changes); refused where there are no NF4 GEMVs for it to
-    change (a snapshot folder, or dequantize=True), rather than ignored."""
+    change (a snapshot folder, or dequantize=True), rather than ignored.
+    rank, world_size (and group, default: torch.distributed's world): `path` is a folder of
+    tensor-parallel rank archives (`iris shard --tp N`) and this process decodes rank `rank` of
+    them on `device`, with torch.distributed (NCCL) already initialised, one process per rank;
+    every rank is fed the same tokens and picks the same ones (models/_parallel.py says what
+    the ranks exchange)."""
     import os
 
-    if nf4_table != "exact" and (dequantize or os.path.isdir(path)):
+    if (rank is None) != (world_size is None):
+        raise IrisError("iris.models.load: give rank and world_size together")
+    if nf4_table != "exact" and (dequantize or (rank is None and os.path.isdir(path))):
         why = "dequantize=True runs BF16 weights" if dequantize else "a snapshot folder holds no iris NF4 tensors"
         raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: {why}")
-    if os.path.isdir(path):
+    if rank is not None:
+        weights = _weights.from_rank(path, rank, world_size, device, dequantize=dequantize, nf4_table=nf4_table, group=group)
+    elif os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, use_iris_dense_gemv
+from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, rms_norm, use_iris_dense_gemv
 
 
 class _Layer:
@@ -26,6 +26,7 @@ class _Layer:
         m = f"{p}.mlp.experts"
         self.gate_up = d.reads(ExpertStack(w.take(f"{m}.gate_up_proj"), w.nbytes(f"{m}.gate_up_proj")), d.top_k)
         self.down = d.reads(ExpertStack(w.take(f"{m}.down_proj"), w.nbytes(f"{m}.down_proj")), d.top_k)
+        self.down.columns_split = d._columns_split(f"{m}.down_proj")
         self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
         self.fused_route = d._routes_fused(self.router)
         # the activation inside the gate_up GEMV: quantized experts and a BF16 bias (or none)
@@ -91,6 +92,8 @@ class GptOssDecoder(Decoder):
             return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
+        eps = self.eps
+        self.f_norm = self.fn(lambda x, weight: rms_norm(x, weight, eps, True))  # a tensor-parallel rank's first norm (Decoder._embed)
         self.f_route, self.f_gate = self.fn(route), self.fn(gate)
         self.f_combine_add_norm = self.fn(combine_add_norm)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers
@@ -101,13 +104,13 @@ class GptOssDecoder(Decoder):
         if not self.fused:
             full = self.positions <= pos
             sliding = full & (self.positions > pos - self.window)
-        x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)
+        x, h = self._embed(token, self.layers[0].ln1)
         for i, layer in enumerate(self.layers):
             attn = self._attention(layer, h, i, pos, self.window if layer.sliding else 0, layer.sinks)
             if attn is None:
                 q = self._qkv(layer, h, i, pos)
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full, layer.sinks)
-            o = layer.o(attn)
+            o = self._project(layer.o, attn)
             if self.residual_norm:
                 x, h = torch.ops.iris.residual_norm(x, o, layer.ln2, self.eps, True)
             else:
@@ -122,9 +125,9 @@ class GptOssDecoder(Decoder):
             else:
                 act = self.f_gate(layer.gate_up(h, ids, self.rows), layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
-            down = layer.down(act, ids, None)
+            down = self._project_experts(layer.down, act, ids, None)
             if self.residual_norm:  # the experts' weighted sum with their biases, the residual and the norm
                 x, h = torch.ops.iris.residual_norm(x, down, nxt, self.eps, True, layer.down_bias, ids, weights)
             else:
                 x, h = self.f_combine_add_norm(down, layer.down_bias, picked, weights, x, nxt)
-        return self.lm_head.logits(h)
+        return self._logits(h)

@@ -20,7 +20,8 @@ class Linear:
 
     def __init__(self, weights, prefix: str, bias: bool | None = None):
         """bias None: taken when the weights have one; False: none; True: required."""
-        self.w = weights.take(prefix + ".weight")
+        self.name = prefix + ".weight"
+        self.w = weights.take(self.name)
         self.b = weights.take(prefix + ".bias", required=bool(bias)) if bias is not False else None
         self.n, self.k = int(self.w.shape[0]), int(self.w.shape[1])
         self.quantized = isinstance(self.w, QuantTensor)
@@ -38,6 +39,25 @@ class Linear:
         if self.iris_dense:
             return torch.ops.iris.gemv_bf16(x, self.w, self.b)
         return F.linear(x, self.w, self.b)
+
+    def partial_f32(self, x: torch.Tensor) -> torch.Tensor:
+        """x W^T as FP32 sums, before their rounding and without the bias: a tensor-parallel
+        rank's share of a projection split by columns (models/_parallel.py)."""
+        if self.quantized:
+            return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
+        if self.w.dtype == torch.bfloat16 and self.w.is_cuda:
+            return torch.ops.iris.gemv_bf16_f32(x, self.w, None)
+        return F.linear(x.float(), self.w.float())
+
+    def finish_f32(self, sums: torch.Tensor) -> torch.Tensor:
+        """The output from the whole FP32 sums, rounded where __call__ rounds: a quantized
+        weight's GEMV rounds to BF16 before its bias is added, a dense one (iris's dense GEMV,
+        and cuBLAS's bias epilogue) after."""
+        if self.b is None:
+            return sums.to(torch.bfloat16)
+        if self.quantized:
+            return sums.to(torch.bfloat16) + self.b
+        return (sums + self.b.float()).to(torch.bfloat16)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The output as a model's logits, in FP32: the GEMV's FP32 sums for a quantized
@@ -167,6 +187,7 @@ class ExpertStack:
             self.stack = tensors if not isinstance(tensors, list) else torch.stack(tensors)
             self.count, self.n = int(self.stack.shape[0]), int(self.stack.shape[1])
         self.nbytes_per_expert = nbytes // self.count
+        self.columns_split = False  # a tensor-parallel rank's columns only (the decoder sets it)
 
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
@@ -176,6 +197,15 @@ class ExpertStack:
         """gpt-oss's gate_up projection and its activation in one launch (quantized stacks only):
         [P, N / 2], see torch.ops.iris.gemv_experts_swiglu."""
         return torch.ops.iris.gemv_experts_swiglu(x, ids, rows, self.experts._handle, self.n, bias, alpha, limit)
+
+    def partial_f32(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """__call__'s FP32 sums before their rounding: a tensor-parallel rank's share of an
+        expert projection split by columns."""
+        if self.quantized:
+            return torch.ops.iris.gemv_experts_f32(x, ids, rows, self.experts._handle, self.n)
+        xs = x if rows is None else x.index_select(0, rows.long())
+        w = self.stack.index_select(0, ids.long())
+        return torch.bmm(w.float(), xs.float().unsqueeze(-1)).squeeze(-1)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         if self.quantized:

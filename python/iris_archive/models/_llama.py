@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from .._errors import IrisError
 from ._decoder import Decoder
 from ..torch import Experts
-from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, use_iris_dense_gemv
+from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, rms_norm, use_iris_dense_gemv
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -36,11 +36,11 @@ class _DenseMlp:
 
     def __call__(self, d, h):
         if d.gated_in_gemv and self.gate_up.takes_gated and "activation" not in d.knock_out:
-            return self.down(self.gate_up.gated(h))  # the activation inside the gate/up launch
+            return d._project(self.down, self.gate_up.gated(h))  # the activation inside the gate/up launch
         gate, up = self.gate_up(h)
         if "activation" in d.knock_out:  # measurement aid (LlamaDecoder.set_knock_out)
-            return self.down(gate)
-        return self.down(d.f_gated(gate, up))
+            return d._project(self.down, gate)
+        return d._project(self.down, d.f_gated(gate, up))
 
 
 class _MixtralMoe:
@@ -60,6 +60,7 @@ class _MixtralMoe:
             for n in names:
                 w.release(n)  # the stack holds them (a dense stack is a copy)
         self.w1, self.w2, self.w3 = stacks["w1"], stacks["w2"], stacks["w3"]
+        self.w2.columns_split = d._columns_split(f"{prefix}.experts.0.w2.weight")
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
         # w1 and w3 of every expert as one more set over the same device tensors, interleaved
         # (expert e's w1 at 2e, its w3 at 2e + 1), where libiris takes the activation into that
@@ -92,7 +93,7 @@ class _MixtralMoe:
             x = torch.ops.iris.gemv_experts_gated(h, pair_ids, self.pair_rows, self.gate_up._handle, self.w1.n, self.exchange)
         else:
             x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
-        return self.w2(x, ids, None), top
+        return d._project_experts(self.w2, x, ids, None), top
 
     def __call__(self, d, h):
         return d.f_weighted_sum(*self.terms(d, h))
@@ -119,6 +120,7 @@ class _TiedHead:
 
     quantized = False
     b = None
+    name = "model.embed_tokens.weight"
 
     def __init__(self, embed, nbytes: int):
         self.embed, self.nbytes = embed, nbytes
@@ -200,6 +202,8 @@ class LlamaDecoder(Decoder):
             return add(full), add(sliding)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
+        eps = self.eps
+        self.f_norm = self.fn(lambda x, weight: rms_norm(x, weight, eps))  # a tensor-parallel rank's first norm (Decoder._embed)
         self.f_masks = self.fn(masks)
         silu_bf16 = c.get("hidden_act", "silu") in ("silu", "swish") and self.embed.dtype == torch.bfloat16
         # gated_kernel (Decoder.__init__): the activation inside a quantized gate/up launch where
@@ -232,7 +236,7 @@ class LlamaDecoder(Decoder):
 
     def forward(self, token, pos):
         full, sliding = self.f_masks(self.positions, pos) if not self.fused else (None, None)
-        x, h = self.f_embed_norm(token, self.embed, self.layers[0].ln1)  # [1, hidden]
+        x, h = self._embed(token, self.layers[0].ln1)  # [1, hidden]
         for i, layer in enumerate(self.layers):
             if "attention" in self.knock_out:
                 attn = layer.qkv(h)[0].reshape(1, -1)
@@ -242,15 +246,16 @@ class LlamaDecoder(Decoder):
                 q = self._qkv(layer, h, i, pos)
                 attn = self.f_attention(q, self.cache.k[i], self.cache.v[i], sliding if layer.sliding else full)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
+            o = self._project(layer.o, attn)
             if "norm" in self.knock_out:
-                h = layer.mlp(self, layer.o(attn))
+                h = layer.mlp(self, o)
                 continue
             if not self.residual_norm:
-                x, h = self.f_add_norm(x, layer.o(attn), layer.ln2)
+                x, h = self.f_add_norm(x, o, layer.ln2)
                 x, h = self.f_add_norm(x, layer.mlp(self, h), nxt)
                 continue
-            x, h = torch.ops.iris.residual_norm(x, layer.o(attn), layer.ln2, self.eps, False)
+            x, h = torch.ops.iris.residual_norm(x, o, layer.ln2, self.eps, False)
             # an MoE layer's weighted sum of its experts joins the same launch
             terms, top = layer.mlp.terms(self, h) if isinstance(layer.mlp, _MixtralMoe) else (layer.mlp(self, h), None)
             x, h = torch.ops.iris.residual_norm(x, terms, nxt, self.eps, False, None, None, top)
-        return self.lm_head.logits(h)
+        return self._logits(h)

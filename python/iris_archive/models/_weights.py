@@ -17,6 +17,7 @@ class Weights:
     def __init__(self, tensors: dict, config: dict, nbytes: dict, source: str):
         self._tensors, self.config, self._nbytes, self.source = tensors, config, nbytes, source
         self._taken = set()
+        self.parallel = None  # a TensorParallel for a rank's archive (from_rank)
 
     def take(self, name: str, required: bool = True):
         """The tensor (torch.Tensor or QuantTensor) named `name`; None when absent and not required."""
@@ -55,9 +56,33 @@ class Weights:
 
 def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str = "exact") -> Weights:
     from .. import open as iris_open
+
+    return _from_opened(iris_open(path), device, dequantize, nf4_table)
+
+
+def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool = False, nf4_table: str = "exact",
+              group=None) -> Weights:
+    """Rank `rank` of a folder of tensor-parallel rank archives (`iris shard`): its boxes, by
+    the logical tensors' names, with `parallel` (a TensorParallel) saying how each is split."""
+    from .._archive import open_rank
+    from ._parallel import TensorParallel
+
+    archive = open_rank(path, rank, world_size)
+    record = archive.metadata["rank"]
+    if int(record.get("ep", 1)) != 1:
+        archive.close()
+        raise IrisError(f"{archive.path}: an expert-parallel rank (ep {record.get('ep')}): iris.models decodes "
+                        "tensor-parallel ranks (ep 1) only")
+    boxes = {e["name"]: e for e in record["tensors"]}
+    parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group)
+    weights = _from_opened(archive, device, dequantize, nf4_table)
+    weights.parallel = parallel
+    return weights
+
+
+def _from_opened(archive, device, dequantize: bool, nf4_table: str) -> Weights:
     from ..torch import QuantTensor, load
 
-    archive = iris_open(path)
     if "config.json" not in archive.files:
         raise IrisError(f"{archive.path}: the archive holds no config.json; iris.models needs the model's config")
     config = json.loads(archive.files["config.json"])

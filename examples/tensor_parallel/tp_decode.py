@@ -1,0 +1,199 @@
+"""A whole tensor-parallel decode from rank archives, one process per GPU over NCCL, against the
+same model decoded whole on one GPU.
+
+    iris shard model.iris --tp 2 -o ranks/              # or: iris convert SRC --tp 2 -o ranks/
+    python3 examples/tensor_parallel/tp_decode.py model.iris ranks/ 2 [--steps 64] [--json out.json]
+    python3 examples/tensor_parallel/tp_decode.py model.iris ranks/ 2 --backend gloo   # on one GPU
+
+Each process loads its rank's archive into iris.models (iris.models.load(ranks, rank=,
+world_size=): its boxes only), and every rank decodes the same prompt greedily, each step one
+CUDA graph with the ranks' exchanges inside it (models/_parallel.py: FP32 partial sums of the
+column-split projections all-reduced before their rounding, the vocabulary's logits
+gathered). Then rank 0 decodes the whole archive on its GPU alone and compares the tokens.
+The ranks' sums differ from one GPU's only in the order of their FP32 additions, so the
+tokens may part where the top two logits of a step nearly tie; the first step where they
+part is printed, with both tokens and the whole model's top two logits there. Both models
+then score the whole model's tokens (teacher forcing): on how many steps the ranks' pick is
+the whole model's, and the largest logit difference relative to the step's largest logit.
+The same two figures for the whole model against itself in iris.models' other arithmetic
+(uncompiled, transformers' order: noise_floor_*) say how far two correct runs of one model
+part. And for the first token, every projection's output after the exchange (o, down, expert down:
+first_step_projections, in layer order) against the whole model's: [elements that differ,
+largest difference, largest magnitude]. A wrong head, slice or exchange shows in layer 0;
+FP32 order shows as one-ulp differences that spread with depth (and, in an MoE, as a router
+that picks another expert once they have grown enough).
+
+With --backend gloo the ranks may share one GPU (NCCL refuses two ranks on one device) and
+exchange through the host, so the steps run eagerly, not as graphs: the same arithmetic,
+checked where only one GPU is at hand; its ms/token mean nothing.
+
+Prints one JSON object (and writes it to --json): the tokens of both runs, whether they are
+equal, ms/token of both (graph replays, batch 1), each rank's load time and weight bytes read
+per token. Exits 1 when the tokens differ. NVLink multicast stays off (NCCL_NVLS_ENABLE=0),
+as the GPU machines this was run on require.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[var] = value
+
+
+
+def ms_per_token(decoder, steps: int, graph: bool) -> float:
+    """Steps (graph replays with graph=True), timed over `steps` of them after 4 warm-up ones."""
+    decoder.reset()
+    decoder.token.fill_(1)
+    for _ in range(4):
+        decoder.step(graph=graph)
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(steps):
+        decoder.step(graph=graph)
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / steps
+
+
+def traced_first_step(decoder, token: int) -> list:
+    """One eager step at position 0, recording every projection's output after the ranks'
+    exchange (Decoder._project and _project_experts: o, down, expert down), in call order."""
+    seen = []
+    project, project_experts = decoder._project, decoder._project_experts
+
+    def record(y):
+        seen.append(y.clone())
+        return y
+
+    decoder._project = lambda part, x: record(project(part, x))
+    decoder._project_experts = lambda stack, x, ids, rows: record(project_experts(stack, x, ids, rows))
+    try:
+        decoder.reset()
+        decoder.token.fill_(token)
+        decoder.step(graph=False)
+    finally:
+        del decoder._project, decoder._project_experts
+    return seen
+
+
+def compare_traces(tp: list, whole: list) -> list:
+    """Per projection: [elements that differ, largest difference, largest magnitude]."""
+    out = []
+    for a, b in zip(tp, whole):
+        d = (a.float() - b.float()).abs()
+        out.append([int((a != b).sum()), round(float(d.max()), 6), round(float(b.float().abs().max()), 4)])
+    return out
+
+
+def worker(rank: int, world: int, args, port: int, results) -> None:
+    import iris_archive.models as models
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    graph = args.backend == "nccl"
+    # A rank that fails ends the others' waits in minutes, not NCCL's default ten.
+    options = {"device_id": dev} if args.backend == "nccl" else {}
+    dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=300), **options)
+    prompt = [int(t) for t in args.prompt.split(",")]
+    max_len = len(prompt) + args.steps + 8
+    t0 = time.perf_counter()
+    m = models.load(args.ranks, device=dev, max_len=max_len, compile=True, nf4_table=args.nf4_table, rank=rank, world_size=world)
+    torch.cuda.synchronize()
+    load_s = time.perf_counter() - t0
+    vocab = int(m.config["vocab_size"])
+    prompt = [t % vocab for t in prompt]
+    tokens = m.generate(prompt, args.steps, graph=graph)
+    tp_ms = ms_per_token(m, min(args.steps, max_len - 8), graph)
+    loads, reads = [None] * world, [None] * world
+    dist.all_gather_object(loads, load_s)
+    dist.all_gather_object(reads, m.bytes_per_token)
+    whole, shared = None, [None]
+    if rank == 0:
+        whole = models.load(args.whole, device=dev, max_len=max_len, compile=True, nf4_table=args.nf4_table)
+        whole_bytes = whole.bytes_per_token
+        shared = [whole.generate(prompt, args.steps, graph=graph)]
+    dist.broadcast_object_list(shared, src=0)
+    want = shared[0]
+    # Teacher-forced on the whole model's tokens, both give each step's logits: how far apart
+    # they are, and on how many steps the tensor-parallel pick is the whole model's, say
+    # whether the runs part on a near tie (FP32 order) or on a wrong result.
+    tp_logits = m.score(prompt, want, graph=graph)
+    tp_trace = traced_first_step(m, prompt[0])
+    out = None
+    if rank == 0:
+        whole_logits = whole.score(prompt, want, graph=graph)
+        agree = int((tp_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
+        scale = whole_logits.abs().amax(-1)
+        worst = float(((tp_logits - whole_logits).abs().amax(-1) / scale).max())
+        trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0]))
+        whole_ms = ms_per_token(whole, min(args.steps, max_len - 8), graph)
+        # The comparison's noise floor: the whole model in iris.models' other arithmetic
+        # (uncompiled: transformers' order and roundings, as bench/decode_bench.py's
+        # self-check), scored on the same tokens. Where one GPU's two arithmetics part as
+        # often, the ranks' parting says nothing about the split.
+        del whole
+        twin = models.load(args.whole, device=dev, max_len=max_len, compile=False, nf4_table=args.nf4_table)
+        twin_logits = twin.score(prompt, want, graph=graph)
+        del twin
+        twin_agree = int((twin_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
+        twin_worst = float(((twin_logits - whole_logits).abs().amax(-1) / scale).max())
+        part = next((i for i, (a, b) in enumerate(zip(tokens, want)) if a != b), None)
+        where = None
+        if part is not None:  # the whole model's top two logits at the step where the runs part
+            top = torch.topk(whole_logits[part], 2)
+            where = {"step": part, "tp_token": tokens[part], "whole_token": want[part],
+                     "whole_top2": [[int(i), float(v)] for v, i in zip(top.values.tolist(), top.indices.tolist())]}
+        out = {"model": os.path.basename(os.path.normpath(args.whole)), "world": world, "device": torch.cuda.get_device_name(dev),
+               "backend": args.backend, "mode": "graph" if graph else "eager", "steps": args.steps, "prompt": prompt,
+               "tokens_equal": part is None, "first_difference": where,
+               "teacher_forced_picks_equal": agree, "teacher_forced_max_logit_difference": worst,
+               "noise_floor_picks_equal": twin_agree, "noise_floor_max_logit_difference": twin_worst,
+               "tp_ms_per_token": round(tp_ms, 4), "whole_ms_per_token": round(whole_ms, 4),
+               "rank_load_s": [round(s, 3) for s in loads], "rank_bytes_per_token": reads,
+               "whole_bytes_per_token": whole_bytes, "tp_tokens": tokens, "whole_tokens": want,
+               "first_step_projections": trace}
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        results.append(json.dumps(out))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("whole", help="the whole archive (the single-GPU reference)")
+    p.add_argument("ranks", help="its rank archives' folder (iris shard --tp N)")
+    p.add_argument("world", type=int, help="ranks: one process and one GPU each")
+    p.add_argument("--steps", type=int, default=64)
+    p.add_argument("--nf4-table", default="exact", choices=["exact", "bf16"])
+    p.add_argument("--prompt", default="1,15,27,8,99,3,42,7", help="token ids, comma-separated (taken modulo the vocabulary)")
+    p.add_argument("--json", help="also write the result here")
+    p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
+                   help="gloo: ranks may share a GPU; eager steps (no graphs), for a check on one GPU")
+    args = p.parse_args()
+    if args.backend == "nccl" and torch.cuda.device_count() < args.world:
+        print(f"needs {args.world} GPUs, this machine has {torch.cuda.device_count()}", file=sys.stderr)
+        return 77
+    results = mp.Manager().list()
+    mp.spawn(worker, args=(args.world, args, 29500 + os.getpid() % 1000, results), nprocs=args.world)
+    out = json.loads(results[0])
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0 if out["tokens_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""One rank of a tensor-parallel decode. The rank's archive (`iris shard --tp N`, `iris convert
+--tp N`) holds its box of every split tensor (FORMAT.md section 11, "Split rules"), and the
+decoder runs the boxes with the exchanges those rules imply, over torch.distributed (NCCL, one
+process per GPU):
+
+- a projection split by rows (q, k, v, gate, up, expert gate/up) gives this rank's outputs,
+  which only this rank's next step reads: nothing to exchange;
+- a projection split by columns (o, down, expert down) gives FP32 partial sums over this
+  rank's columns; they are summed across the ranks (all_reduce) and only then rounded to BF16
+  and given their bias, as one GPU rounds its whole sum. The output differs from one GPU's only
+  in the order of its FP32 additions;
+- embed_tokens and lm_head are split by the vocabulary: a token's row comes from the rank that
+  holds it (the others add zeros, so the sum is that row exactly), and the ranks' logits are
+  gathered in rank order.
+
+Every exchange is issued on the current stream, so a decode step with them captures into one
+CUDA graph."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._errors import IrisError
+
+
+class TensorParallel:
+    """The rank's place in the world and the boxes its archive holds (name -> the logical
+    `shape`, and the box's `start` and `count` per dimension)."""
+
+    def __init__(self, rank: int, world: int, boxes: dict, source: str, group=None):
+        import torch.distributed as dist
+
+        self.rank, self.world, self.boxes, self.source, self.group = rank, world, boxes, source, group
+        self._dist = dist
+        if not dist.is_available() or not dist.is_initialized():
+            raise IrisError(f"{source}: rank {rank} of {world}: a tensor-parallel decode needs torch.distributed "
+                            "initialised first (init_process_group, one process per GPU)")
+        have_rank, have_world = dist.get_rank(group), dist.get_world_size(group)
+        if (have_rank, have_world) != (rank, world):
+            raise IrisError(f"{source}: the archive is rank {rank} of {world}, but this process is rank {have_rank} "
+                            f"of a process group of {have_world}")
+
+    def _box(self, name: str) -> dict:
+        box = self.boxes.get(name)
+        if box is None:
+            raise IrisError(f"{self.source}: tensor '{name}': the rank record has no box for it")
+        return box
+
+    def rows(self, name: str) -> int:
+        """How many rows (the first dimension) of `name` this rank holds."""
+        return int(self._box(name)["count"][0])
+
+    def split(self, name: str, dim: int) -> bool:
+        """Whether this rank holds only part of `name` along `dim` (-1: the columns)."""
+        box = self._box(name)
+        return int(box["count"][dim]) != int(box["shape"][dim])
+
+    def first_row(self, name: str) -> int:
+        return int(self._box(name)["start"][0])
+
+    def reduce(self, partial: torch.Tensor) -> torch.Tensor:
+        """The ranks' FP32 partial sums, summed (in place) -- still FP32."""
+        self._dist.all_reduce(partial, group=self.group)
+        return partial
+
+    def gather_rows(self, name: str, local: torch.Tensor) -> torch.Tensor:
+        """[1, n] outputs of this rank's rows of `name` (split by rows into equal parts in rank
+        order, as the vocabulary is) -> [1, n * world], the whole tensor's outputs in order."""
+        box = self._box(name)
+        if int(box["start"][0]) != self.rank * int(box["count"][0]) or int(box["count"][0]) * self.world != int(box["shape"][0]):
+            raise IrisError(f"{self.source}: tensor '{name}': rows {box['start'][0]}.. ({box['count'][0]} of {box['shape'][0]}) "
+                            f"are not rank {self.rank}'s equal part: its outputs cannot be gathered in rank order")
+        local = local.contiguous()
+        if self._dist.get_backend(self.group) == "gloo":  # no all_gather_into_tensor there (a CPU / one-GPU check)
+            parts = [torch.empty_like(local) for _ in range(self.world)]
+            self._dist.all_gather(parts, local, group=self.group)
+            return torch.cat(parts, dim=-1)
+        out = torch.empty(self.world * local.numel(), dtype=local.dtype, device=local.device)
+        self._dist.all_gather_into_tensor(out, local.view(-1), group=self.group)
+        return out.view(local.shape[0], -1) if local.shape[0] == 1 else _interleave(out, self.world, local.shape)
+
+    def embed(self, token: torch.Tensor, local_embed: torch.Tensor, name: str) -> torch.Tensor:
+        """The embedding row [1, hidden] of `token` when each rank holds a slice of the
+        vocabulary: the holder's row, the others' zeros, summed."""
+        start, rows = self.first_row(name), int(local_embed.shape[0])
+        t = token - start
+        inside = (t >= 0) & (t < rows)
+        row = F.embedding(t.clamp(0, rows - 1), local_embed)
+        # summed in FP32 (exact: one row and zeros), as every exchange here is: gloo's
+        # reductions (the one-GPU check) take no BF16
+        row = torch.where(inside.view(-1, 1), row, torch.zeros_like(row)).float()
+        self._dist.all_reduce(row, group=self.group)
+        return row.to(local_embed.dtype)
+
+
+def _interleave(out: torch.Tensor, world: int, shape) -> torch.Tensor:
+    """all_gather's [world, R, n] -> [R, world * n]."""
+    r, n = shape
+    return out.view(world, r, n).permute(1, 0, 2).reshape(r, world * n)
