@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <numeric>
 #include <set>
 
 #include "formats/json_limits.h"
@@ -29,6 +30,22 @@ Status equal_part(uint64_t extent, uint64_t parts, uint64_t p, uint64_t unit, co
                          (unit > 1 ? " of whole " + std::to_string(unit) + "-element units" : ""));
   *count = extent / parts;
   *start = p * *count;
+  return Status::ok();
+}
+
+// Part `p` of `parts` of [0, extent) cut on multiples of `unit` (the end counts as one), as
+// equal as whole units allow: the first extent-in-units % parts parts one unit longer. Where
+// `parts` equal parts of whole units exist, these are they.
+Status balanced_part(uint64_t extent, uint64_t parts, uint64_t p, uint64_t unit, const std::string& what, uint64_t* start,
+                     uint64_t* count) {
+  const uint64_t units = unit ? extent / unit + (extent % unit != 0) : 0;
+  if (units < parts)
+    return invalid_input(what + ": " + std::to_string(extent) + " cannot be split over " + std::to_string(parts) + " ranks" +
+                         (unit > 1 ? " in whole " + std::to_string(unit) + "-element units" : ""));
+  const uint64_t base = units / parts, extra = units % parts;
+  const uint64_t first = p * base + std::min(p, extra), n = base + (p < extra ? 1 : 0);
+  *start = first * unit;
+  *count = std::min(extent, (first + n) * unit) - *start;
   return Status::ok();
 }
 
@@ -82,6 +99,39 @@ Result<ModelShape> model_shape_for_sharding(const std::string& config_json, cons
   return m;
 }
 
+IntermediateCut intermediate_cut(const std::string& name, size_t r) {
+  const bool expert = expert_of(name) >= 0;
+  const bool stacked = name.find(".experts.") != std::string::npos && !expert;
+  if (stacked) {  // gpt-oss: [E, 2I, H] gate_up, [E, 2I] its bias, [E, H, I] down
+    if (ends_with(name, ".gate_up_proj") && r >= 3) return {int(r - 2), 2};
+    if (ends_with(name, ".gate_up_proj_bias") && r == 2) return {1, 2};
+    if (ends_with(name, ".down_proj") && r >= 3) return {int(r - 1), 1};
+    return {};
+  }
+  const bool rows = ends_with(name, ".gate_proj.weight") || ends_with(name, ".up_proj.weight") ||
+                    (expert && (ends_with(name, ".w1.weight") || ends_with(name, ".w3.weight")));
+  const bool row_bias = !expert && (ends_with(name, ".gate_proj.bias") || ends_with(name, ".up_proj.bias"));
+  const bool columns = ends_with(name, ".down_proj.weight") || (expert && ends_with(name, ".w2.weight"));
+  if (rows && r >= 2) return {int(r - 2), 1};
+  if (row_bias && r >= 1) return {r == 1 ? 0 : int(r - 2), 1};
+  if (columns && r >= 2) return {int(r - 1), 1};
+  return {};
+}
+
+Result<uint64_t> mlp_cut_unit(const std::vector<UnitOfTensor>& tensors, const std::string& where) {
+  uint64_t unit = 1;
+  for (const auto& t : tensors) {
+    const IntermediateCut c = intermediate_cut(t.name, t.rank);
+    if (c.dim < 0) continue;
+    const uint64_t along = size_t(c.dim) + 1 == t.rank ? t.column_unit : size_t(c.dim) + 2 == t.rank ? t.row_unit : 1;
+    const uint64_t need = along / std::gcd(along, c.per_element);  // intermediate elements a cut must be a multiple of
+    unit = std::lcm(unit, std::max<uint64_t>(need, 1));
+    if (unit > (uint64_t(1) << 32))
+      return invalid_input(where + ": tensor '" + t.name + "': its quantization blocks and the other MLP tensors' have no common cut under 2^32");
+  }
+  return unit;
+}
+
 Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t>& shape, const ModelShape& m, ShardSpec spec,
                              uint32_t rank) {
   RankShare s;
@@ -94,6 +144,20 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
     if (parts <= 1) return Status::ok();
     if (d >= r) return invalid_input(what + ": " + std::to_string(r) + " dimensions, too few for its split rule");
     IRIS_TRY(equal_part(shape[d], parts, p, unit, what, &s.box.start[d], &s.box.count[d]));
+    s.split = true;
+    return Status::ok();
+  };
+  // Cuts the MLP's intermediate dimension into `parts` on multiples of the model's unit.
+  auto cut_intermediate = [&](uint64_t parts, uint64_t p) -> Status {
+    const IntermediateCut c = intermediate_cut(name, r);
+    if (parts <= 1) return Status::ok();
+    const size_t d = size_t(c.dim);
+    if (shape[d] % c.per_element != 0)
+      return invalid_input(what + ": " + std::to_string(shape[d]) + " rows are not whole gate/up pairs");
+    uint64_t start = 0, count = 0;
+    IRIS_TRY(balanced_part(shape[d] / c.per_element, parts, p, m.mlp_unit, what, &start, &count));
+    s.box.start[d] = start * c.per_element;
+    s.box.count[d] = count * c.per_element;
     s.split = true;
     return Status::ok();
   };
@@ -138,19 +202,14 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
     if (!m.experts || uint64_t(expert) >= m.experts) return invalid_input(what + ": expert " + std::to_string(expert) + " of " + std::to_string(m.experts));
     s.present = uint64_t(expert) / (m.experts / spec.ep) == group;
     if (!s.present) return s;
-    if (ends_with(name, ".w1.weight") || ends_with(name, ".w3.weight") || ends_with(name, ".gate_proj.weight") || ends_with(name, ".up_proj.weight"))
-      IRIS_TRY(cut(r - 2, group_size, in_group, 1));
-    else if (ends_with(name, ".w2.weight") || ends_with(name, ".down_proj.weight"))
-      IRIS_TRY(cut(r - 1, group_size, in_group, 1));
+    if (intermediate_cut(name, r).dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));
     else if (matrix && weight) s.ruled = false;
     s.split = s.split || spec.ep > 1;
     return s;
   }
   if (stacked_experts && r >= 2) {  // gpt-oss: [E, 2I, H] gate_up (gate and up interleaved by rows), [E, H, I] down, biases [E, 2I], [E, H]
     IRIS_TRY(cut(0, spec.ep, group, 1));
-    if (ends_with(name, ".gate_up_proj") && r >= 3) IRIS_TRY(cut(r - 2, group_size, in_group, 2));  // whole gate/up pairs
-    else if (ends_with(name, ".gate_up_proj_bias") && r == 2) IRIS_TRY(cut(1, group_size, in_group, 2));
-    else if (ends_with(name, ".down_proj") && r >= 3) IRIS_TRY(cut(r - 1, group_size, in_group, 1));
+    if (intermediate_cut(name, r).dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));  // gate_up: whole gate/up pairs
     else if (!ends_with(name, ".down_proj_bias")) s.ruled = false;
     return s;
   }
@@ -159,13 +218,8 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
       ends_with(name, ".mlp.gate.weight") || ends_with(name, ".shared_expert_gate.weight"))
     return s;
   // Dense MLP (shared experts too).
-  if ((ends_with(name, ".gate_proj.weight") || ends_with(name, ".up_proj.weight") || ends_with(name, ".gate_proj.bias") ||
-       ends_with(name, ".up_proj.bias")) && r >= 1) {
-    IRIS_TRY(cut(r == 1 ? 0 : r - 2, tp, rank, 1));
-    return s;
-  }
-  if (ends_with(name, ".down_proj.weight") && matrix) {
-    IRIS_TRY(cut(r - 1, tp, rank, 1));
+  if (intermediate_cut(name, r).dim >= 0) {
+    IRIS_TRY(cut_intermediate(tp, rank));
     return s;
   }
   // Vocabulary: embedding and output rows.

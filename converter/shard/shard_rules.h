@@ -4,6 +4,9 @@
 //   (by vocabulary); q by heads, k and v by key/value heads, each replicated over tp / n_kv
 //   ranks when there are more ranks than key/value heads (TensorRT-LLM's dup_kv_weight);
 // - row-parallel (columns split): o, down, expert down, by heads for o;
+// - the MLP's intermediate dimension (gate/up rows, down columns, the experts' too) in parts on
+//   whole quantization blocks of every tensor it runs through, the first parts one block wider
+//   where equal parts would cut one (ModelShape::mlp_unit);
 // - experts: whole experts over the ep groups, each expert then split over the tp / ep ranks of
 //   its group as above;
 // - everything else (norms, routers, row-parallel biases, sinks split with q's heads aside):
@@ -29,6 +32,10 @@ struct ModelShape {
   std::string model_type;
   uint64_t heads = 0, kv_heads = 0, head_dim = 0;
   uint64_t experts = 0;  // routed experts (0: a dense model)
+  // The MLPs' intermediate dimension (gate/up rows, down columns, and the experts') is cut on
+  // multiples of this many of its elements, the first ranks one unit more where equal parts
+  // would cross a quantization block (mlp_cut_unit).
+  uint64_t mlp_unit = 1;
 };
 
 // From the archive's config.json; refuses a family without rules and a spec its shape cannot
@@ -42,6 +49,25 @@ struct RankShare {
   bool split = false;   // the box is not the whole tensor
   bool ruled = true;    // false: replicated for want of a rule (a matrix no rule names)
 };
+
+// Where a tensor's rule cuts the MLP's intermediate dimension: the dimension, and how many of
+// its elements one intermediate element spans there (2 for gpt-oss's gate_up rows and bias,
+// gate and up interleaved; else 1). dim < 0: the rule cuts no intermediate dimension.
+struct IntermediateCut {
+  int dim = -1;
+  uint64_t per_element = 1;
+};
+IntermediateCut intermediate_cut(const std::string& name, size_t rank);
+
+// The unit (in intermediate elements) that a cut of the intermediate dimension of every
+// tensor in `tensors` falls on, given each one's cut units (rows, columns): their least common
+// multiple, each translated through per_element. Refuses a unit past 2^32.
+struct UnitOfTensor {
+  std::string name;
+  size_t rank = 0;
+  uint64_t row_unit = 1, column_unit = 1;
+};
+Result<uint64_t> mlp_cut_unit(const std::vector<UnitOfTensor>& tensors, const std::string& where);
 
 Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t>& shape, const ModelShape& m, ShardSpec spec,
                              uint32_t rank);

@@ -135,6 +135,24 @@ ComponentProducer gather_absmax(std::span<const uint8_t> absmax, uint64_t elem, 
 
 }  // namespace
 
+Result<CutUnits> cut_units(const TensorDesc& d) {
+  CutUnits u;
+  if (d.format == Format::kRaw) return u;
+  const uint64_t packing = format_traits(d.format).row_unit;  // packing unit of a row
+  uint64_t block = format_block_size(d);
+  if (d.format == Format::kFp8E4M3) {
+    IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(d));
+    if (p.granularity == ScaleGranularity::kBlock) {
+      u.rows = p.block_n;
+      block = p.block_k;
+    } else if (p.granularity == ScaleGranularity::kGroup) {
+      block = p.group_size;
+    }
+  }
+  u.columns = std::max<uint64_t>(block, packing);
+  return u;
+}
+
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box) {
   const auto& shape = t.desc.shape;
   const size_t rank = shape.size();
@@ -184,21 +202,12 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
   const uint64_t b0 = rank > 2 ? box.start[0] * inner : 0;
   const uint64_t n0 = box.start[rank - 2], n = box.count[rank - 2];
   const uint64_t k0 = box.start[rank - 1], k = box.count[rank - 1];
-  const uint64_t unit = format_traits(t.desc.format).row_unit;  // packing unit of a row
-  uint64_t block = format_block_size(t.desc);
-  if (t.desc.format == Format::kFp8E4M3) {
-    IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(t.desc));
-    if (p.granularity == ScaleGranularity::kBlock) {
-      if (!on_units(n0, n, src.n, p.block_n))
-        return invalid_input(tensor_context(t.desc) + "rows " + range_text(n0, n) + " cut its " + std::to_string(p.block_n) + "-row scale blocks");
-      block = p.block_k;
-    } else if (p.granularity == ScaleGranularity::kGroup) {
-      block = p.group_size;
-    }
-  }
-  if (!on_units(k0, k, src.k, std::max<uint64_t>(block, unit)))
-    return invalid_input(tensor_context(t.desc) + "columns " + range_text(k0, k) + " cut its " + std::to_string(std::max<uint64_t>(block, unit)) +
-                         "-column " + (block > 1 ? "quantization blocks" : "packing units"));
+  IRIS_ASSIGN_OR_RETURN(const CutUnits units, cut_units(t.desc));
+  if (!on_units(n0, n, src.n, units.rows))
+    return invalid_input(tensor_context(t.desc) + "rows " + range_text(n0, n) + " cut its " + std::to_string(units.rows) + "-row scale blocks");
+  if (!on_units(k0, k, src.k, units.columns))
+    return invalid_input(tensor_context(t.desc) + "columns " + range_text(k0, k) + " cut its " + std::to_string(units.columns) + "-column " +
+                         (format_block_size(t.desc) > 1 ? "quantization blocks" : "packing units"));
   // The box's descriptor: the source's tiles, narrowed as the converter narrows them.
   out.desc.layout = choose_layout(out.desc, t.desc.layout.tile_n, t.desc.layout.tile_k);
   if (t.desc.format == Format::kNf4 || t.desc.format == Format::kBnbFp4) out.desc.params["quant_state_bytes"] = 0;  // the source's state described the whole tensor

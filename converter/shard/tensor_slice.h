@@ -26,6 +26,16 @@ struct SlicedTensor {
   std::vector<ComponentProducer> producers;  // one per component of component_specs(desc)
 };
 
+// The units a cut of a tiled matrix (or stack) must fall on so that slice_tensor can take it,
+// in elements: along its rows, FP8 block scales' block_n; along its columns, its quantization
+// block (MXFP4 32, NF4/FP4 block_size, FP8 block_k or group_size) or its packing unit; 1 for
+// raw tensors. NF4 double-quantization groups are not a unit of either dimension alone:
+// slice_tensor still checks them, box by box.
+struct CutUnits {
+  uint64_t rows = 1, columns = 1;
+};
+Result<CutUnits> cut_units(const TensorDesc& d);
+
 // `a` and `t` must outlive the producers. Only the first dimension of a stack (rank >= 3) and
 // the last two (rows and columns) may be cut; other dimensions must be whole.
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box);

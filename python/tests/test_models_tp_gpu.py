@@ -54,6 +54,38 @@ def ranks(converted, tmp_path_factory):
 BACKEND = "nccl" if torch.cuda.device_count() >= 2 else "gloo"
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Snapshots of transformers' own classes (random weights): Mixtral (per-expert w1/w2/w3,
+    the experts' split) and a Llama whose MLP is 96 wide (three MXFP4 blocks: over 2 ranks
+    64 + 32, the first rank one block wider, FORMAT.md section 11)."""
+    transformers = pytest.importorskip("transformers")
+    from test_torch_gpu import _random_snapshot, _tiny_config
+
+    made = {}
+
+    def make(family):
+        if family not in made:
+            config = _tiny_config(transformers, "mixtral" if family == "mixtral" else "llama")
+            if family == "llama-96":
+                config.intermediate_size = 96
+            src = tmp_path_factory.mktemp("tiny") / family
+            _random_snapshot(transformers, config, src, 0.05, mixtral_names=family == "mixtral")
+            made[family] = src
+        return made[family]
+
+    return make
+
+
+@pytest.mark.parametrize("family", ["mixtral", "llama-96"])
+def test_tensor_parallel_tiny_models_equal_one_gpu(tiny, tmp_path, family):
+    whole = tmp_path / "w.iris"
+    run_iris("convert", tiny(family), "-o", whole, "-q", "--quant", "mxfp4")
+    folder = tmp_path / "ranks"
+    run_iris("shard", whole, "--tp", "2", "-o", folder, "-q")
+    _check_tp_run(whole, folder, tmp_path, f"{family} mxfp4")
+
+
 @pytest.mark.parametrize("fixture,options", [
     ("llama-bf16", ("--quant", "mxfp4")),
     ("llama-bf16", ("--quant", "fp8-channel")),
@@ -63,12 +95,16 @@ BACKEND = "nccl" if torch.cuda.device_count() >= 2 else "gloo"
 ])
 def test_tensor_parallel_tokens_equal_one_gpu(ranks, tmp_path, fixture, options):
     whole, folder = ranks(fixture, *options)
+    _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)}")
+
+
+def _check_tp_run(whole, folder, tmp_path, label):
     out = tmp_path / "tp.json"
     r = subprocess.run([sys.executable, str(EXAMPLE), str(whole), str(folder), "2", "--steps", str(STEPS), "--json", str(out),
                         "--backend", BACKEND], capture_output=True, text=True, timeout=600)
     assert out.exists(), f"tp_decode.py exited {r.returncode}: {r.stderr[-3000:]}"
     got = json.loads(out.read_text())
-    print(f"{fixture} {' '.join(options)}: {BACKEND}, {got['mode']}: tensor-parallel {got['tp_ms_per_token']} ms/token, "
+    print(f"{label}: {BACKEND}, {got['mode']}: tensor-parallel {got['tp_ms_per_token']} ms/token, "
           f"one GPU {got['whole_ms_per_token']}; teacher-forced logits within {got['teacher_forced_max_logit_difference']:.2e}")
     assert len(got["tp_tokens"]) == STEPS
     assert got["tokens_equal"], f"the ranks' tokens part from one GPU's: {got['first_difference']}"

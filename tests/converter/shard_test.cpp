@@ -133,6 +133,99 @@ TEST(Shard, TheBoxesAreTheStatedRules) {
   }
 }
 
+// A one-layer Llama snapshot (hidden 128, 4 heads of 32, 2 key/value heads, vocabulary 64)
+// whose MLP is `inter` wide, with deterministic BF16 weights in [-1, 1).
+void write_llama_snapshot(const std::string& dir, uint64_t inter) {
+  fs::create_directories(dir);
+  const uint64_t h = 128, v = 64;
+  write_bytes(dir + "/config.json",
+              nlohmann::json{{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", h},
+                             {"intermediate_size", inter}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 32},
+                             {"num_hidden_layers", 1}, {"vocab_size", v}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
+                             {"torch_dtype", "bfloat16"}}
+                  .dump());
+  const std::vector<std::pair<std::string, std::vector<uint64_t>>> tensors = {
+      {"model.embed_tokens.weight", {v, h}}, {"model.norm.weight", {h}}, {"lm_head.weight", {v, h}},
+      {"model.layers.0.input_layernorm.weight", {h}}, {"model.layers.0.post_attention_layernorm.weight", {h}},
+      {"model.layers.0.self_attn.q_proj.weight", {h, h}}, {"model.layers.0.self_attn.k_proj.weight", {64, h}},
+      {"model.layers.0.self_attn.v_proj.weight", {64, h}}, {"model.layers.0.self_attn.o_proj.weight", {h, h}},
+      {"model.layers.0.mlp.gate_proj.weight", {inter, h}}, {"model.layers.0.mlp.up_proj.weight", {inter, h}},
+      {"model.layers.0.mlp.down_proj.weight", {h, inter}}};
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  uint32_t x = 12345;
+  for (const auto& [name, shape] : tensors) {
+    uint64_t n = 1;
+    for (uint64_t e : shape) n *= e;
+    header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + 2 * n}}};
+    for (uint64_t i = 0; i < n; ++i) {
+      x = x * 1664525u + 1013904223u;  // a linear congruential sequence: the same bytes every run
+      const float f = float(x >> 8) / float(1u << 23) - 1.0f;
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      data.push_back(char((bits >> 16) & 0xFF));
+      data.push_back(char(bits >> 24));
+    }
+  }
+  write_st(dir + "/model.safetensors", header.dump(), data);
+}
+
+// Where equal parts of the intermediate dimension would cut a quantization block, the parts fall
+// on whole blocks, the first ranks one block more (FORMAT.md section 11): computed here from the
+// block sizes, checked against the rank records, and the ranks proven against the whole archive.
+TEST(Shard, TheMlpIsCutOnWholeBlocksWhereEqualPartsWouldCrossOne) {
+  TempDir d;
+  write_llama_snapshot(d / "src", 96);  // three 32-column MXFP4 blocks in down_proj
+  struct Case {
+    std::string quant;
+    uint64_t tp;
+    std::vector<uint64_t> widths;  // each rank's share of the 96 intermediate elements
+  };
+  const Case cases[] = {
+      {"mxfp4", 2, {64, 32}},  // 3 blocks of 32 over 2 ranks: 2 + 1
+      {"bf16", 4, {24, 24, 24, 24}},  // BF16 has no blocks: equal parts as before
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.quant + " --tp " + std::to_string(c.tp));
+    const std::string whole = d / (c.quant + ".iris"), ranks = d / (c.quant + "-r" + std::to_string(c.tp));
+    ASSERT_EQ(run("convert " + (d / "src") + " -o " + whole + " -q" + (c.quant == "bf16" ? "" : " --quant " + c.quant)).rc, 0);
+    const auto s = run("shard " + whole + " -o " + ranks + " -q --tp " + std::to_string(c.tp));
+    ASSERT_EQ(s.rc, 0) << s.out;
+    const auto v = run("verify --ranks " + ranks + " --against " + whole);
+    EXPECT_EQ(v.rc, 0) << v.out;
+    uint64_t start = 0;
+    for (uint64_t r = 0; r < c.tp; ++r) {
+      const std::string path = ranks + "/rank-0000" + std::to_string(r) + "-of-0000" + std::to_string(c.tp) + ".iris";
+      const std::string text = read_all(path);
+      uint64_t msize = 0;
+      std::memcpy(&msize, text.data() + 24, 8);
+      const auto m = nlohmann::json::parse(text.substr(64, msize));
+      int seen = 0;
+      for (const auto& t : m["rank"]["tensors"]) {
+        const std::string name = t["name"];
+        if (name.find("gate_proj") != std::string::npos || name.find("up_proj") != std::string::npos) {
+          EXPECT_EQ(t["start"], nlohmann::json({start, 0})) << name << " rank " << r;
+          EXPECT_EQ(t["count"], nlohmann::json({c.widths[r], 128})) << name << " rank " << r;
+          ++seen;
+        } else if (name.find("down_proj") != std::string::npos) {
+          EXPECT_EQ(t["start"], nlohmann::json({0, start})) << name << " rank " << r;
+          EXPECT_EQ(t["count"], nlohmann::json({128, c.widths[r]})) << name << " rank " << r;
+          ++seen;
+        }
+      }
+      EXPECT_EQ(seen, 3) << r;
+      start += c.widths[r];
+    }
+    EXPECT_EQ(start, 96u);
+  }
+  // Fewer whole blocks than ranks: refused, naming the tensor and the unit; nothing written.
+  ASSERT_EQ(run("convert " + (d / "src") + " -o " + (d / "fb.iris") + " -q --quant fp8-block").rc, 0);
+  const auto r = run("shard " + (d / "fb.iris") + " -o " + (d / "none") + " --tp 2");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("96 cannot be split over 2 ranks in whole 128-element units"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "none") && !fs::is_empty(d / "none"));
+}
+
 void expect_refused(const std::string& args, const std::string& named, const std::string& folder) {
   const auto r = run(args);
   EXPECT_NE(r.rc, 0) << args;
