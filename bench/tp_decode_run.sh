@@ -12,6 +12,7 @@
 # FORMAT mxfp4 / nf4 / as-shipped (gpt-oss's MXFP4 experts and BF16 rest); default
 # "llama-3-8b:mxfp4 gpt-oss-20b:as-shipped". LAYERS=L keeps the first L layers of each config
 # (a model that would not fit the machine's disk twice, whole and as ranks). STEPS (default 64).
+# EP=N shards with --ep N too (each rank its experts whole; iris.models takes ep 1 or ep = N).
 # BACKEND=gloo runs the ranks on one GPU, eagerly (tp_decode.py says why): a check of the
 # tokens where fewer GPUs than ranks are lent, not a timing.
 # VERIFY=0 leaves out `iris verify --ranks --against` (a CPU decode of every box: minutes at
@@ -32,7 +33,7 @@ mkdir -p "$OUT" "$W"
 rc=0
 for c in "${cases[@]}"; do
   model=${c%%:*} fmt=${c#*:}
-  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N"
+  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}"
   rm -rf "$W"/*
   python3 - "$model" "$W/config.json" "${LAYERS:-}" <<'EOF'
 import json, sys
@@ -50,7 +51,7 @@ EOF
     t0=$SECONDS
     "$B/iris_make_snapshot" "$W/model.iris" --config "$W/config.json" --archive "${quant[@]}" > /dev/null &&
       echo "archive: $(stat -c %s "$W/model.iris") bytes in $((SECONDS - t0)) s" &&
-      /usr/bin/time -f "shard: %e s, peak RSS %M KB" "$B/iris" shard "$W/model.iris" --tp "$N" -o "$W/ranks" -q &&
+      /usr/bin/time -f "shard: %e s, peak RSS %M KB" "$B/iris" shard "$W/model.iris" --tp "$N" --ep "${EP:-1}" -o "$W/ranks" -q &&
       { [ "${VERIFY:-1}" = 0 ] || /usr/bin/time -f "verify --ranks: %e s" "$B/iris" verify --ranks "$W/ranks" --against "$W/model.iris" -q; } &&
       python3 examples/tensor_parallel/tp_decode.py "$W/model.iris" "$W/ranks" "$N" --steps "${STEPS:-64}" --json "$OUT/$name.json" \
         --backend "${BACKEND:-nccl}"

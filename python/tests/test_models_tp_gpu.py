@@ -1,6 +1,7 @@
 """iris.models' tensor-parallel decode (models/_parallel.py): for each fixture and format,
 `iris shard --tp 2`, then examples/tensor_parallel/tp_decode.py must pick, for every step,
-the tokens of the whole archive decoded on one GPU. With 2 GPUs: one process per GPU over
+the tokens of the whole archive decoded on one GPU; so must expert-parallel ranks (--ep 2:
+each rank its experts whole). With 2 GPUs: one process per GPU over
 NCCL, each step one CUDA graph with the ranks' exchanges in it; with one: both ranks on it
 over gloo, eager steps (NCCL refuses two ranks on one device), the same arithmetic. Skipped,
 saying why, without torch, a CUDA device or libiris.
@@ -39,12 +40,12 @@ STEPS = 24
 def ranks(converted, tmp_path_factory):
     made = {}
 
-    def make(fixture, *options):
-        key = (fixture, options)
+    def make(fixture, *options, ep=1):
+        key = (fixture, options, ep)
         if key not in made:
             whole = converted(fixture, *options)
             out = tmp_path_factory.mktemp("ranks") / fixture
-            run_iris("shard", whole, "--tp", "2", "-o", out, "-q")
+            run_iris("shard", whole, "--tp", "2", "--ep", str(ep), "-o", out, "-q")
             made[key] = (whole, out)
         return made[key]
 
@@ -77,13 +78,20 @@ def tiny(tmp_path_factory):
     return make
 
 
-@pytest.mark.parametrize("family", ["mixtral", "llama-96"])
-def test_tensor_parallel_tiny_models_equal_one_gpu(tiny, tmp_path, family):
+@pytest.mark.parametrize("family,ep", [("mixtral", 1), ("mixtral", 2), ("llama-96", 1)])
+def test_tensor_parallel_tiny_models_equal_one_gpu(tiny, tmp_path, family, ep):
     whole = tmp_path / "w.iris"
     run_iris("convert", tiny(family), "-o", whole, "-q", "--quant", "mxfp4")
     folder = tmp_path / "ranks"
-    run_iris("shard", whole, "--tp", "2", "-o", folder, "-q")
-    _check_tp_run(whole, folder, tmp_path, f"{family} mxfp4")
+    run_iris("shard", whole, "--tp", "2", "--ep", str(ep), "-o", folder, "-q")
+    _check_tp_run(whole, folder, tmp_path, f"{family} mxfp4 ep {ep}")
+
+
+def test_expert_parallel_gpt_oss_equals_one_gpu(ranks, tmp_path):
+    """--tp 2 --ep 2: each rank its two experts whole, the other two's pairs reading nothing;
+    the picked experts' rows (with their biases) exchanged, then combined as on one GPU."""
+    whole, folder = ranks("gptoss-mxfp4", ep=2)
+    _check_tp_run(whole, folder, tmp_path, "gptoss-mxfp4 ep 2")
 
 
 @pytest.mark.parametrize("fixture,options", [
@@ -139,6 +147,17 @@ def test_rank_and_world_size_come_together(ranks):
     _, folder = ranks("llama-bf16", "--quant", "mxfp4")
     with pytest.raises(IrisError, match="together"):
         iris_archive.models.load(folder, rank=0)
+
+
+def test_expert_groups_of_several_ranks_are_refused(converted, tmp_path):
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("this process already has a process group")
+    folder = tmp_path / "r"
+    run_iris("shard", converted("gptoss-mxfp4"), "--tp", "4", "--ep", "2", "-o", folder, "-q")
+    with pytest.raises(IrisError, match="tp 4, ep 2"):
+        iris_archive.models.load(folder, rank=0, world_size=4)
 
 
 def test_a_rank_of_another_world_is_refused(ranks):

@@ -347,8 +347,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     changes); refused where there are no NF4 GEMVs for it to
     change (a snapshot folder, or dequantize=True), rather than ignored.
     rank, world_size (and group, default: torch.distributed's world): `path` is a folder of
-    tensor-parallel rank archives (`iris shard --tp N`) and this process decodes rank `rank` of
-    them on `device`, with torch.distributed (NCCL) already initialised, one process per rank;
+    tensor-parallel rank archives (`iris shard --tp N`, or `--tp N --ep N`: each rank its
+    experts whole) and this process decodes rank `rank` of them on `device`, with torch.distributed (NCCL) already initialised, one process per rank;
     every rank is fed the same tokens and picks the same ones (models/_parallel.py says what
     the ranks exchange)."""
     import os

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
 from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, rms_norm, use_iris_dense_gemv
+from ._parallel import local_experts, share_expert_rows
 
 
 class _Layer:
@@ -27,6 +28,10 @@ class _Layer:
         self.gate_up = d.reads(ExpertStack(w.take(f"{m}.gate_up_proj"), w.nbytes(f"{m}.gate_up_proj")), d.top_k)
         self.down = d.reads(ExpertStack(w.take(f"{m}.down_proj"), w.nbytes(f"{m}.down_proj")), d.top_k)
         self.down.columns_split = d._columns_split(f"{m}.down_proj")
+        # expert parallelism (ep = tp): this rank's experts [experts_first, + experts_held), whole
+        self.experts_first, self.experts_held = 0, None
+        if d.tp is not None and d.tp.ep > 1:
+            self.experts_first, self.experts_held = d.tp.first_row(f"{m}.gate_up_proj"), d.tp.rows(f"{m}.gate_up_proj")
         self.gate_up_bias, self.down_bias = w.take(f"{m}.gate_up_proj_bias"), w.take(f"{m}.down_proj_bias")
         self.fused_route = d._routes_fused(self.router)
         # the activation inside the gate_up GEMV: quantized experts and a BF16 bias (or none)
@@ -91,11 +96,21 @@ class GptOssDecoder(Decoder):
             out = (out + bias.index_select(0, picked)) * weights.reshape(-1, 1)
             return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
 
+        # expert parallelism: the bias joins each row on its expert's rank (combine_add_norm's
+        # rounding), the rows are exchanged, then weighted and summed as above
+        def with_bias(out, bias, picked):
+            return out + bias.index_select(0, picked)
+
+        def weighted_add_norm(out, weights, x, weight):
+            out = out * weights.reshape(-1, 1)
+            return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
+
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
         eps = self.eps
         self.f_norm = self.fn(lambda x, weight: rms_norm(x, weight, eps, True))  # a tensor-parallel rank's first norm (Decoder._embed)
         self.f_route, self.f_gate = self.fn(route), self.fn(gate)
         self.f_combine_add_norm = self.fn(combine_add_norm)
+        self.f_local_experts, self.f_with_bias, self.f_weighted_add_norm = self.fn(local_experts), self.fn(with_bias), self.fn(weighted_add_norm)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers
                                                                              for t in (layer.ln1, layer.ln2, layer.down_bias)])
 
@@ -120,12 +135,24 @@ class GptOssDecoder(Decoder):
                 picked = ids
             else:
                 weights, picked, ids = self.f_route(layer.router(h))
+            held = None
+            if layer.experts_held is not None:  # this rank's experts only; the others' pairs read nothing
+                ids, picked, held = self.f_local_experts(ids, layer.experts_first, layer.experts_held)
+                if not layer.gate_up.quantized:  # dense stacks gather by index: another expert's rows, masked later
+                    ids = picked
             if layer.activation_in_gemv:
                 act = layer.gate_up.swiglu(h, ids, self.rows, layer.gate_up_bias, self.alpha, self.limit)
             else:
                 act = self.f_gate(layer.gate_up(h, ids, self.rows), layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
             down = self._project_experts(layer.down, act, ids, None)
+            if held is not None:
+                rows = share_expert_rows(self.f_with_bias(down, layer.down_bias, picked), held, self.tp)
+                if self.residual_norm:
+                    x, h = torch.ops.iris.residual_norm(x, rows, nxt, self.eps, True, None, None, weights)
+                else:
+                    x, h = self.f_weighted_add_norm(rows, weights, x, nxt)
+                continue
             if self.residual_norm:  # the experts' weighted sum with their biases, the residual and the norm
                 x, h = torch.ops.iris.residual_norm(x, down, nxt, self.eps, True, layer.down_bias, ids, weights)
             else:

@@ -12,6 +12,7 @@ from .._errors import IrisError
 from ._decoder import Decoder
 from ..torch import Experts
 from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, rms_norm, use_iris_dense_gemv
+from ._parallel import local_experts, share_expert_rows
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -52,15 +53,24 @@ class _MixtralMoe:
         e = int(config["num_local_experts"])
         self.top_k = int(config["num_experts_per_tok"])
         self.router = d.reads(Linear(w, f"{prefix}.gate", bias=False))
+        # expert parallelism (ep = tp): this rank's experts [first, first + held), whole; the
+        # router still scores all e
+        experts = range(e)
+        self.first, self.held = 0, None
+        if d.tp is not None and d.tp.ep > 1:
+            experts = [i for i in range(e) if w.has(f"{prefix}.experts.{i}.w1.weight")]
+            if not experts or experts != list(range(experts[0], experts[0] + len(experts))):
+                raise IrisError(f"{w.source}: {prefix}: this rank's experts {experts} are not one run of the {e}")
+            self.first, self.held = experts[0], len(experts)
         stacks, tensors = {}, {}
         for p in ("w1", "w2", "w3"):
-            names = [f"{prefix}.experts.{i}.{p}.weight" for i in range(e)]
+            names = [f"{prefix}.experts.{i}.{p}.weight" for i in experts]
             tensors[p] = [w.take(n) for n in names]
             stacks[p] = d.reads(ExpertStack(tensors[p], sum(w.nbytes(n) for n in names)), self.top_k)
             for n in names:
                 w.release(n)  # the stack holds them (a dense stack is a copy)
         self.w1, self.w2, self.w3 = stacks["w1"], stacks["w2"], stacks["w3"]
-        self.w2.columns_split = d._columns_split(f"{prefix}.experts.0.w2.weight")
+        self.w2.columns_split = d._columns_split(f"{prefix}.experts.{experts[0]}.w2.weight")
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=d.device)
         # w1 and w3 of every expert as one more set over the same device tensors, interleaved
         # (expert e's w1 at 2e, its w3 at 2e + 1), where libiris takes the activation into that
@@ -87,13 +97,19 @@ class _MixtralMoe:
             top, ids = d._route_fused(self.router, h, self.top_k)
         else:
             top, ids = d.f_route(self.router(h), self.top_k)
+        held = None
+        if self.held is not None:  # this rank's experts only; the others' pairs read nothing
+            ids, clamped, held = d.f_local_experts(ids, self.first, self.held)
+            if not self.w1.quantized:  # dense stacks gather by index: another expert's rows, masked later
+                ids = clamped
         if self.gate_up is not None and d.gated_in_gemv:
             # pairs 2j and 2j + 1: w1 and w3 of the j-th picked expert
             pair_ids = d.f_pair_ids(ids, self.pair_offsets)
             x = torch.ops.iris.gemv_experts_gated(h, pair_ids, self.pair_rows, self.gate_up._handle, self.w1.n, self.exchange)
         else:
             x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
-        return d._project_experts(self.w2, x, ids, None), top
+        out = d._project_experts(self.w2, x, ids, None)
+        return (out if held is None else share_expert_rows(out, held, d.tp)), top
 
     def __call__(self, d, h):
         return d.f_weighted_sum(*self.terms(d, h))
@@ -212,6 +228,7 @@ class LlamaDecoder(Decoder):
         self.f_gated = torch.ops.iris.gated_silu if self.gated_in_gemv else self.fn(lambda gate, up: act(gate) * up)
         self.f_route, self.f_weighted_sum = self.fn(_route_softmax_topk), self.fn(_weighted_sum)
         self.f_pair_ids = self.fn(_gated_pair_ids)
+        self.f_local_experts = self.fn(local_experts)
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers for t in (layer.ln1, layer.ln2)])
 
     # Measurement aid (bench/decode_bench.py --knock-out-sweep): steps of every layer left out of

@@ -11,7 +11,11 @@ process per GPU):
   in the order of its FP32 additions;
 - embed_tokens and lm_head are split by the vocabulary: a token's row comes from the rank that
   holds it (the others add zeros, so the sum is that row exactly), and the ranks' logits are
-  gathered in rank order.
+  gathered in rank order;
+- with expert parallelism (`--ep` = `--tp`: each rank its own experts, whole) a rank runs only
+  the picked experts it holds (the others' ids become -1, for which the expert GEMV reads
+  nothing), and the picked experts' output rows are exchanged the same way as the embedding
+  row, so every rank combines all of them exactly as one GPU does.
 
 Every exchange is issued on the current stream, so a decode step with them captures into one
 CUDA graph."""
@@ -28,10 +32,11 @@ class TensorParallel:
     """The rank's place in the world and the boxes its archive holds (name -> the logical
     `shape`, and the box's `start` and `count` per dimension)."""
 
-    def __init__(self, rank: int, world: int, boxes: dict, source: str, group=None):
+    def __init__(self, rank: int, world: int, boxes: dict, source: str, group=None, ep: int = 1):
         import torch.distributed as dist
 
         self.rank, self.world, self.boxes, self.source, self.group = rank, world, boxes, source, group
+        self.ep = ep  # expert groups; iris.models takes ep 1 or ep = world (each rank one group, its experts whole)
         self._dist = dist
         if not dist.is_available() or not dist.is_initialized():
             raise IrisError(f"{source}: rank {rank} of {world}: a tensor-parallel decode needs torch.distributed "
@@ -92,6 +97,24 @@ class TensorParallel:
         row = torch.where(inside.view(-1, 1), row, torch.zeros_like(row)).float()
         self._dist.all_reduce(row, group=self.group)
         return row.to(local_embed.dtype)
+
+
+def share_expert_rows(rows: torch.Tensor, held: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Expert parallelism: [top_k, n] rows of the picked experts, each computed on the rank that
+    holds its expert (`held` there; the others' rows are NaN or stale), exchanged so that every
+    rank has all of them: the holder's row, the others' zeros, summed in FP32 (exact: one row
+    and zeros). Every rank then combines them as one GPU does, in its order."""
+    shared = torch.where(held.view(-1, 1), rows, torch.zeros_like(rows)).float()
+    return tp.reduce(shared).to(rows.dtype)
+
+
+def local_experts(ids: torch.Tensor, first: int, count: int):
+    """The router's expert ids as this rank's: (ids of its set, -1 for another group's expert:
+    the expert GEMV reads nothing for those and gives NaN rows; the same clamped into range, for
+    lookups such as bias rows; whether this rank holds each)."""
+    local = ids.to(torch.int32) - first
+    held = (local >= 0) & (local < count)
+    return torch.where(held, local, torch.full_like(local, -1)), local.clamp(0, count - 1).long(), held
 
 
 def _interleave(out: torch.Tensor, world: int, shape) -> torch.Tensor:

@@ -69,12 +69,13 @@ def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool 
 
     archive = open_rank(path, rank, world_size)
     record = archive.metadata["rank"]
-    if int(record.get("ep", 1)) != 1:
+    ep = int(record.get("ep", 1))
+    if ep not in (1, world_size):
         archive.close()
-        raise IrisError(f"{archive.path}: an expert-parallel rank (ep {record.get('ep')}): iris.models decodes "
-                        "tensor-parallel ranks (ep 1) only")
+        raise IrisError(f"{archive.path}: expert groups of several ranks (tp {world_size}, ep {ep}): iris.models decodes "
+                        "ep 1 (experts split over every rank) or ep = tp (each rank its own experts, whole)")
     boxes = {e["name"]: e for e in record["tensors"]}
-    parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group)
+    parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group, ep)
     weights = _from_opened(archive, device, dequantize, nf4_table)
     weights.parallel = parallel
     return weights
