@@ -36,13 +36,13 @@ Result<ShardReport> run_shard(const ShardOptions& o) {
     return invalid_input(o.archive + ": a conversion part, a rank's archive or a set member, not a whole archive");
   IRIS_ASSIGN_OR_RETURN(std::string config, a.read_file("config.json"));
   IRIS_ASSIGN_OR_RETURN(ModelShape shape, model_shape_for_sharding(config, m.model_type, o.spec, o.archive));
-  // The MLPs' intermediate dimension is cut where every tensor that it runs through can be cut.
+  // Each MLP's intermediate dimension is cut where every tensor that it runs through can be cut.
   std::vector<UnitOfTensor> units;
   for (const auto& t : m.tensors) {
     IRIS_ASSIGN_OR_RETURN(const CutUnits u, cut_units(t.desc));
     units.push_back({t.desc.name, t.desc.shape.size(), u.rows, u.columns});
   }
-  IRIS_ASSIGN_OR_RETURN(shape.mlp_unit, mlp_cut_unit(units, o.archive));
+  IRIS_ASSIGN_OR_RETURN(shape.mlp_units, mlp_cut_units(units, o.spec, o.archive));
   const uint32_t world = o.spec.tp;
   // Every rank's file stays open (unnamed) until all are written: a bound on the descriptors.
   if (world > kMaxShardRanks)

@@ -118,18 +118,30 @@ IntermediateCut intermediate_cut(const std::string& name, size_t r) {
   return {};
 }
 
-Result<uint64_t> mlp_cut_unit(const std::vector<UnitOfTensor>& tensors, const std::string& where) {
-  uint64_t unit = 1;
+std::string mlp_key(const std::string& name) {
+  const auto at = name.find(".experts.");
+  if (at != std::string::npos) return name.substr(0, at + 8);
+  const auto last = name.rfind('.');
+  const auto before = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('.', last - 1);
+  return before == std::string::npos ? name : name.substr(0, before);
+}
+
+Result<std::map<std::string, uint64_t>> mlp_cut_units(const std::vector<UnitOfTensor>& tensors, ShardSpec spec, const std::string& where) {
+  std::map<std::string, uint64_t> units;
   for (const auto& t : tensors) {
     const IntermediateCut c = intermediate_cut(t.name, t.rank);
     if (c.dim < 0) continue;
+    const bool expert = t.name.find(".experts.") != std::string::npos;
+    if ((expert ? spec.tp / spec.ep : spec.tp) <= 1) continue;  // held whole: no cut to fall anywhere
     const uint64_t along = size_t(c.dim) + 1 == t.rank ? t.column_unit : size_t(c.dim) + 2 == t.rank ? t.row_unit : 1;
-    const uint64_t need = along / std::gcd(along, c.per_element);  // intermediate elements a cut must be a multiple of
-    unit = std::lcm(unit, std::max<uint64_t>(need, 1));
-    if (unit > (uint64_t(1) << 32))
-      return invalid_input(where + ": tensor '" + t.name + "': its quantization blocks and the other MLP tensors' have no common cut under 2^32");
+    const uint64_t need = std::max<uint64_t>(along / std::gcd(along, c.per_element), 1);  // intermediate elements
+    uint64_t& unit = units.try_emplace(mlp_key(t.name), 1).first->second;
+    uint64_t lcm = 0;
+    if (__builtin_mul_overflow(unit / std::gcd(unit, need), need, &lcm) || lcm > (uint64_t(1) << 32))
+      return invalid_input(where + ": tensor '" + t.name + "': its quantization blocks and its MLP's other tensors' have no common cut under 2^32");
+    unit = lcm;
   }
-  return unit;
+  return units;
 }
 
 Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t>& shape, const ModelShape& m, ShardSpec spec,
@@ -155,7 +167,8 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
     if (shape[d] % c.per_element != 0)
       return invalid_input(what + ": " + std::to_string(shape[d]) + " rows are not whole gate/up pairs");
     uint64_t start = 0, count = 0;
-    IRIS_TRY(balanced_part(shape[d] / c.per_element, parts, p, m.mlp_unit, what, &start, &count));
+    const auto unit = m.mlp_units.find(mlp_key(name));
+    IRIS_TRY(balanced_part(shape[d] / c.per_element, parts, p, unit == m.mlp_units.end() ? 1 : unit->second, what, &start, &count));
     s.box.start[d] = start * c.per_element;
     s.box.count[d] = count * c.per_element;
     s.split = true;

@@ -6,7 +6,7 @@
 // - row-parallel (columns split): o, down, expert down, by heads for o;
 // - the MLP's intermediate dimension (gate/up rows, down columns, the experts' too) in parts on
 //   whole quantization blocks of every tensor it runs through, the first parts one block wider
-//   where equal parts would cut one (ModelShape::mlp_unit);
+//   where equal parts would cut one (ModelShape::mlp_units);
 // - experts: whole experts over the ep groups, each expert then split over the tp / ep ranks of
 //   its group as above;
 // - everything else (norms, routers, row-parallel biases, sinks split with q's heads aside):
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,10 @@ struct ModelShape {
   std::string model_type;
   uint64_t heads = 0, kv_heads = 0, head_dim = 0;
   uint64_t experts = 0;  // routed experts (0: a dense model)
-  // The MLPs' intermediate dimension (gate/up rows, down columns, and the experts') is cut on
-  // multiples of this many of its elements, the first ranks one unit more where equal parts
-  // would cross a quantization block (mlp_cut_unit).
-  uint64_t mlp_unit = 1;
+  // Each MLP's intermediate dimension (gate/up rows, down columns; a layer's experts share
+  // one) is cut on multiples of this many of its elements, the first ranks one unit more where
+  // equal parts would cross a quantization block (mlp_cut_units); by mlp_key, 1 where absent.
+  std::map<std::string, uint64_t> mlp_units;
 };
 
 // From the archive's config.json; refuses a family without rules and a spec its shape cannot
@@ -59,15 +60,21 @@ struct IntermediateCut {
 };
 IntermediateCut intermediate_cut(const std::string& name, size_t rank);
 
-// The unit (in intermediate elements) that a cut of the intermediate dimension of every
-// tensor in `tensors` falls on, given each one's cut units (rows, columns): their least common
-// multiple, each translated through per_element. Refuses a unit past 2^32.
+// Which MLP a tensor of intermediate_cut belongs to: its name up to ".experts" for experts (a
+// layer's experts are cut alike), else without its last two parts ("...mlp.gate_proj.weight" ->
+// "...mlp").
+std::string mlp_key(const std::string& name);
+
+// For each MLP whose intermediate dimension `spec` cuts (dense ones over tp ranks, experts over
+// their group's tp / ep), the unit (in intermediate elements) that every cut falls on: the
+// least common multiple of its tensors' cut units (rows, columns) along that dimension, each
+// translated through per_element. Refuses a unit past 2^32, naming the tensor.
 struct UnitOfTensor {
   std::string name;
   size_t rank = 0;
   uint64_t row_unit = 1, column_unit = 1;
 };
-Result<uint64_t> mlp_cut_unit(const std::vector<UnitOfTensor>& tensors, const std::string& where);
+Result<std::map<std::string, uint64_t>> mlp_cut_units(const std::vector<UnitOfTensor>& tensors, ShardSpec spec, const std::string& where);
 
 Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t>& shape, const ModelShape& m, ShardSpec spec,
                              uint32_t rank);

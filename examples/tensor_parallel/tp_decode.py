@@ -16,8 +16,8 @@ part is printed, with both tokens and the whole model's top two logits there. Bo
 then score the whole model's tokens (teacher forcing): on how many steps the ranks' pick is
 the whole model's, and the largest logit difference relative to the step's largest logit.
 The same two figures for the whole model against itself in iris.models' other arithmetic
-(uncompiled, transformers' order: noise_floor_*) say how far two correct runs of one model
-part. And for the first token, every projection's output after the exchange (o, down, expert down:
+(the other of compiled and uncompiled: noise_floor_*) say how far two correct runs of one
+model part. And for the first token, every projection's output after the exchange (o, down, expert down:
 first_step_projections, in layer order) against the whole model's: [elements that differ,
 largest difference, largest magnitude]. A wrong head, slice or exchange shows in layer 0;
 FP32 order shows as one-ulp differences that spread with depth (and, in an MoE, as a router
@@ -65,9 +65,10 @@ def ms_per_token(decoder, steps: int, graph: bool) -> float:
     return a.elapsed_time(b) / steps
 
 
-def traced_first_step(decoder, token: int) -> list:
+def traced_first_step(decoder, token: int, experts: bool) -> list:
     """One eager step at position 0, recording every projection's output after the ranks'
-    exchange (Decoder._project and _project_experts: o, down, expert down), in call order."""
+    exchange (Decoder._project: o, down; with experts, _project_experts: expert down), in call
+    order. Expert parallelism exchanges the expert rows later, so its runs leave them out."""
     seen = []
     project, project_experts = decoder._project, decoder._project_experts
 
@@ -76,13 +77,15 @@ def traced_first_step(decoder, token: int) -> list:
         return y
 
     decoder._project = lambda part, x: record(project(part, x))
-    decoder._project_experts = lambda stack, x, ids, rows: record(project_experts(stack, x, ids, rows))
+    if experts:
+        decoder._project_experts = lambda stack, x, ids, rows: record(project_experts(stack, x, ids, rows))
     try:
         decoder.reset()
         decoder.token.fill_(token)
         decoder.step(graph=False)
     finally:
-        del decoder._project, decoder._project_experts
+        decoder.__dict__.pop("_project", None)
+        decoder.__dict__.pop("_project_experts", None)
     return seen
 
 
@@ -102,13 +105,15 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     dev = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     graph = args.backend == "nccl"
-    # A rank that fails ends the others' waits in minutes, not NCCL's default ten.
+    # The other ranks wait while rank 0 loads, runs and scores the whole model twice (minutes at
+    # gpt-oss-120b's size); a rank that fails ends the others through torch.multiprocessing.
     options = {"device_id": dev} if args.backend == "nccl" else {}
-    dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=300), **options)
+    dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=1800), **options)
     prompt = [int(t) for t in args.prompt.split(",")]
     max_len = len(prompt) + args.steps + 8
     t0 = time.perf_counter()
-    m = models.load(args.ranks, device=dev, max_len=max_len, compile=True, nf4_table=args.nf4_table, rank=rank, world_size=world)
+    how = dict(compile=not args.no_compile, dequantize=args.dequantize, nf4_table=args.nf4_table)
+    m = models.load(args.ranks, device=dev, max_len=max_len, rank=rank, world_size=world, **how)
     torch.cuda.synchronize()
     load_s = time.perf_counter() - t0
     vocab = int(m.config["vocab_size"])
@@ -120,7 +125,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     dist.all_gather_object(reads, m.bytes_per_token)
     whole, shared = None, [None]
     if rank == 0:
-        whole = models.load(args.whole, device=dev, max_len=max_len, compile=True, nf4_table=args.nf4_table)
+        whole = models.load(args.whole, device=dev, max_len=max_len, **how)
         whole_bytes = whole.bytes_per_token
         shared = [whole.generate(prompt, args.steps, graph=graph)]
     dist.broadcast_object_list(shared, src=0)
@@ -129,21 +134,22 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     # they are, and on how many steps the tensor-parallel pick is the whole model's, say
     # whether the runs part on a near tie (FP32 order) or on a wrong result.
     tp_logits = m.score(prompt, want, graph=graph)
-    tp_trace = traced_first_step(m, prompt[0])
+    experts = m.tp.ep == 1
+    tp_trace = traced_first_step(m, prompt[0], experts)
     out = None
     if rank == 0:
         whole_logits = whole.score(prompt, want, graph=graph)
         agree = int((tp_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
         scale = whole_logits.abs().amax(-1)
         worst = float(((tp_logits - whole_logits).abs().amax(-1) / scale).max())
-        trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0]))
+        trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0], experts))
         whole_ms = ms_per_token(whole, min(args.steps, max_len - 8), graph)
         # The comparison's noise floor: the whole model in iris.models' other arithmetic
-        # (uncompiled: transformers' order and roundings, as bench/decode_bench.py's
-        # self-check), scored on the same tokens. Where one GPU's two arithmetics part as
-        # often, the ranks' parting says nothing about the split.
+        # (compiled or not: the other of the two, as bench/decode_bench.py's self-check),
+        # scored on the same tokens. Where one GPU's two arithmetics part as often, the ranks'
+        # parting says nothing about the split.
         del whole
-        twin = models.load(args.whole, device=dev, max_len=max_len, compile=False, nf4_table=args.nf4_table)
+        twin = models.load(args.whole, device=dev, max_len=max_len, **dict(how, compile=args.no_compile))
         twin_logits = twin.score(prompt, want, graph=graph)
         del twin
         twin_agree = int((twin_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
@@ -155,7 +161,8 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
             where = {"step": part, "tp_token": tokens[part], "whole_token": want[part],
                      "whole_top2": [[int(i), float(v)] for v, i in zip(top.values.tolist(), top.indices.tolist())]}
         out = {"model": os.path.basename(os.path.normpath(args.whole)), "world": world, "device": torch.cuda.get_device_name(dev),
-               "backend": args.backend, "mode": "graph" if graph else "eager", "steps": args.steps, "prompt": prompt,
+               "backend": args.backend, "mode": "graph" if graph else "eager", "compile": not args.no_compile,
+               "dequantize": args.dequantize, "steps": args.steps, "prompt": prompt,
                "tokens_equal": part is None, "first_difference": where,
                "teacher_forced_picks_equal": agree, "teacher_forced_max_logit_difference": worst,
                "noise_floor_picks_equal": twin_agree, "noise_floor_max_logit_difference": twin_worst,
@@ -177,6 +184,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=64)
     p.add_argument("--nf4-table", default="exact", choices=["exact", "bf16"])
     p.add_argument("--prompt", default="1,15,27,8,99,3,42,7", help="token ids, comma-separated (taken modulo the vocabulary)")
+    p.add_argument("--no-compile", action="store_true", help="iris.models' uncompiled arithmetic (transformers' steps) on both sides")
+    p.add_argument("--dequantize", action="store_true", help="both sides with their weights dequantized to BF16 (the export's model)")
     p.add_argument("--json", help="also write the result here")
     p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
                    help="gloo: ranks may share a GPU; eager steps (no graphs), for a check on one GPU")

@@ -87,11 +87,20 @@ def test_tensor_parallel_tiny_models_equal_one_gpu(tiny, tmp_path, family, ep):
     _check_tp_run(whole, folder, tmp_path, f"{family} mxfp4 ep {ep}")
 
 
-def test_expert_parallel_gpt_oss_equals_one_gpu(ranks, tmp_path):
+@pytest.mark.parametrize("how", [(), ("--no-compile",), ("--dequantize",)])
+def test_expert_parallel_gpt_oss_equals_one_gpu(ranks, tmp_path, how):
     """--tp 2 --ep 2: each rank its two experts whole, the other two's pairs reading nothing;
-    the picked experts' rows (with their biases) exchanged, then combined as on one GPU."""
+    the picked experts' rows (with their biases) exchanged, then combined as on one GPU. Also
+    in the uncompiled arithmetic (transformers' steps, Inductor's norms) and with the weights
+    dequantized (dense stacks, gathered by clamped ids)."""
     whole, folder = ranks("gptoss-mxfp4", ep=2)
-    _check_tp_run(whole, folder, tmp_path, "gptoss-mxfp4 ep 2")
+    _check_tp_run(whole, folder, tmp_path, f"gptoss-mxfp4 ep 2 {' '.join(how)}", how)
+
+
+@pytest.mark.parametrize("how", [("--no-compile",), ("--dequantize",)])
+def test_tensor_parallel_other_arithmetics_equal_one_gpu(ranks, tmp_path, how):
+    whole, folder = ranks("llama-bf16", "--quant", "mxfp4")
+    _check_tp_run(whole, folder, tmp_path, f"llama-bf16 mxfp4 {' '.join(how)}", how)
 
 
 @pytest.mark.parametrize("fixture,options", [
@@ -106,10 +115,10 @@ def test_tensor_parallel_tokens_equal_one_gpu(ranks, tmp_path, fixture, options)
     _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)}")
 
 
-def _check_tp_run(whole, folder, tmp_path, label):
+def _check_tp_run(whole, folder, tmp_path, label, how=()):
     out = tmp_path / "tp.json"
     r = subprocess.run([sys.executable, str(EXAMPLE), str(whole), str(folder), "2", "--steps", str(STEPS), "--json", str(out),
-                        "--backend", BACKEND], capture_output=True, text=True, timeout=600)
+                        "--backend", BACKEND, *how], capture_output=True, text=True, timeout=600)
     assert out.exists(), f"tp_decode.py exited {r.returncode}: {r.stderr[-3000:]}"
     got = json.loads(out.read_text())
     print(f"{label}: {BACKEND}, {got['mode']}: tensor-parallel {got['tp_ms_per_token']} ms/token, "

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "converter/shard/shard_rules.h"
 #include "tests/cli_runner.h"
 #include "tests/rewrite_manifest.h"
 #include "tests/sanitizer_scale.h"
@@ -224,6 +225,51 @@ TEST(Shard, TheMlpIsCutOnWholeBlocksWhereEqualPartsWouldCrossOne) {
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("96 cannot be split over 2 ranks in whole 128-element units"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d / "none") && !fs::is_empty(d / "none"));
+}
+
+// The rules themselves at gpt-oss-120b's expert shapes (E = 128 experts, I = 2880, H = 2880) in
+// MXFP4 over 4 ranks: the unit from the tensors' cut units (down_proj's 32-column blocks; the
+// gate_up rows, two to an intermediate element, have none), then each rank's box of gate_up
+// (rows), its bias and down (columns), computed here from the stated rule: 90 blocks over 4
+// ranks are 23, 23, 22, 22.
+TEST(Shard, GptOssExpertsOverFourRanksFallOnWholeBlocksInPairs) {
+  const std::string L = "model.layers.0.mlp.experts.";
+  const std::vector<UnitOfTensor> tensors = {
+      {L + "gate_up_proj", 3, 1, 32}, {L + "gate_up_proj_bias", 2, 1, 1}, {L + "down_proj", 3, 1, 32}, {L + "down_proj_bias", 2, 1, 1},
+      {"model.layers.0.self_attn.o_proj.weight", 2, 1, 1}};
+  ShardSpec spec{4, 1};
+  auto units = mlp_cut_units(tensors, spec, "w.iris");
+  ASSERT_TRUE(units.is_ok());
+  EXPECT_EQ(*units, (std::map<std::string, uint64_t>{{"model.layers.0.mlp.experts", 32}}));
+  ModelShape m;
+  m.model_type = "gpt_oss", m.heads = 64, m.kv_heads = 8, m.head_dim = 64, m.experts = 128, m.mlp_units = *units;
+  const uint64_t width[] = {736, 736, 704, 704};
+  uint64_t start = 0;
+  for (uint32_t r = 0; r < 4; ++r) {
+    auto gu = rank_share(L + "gate_up_proj", {128, 5760, 2880}, m, spec, r);
+    auto bias = rank_share(L + "gate_up_proj_bias", {128, 5760}, m, spec, r);
+    auto down = rank_share(L + "down_proj", {128, 2880, 2880}, m, spec, r);
+    auto down_bias = rank_share(L + "down_proj_bias", {128, 2880}, m, spec, r);
+    ASSERT_TRUE(gu.is_ok() && bias.is_ok() && down.is_ok() && down_bias.is_ok()) << r;
+    EXPECT_EQ(gu->box.start, (std::vector<uint64_t>{0, 2 * start, 0})) << r;
+    EXPECT_EQ(gu->box.count, (std::vector<uint64_t>{128, 2 * width[r], 2880})) << r;
+    EXPECT_EQ(bias->box.start, (std::vector<uint64_t>{0, 2 * start})) << r;
+    EXPECT_EQ(bias->box.count, (std::vector<uint64_t>{128, 2 * width[r]})) << r;
+    EXPECT_EQ(down->box.start, (std::vector<uint64_t>{0, 0, start})) << r;
+    EXPECT_EQ(down->box.count, (std::vector<uint64_t>{128, 2880, width[r]})) << r;
+    EXPECT_TRUE(down_bias->box.covers({128, 2880})) << r;  // replicated, added once after the exchange
+    start += width[r];
+  }
+  EXPECT_EQ(start, 2880u);
+  // Experts whole on each rank (--ep 4): no cut, so their blocks set no unit.
+  auto whole = mlp_cut_units(tensors, ShardSpec{4, 4}, "w.iris");
+  ASSERT_TRUE(whole.is_ok());
+  EXPECT_TRUE(whole->empty());
+  // A unit past 2^32 (blocks whose least common multiple overflows) is refused by name.
+  auto huge = mlp_cut_units({{L + "down_proj", 3, 1, (uint64_t(1) << 31) + 1}, {L + "gate_up_proj", 3, (uint64_t(1) << 31) + 3, 1}},
+                            spec, "w.iris");
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_NE(huge.status().message().find("gate_up_proj"), std::string::npos) << huge.status().message();
 }
 
 void expect_refused(const std::string& args, const std::string& named, const std::string& folder) {

@@ -135,17 +135,19 @@ class GptOssDecoder(Decoder):
                 picked = ids
             else:
                 weights, picked, ids = self.f_route(layer.router(h))
-            held = None
+            held, gate_up_ids, down_ids = None, ids, ids
             if layer.experts_held is not None:  # this rank's experts only; the others' pairs read nothing
                 ids, picked, held = self.f_local_experts(ids, layer.experts_first, layer.experts_held)
-                if not layer.gate_up.quantized:  # dense stacks gather by index: another expert's rows, masked later
-                    ids = picked
+                # a quantized stack takes -1 (no reads, NaN rows); a dense one gathers by index, so
+                # it takes the clamped ids (another expert's rows); both are masked in the exchange
+                gate_up_ids = ids if layer.gate_up.quantized else picked
+                down_ids = ids if layer.down.quantized else picked
             if layer.activation_in_gemv:
-                act = layer.gate_up.swiglu(h, ids, self.rows, layer.gate_up_bias, self.alpha, self.limit)
+                act = layer.gate_up.swiglu(h, gate_up_ids, self.rows, layer.gate_up_bias, self.alpha, self.limit)
             else:
-                act = self.f_gate(layer.gate_up(h, ids, self.rows), layer.gate_up_bias, picked)
+                act = self.f_gate(layer.gate_up(h, gate_up_ids, self.rows), layer.gate_up_bias, picked)
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
-            down = self._project_experts(layer.down, act, ids, None)
+            down = self._project_experts(layer.down, act, down_ids, None)
             if held is not None:
                 rows = share_expert_rows(self.f_with_bias(down, layer.down_bias, picked), held, self.tp)
                 if self.residual_norm:

@@ -97,18 +97,19 @@ class _MixtralMoe:
             top, ids = d._route_fused(self.router, h, self.top_k)
         else:
             top, ids = d.f_route(self.router(h), self.top_k)
-        held = None
+        held, for_stack = None, lambda stack: ids  # noqa: E731
         if self.held is not None:  # this rank's experts only; the others' pairs read nothing
             ids, clamped, held = d.f_local_experts(ids, self.first, self.held)
-            if not self.w1.quantized:  # dense stacks gather by index: another expert's rows, masked later
-                ids = clamped
+            # a quantized stack takes -1 (no reads, NaN rows); a dense one gathers by index, so it
+            # takes the clamped ids (another expert's rows); both are masked in the exchange
+            for_stack = lambda stack: ids if stack.quantized else clamped  # noqa: E731
         if self.gate_up is not None and d.gated_in_gemv:
-            # pairs 2j and 2j + 1: w1 and w3 of the j-th picked expert
+            # pairs 2j and 2j + 1: w1 and w3 of the j-th picked expert (both quantized)
             pair_ids = d.f_pair_ids(ids, self.pair_offsets)
             x = torch.ops.iris.gemv_experts_gated(h, pair_ids, self.pair_rows, self.gate_up._handle, self.w1.n, self.exchange)
         else:
-            x = d.f_gated(self.w1(h, ids, self.rows), self.w3(h, ids, self.rows))
-        out = d._project_experts(self.w2, x, ids, None)
+            x = d.f_gated(self.w1(h, for_stack(self.w1), self.rows), self.w3(h, for_stack(self.w3), self.rows))
+        out = d._project_experts(self.w2, x, for_stack(self.w2), None)
         return (out if held is None else share_expert_rows(out, held, d.tp)), top
 
     def __call__(self, d, h):

@@ -8,7 +8,8 @@ process per GPU):
 - a projection split by columns (o, down, expert down) gives FP32 partial sums over this
   rank's columns; they are summed across the ranks (all_reduce) and only then rounded to BF16
   and given their bias, as one GPU rounds its whole sum. The output differs from one GPU's only
-  in the order of its FP32 additions;
+  in the order of its FP32 additions (a dense weight's partial sums come from iris's dense GEMV
+  with FP32 outputs, also under dequantize=True, whose whole model runs them on cuBLAS);
 - embed_tokens and lm_head are split by the vocabulary: a token's row comes from the rank that
   holds it (the others add zeros, so the sum is that row exactly), and the ranks' logits are
   gathered in rank order;
