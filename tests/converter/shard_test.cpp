@@ -109,9 +109,15 @@ TEST(Shard, TheBoxesAreTheStatedRules) {
     EXPECT_EQ(m["rank"]["index"], rank);
     EXPECT_EQ(m["rank"]["world"], 4);
     for (const auto& t : m["rank"]["tensors"]) {
-      if (t["name"] == "model.layers.1.self_attn.k_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({rank / 2 * 64, 0})) << rank;
-      if (t["name"] == "model.layers.1.self_attn.q_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({rank * 64, 0})) << rank;
-      if (t["name"] == "model.layers.1.self_attn.o_proj.weight") EXPECT_EQ(t["start"], nlohmann::json({0, rank * 64})) << rank;
+      if (t["name"] == "model.layers.1.self_attn.k_proj.weight") {
+        EXPECT_EQ(t["start"], nlohmann::json({rank / 2 * 64, 0})) << rank;
+      }
+      if (t["name"] == "model.layers.1.self_attn.q_proj.weight") {
+        EXPECT_EQ(t["start"], nlohmann::json({rank * 64, 0})) << rank;
+      }
+      if (t["name"] == "model.layers.1.self_attn.o_proj.weight") {
+        EXPECT_EQ(t["start"], nlohmann::json({0, rank * 64})) << rank;
+      }
     }
   }
   // Expert groups: gpt-oss-mxfp4 has 4 experts; --ep 2 puts experts [0, 2) on group 0.
