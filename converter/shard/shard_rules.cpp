@@ -159,18 +159,18 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
     s.split = true;
     return Status::ok();
   };
-  // Cuts the MLP's intermediate dimension into `parts` on multiples of the model's unit.
+  // Cuts the MLP's intermediate dimension into `parts` on multiples of its MLP's unit.
+  const IntermediateCut mlp = intermediate_cut(name, r);
   auto cut_intermediate = [&](uint64_t parts, uint64_t p) -> Status {
-    const IntermediateCut c = intermediate_cut(name, r);
     if (parts <= 1) return Status::ok();
-    const size_t d = size_t(c.dim);
-    if (shape[d] % c.per_element != 0)
+    const size_t d = size_t(mlp.dim);
+    if (shape[d] % mlp.per_element != 0)
       return invalid_input(what + ": " + std::to_string(shape[d]) + " rows are not whole gate/up pairs");
     uint64_t start = 0, count = 0;
     const auto unit = m.mlp_units.find(mlp_key(name));
-    IRIS_TRY(balanced_part(shape[d] / c.per_element, parts, p, unit == m.mlp_units.end() ? 1 : unit->second, what, &start, &count));
-    s.box.start[d] = start * c.per_element;
-    s.box.count[d] = count * c.per_element;
+    IRIS_TRY(balanced_part(shape[d] / mlp.per_element, parts, p, unit == m.mlp_units.end() ? 1 : unit->second, what, &start, &count));
+    s.box.start[d] = start * mlp.per_element;
+    s.box.count[d] = count * mlp.per_element;
     s.split = true;
     return Status::ok();
   };
@@ -215,14 +215,14 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
     if (!m.experts || uint64_t(expert) >= m.experts) return invalid_input(what + ": expert " + std::to_string(expert) + " of " + std::to_string(m.experts));
     s.present = uint64_t(expert) / (m.experts / spec.ep) == group;
     if (!s.present) return s;
-    if (intermediate_cut(name, r).dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));
+    if (mlp.dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));
     else if (matrix && weight) s.ruled = false;
     s.split = s.split || spec.ep > 1;
     return s;
   }
   if (stacked_experts && r >= 2) {  // gpt-oss: [E, 2I, H] gate_up (gate and up interleaved by rows), [E, H, I] down, biases [E, 2I], [E, H]
     IRIS_TRY(cut(0, spec.ep, group, 1));
-    if (intermediate_cut(name, r).dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));  // gate_up: whole gate/up pairs
+    if (mlp.dim >= 0) IRIS_TRY(cut_intermediate(group_size, in_group));  // gate_up: whole gate/up pairs
     else if (!ends_with(name, ".down_proj_bias")) s.ruled = false;
     return s;
   }
@@ -231,7 +231,7 @@ Result<RankShare> rank_share(const std::string& name, const std::vector<uint64_t
       ends_with(name, ".mlp.gate.weight") || ends_with(name, ".shared_expert_gate.weight"))
     return s;
   // Dense MLP (shared experts too).
-  if (intermediate_cut(name, r).dim >= 0) {
+  if (mlp.dim >= 0) {
     IRIS_TRY(cut_intermediate(tp, rank));
     return s;
   }

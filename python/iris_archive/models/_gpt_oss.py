@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from .._patch import _gpt_oss_gate
 from ._decoder import Decoder
-from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, rms_norm, use_iris_dense_gemv
-from ._parallel import local_experts, share_expert_rows
+from ._layers import ExpertStack, GroupedLinear, Linear, norm_steps, use_iris_dense_gemv
+from ._parallel import local_experts
 
 
 class _Layer:
@@ -69,7 +69,7 @@ class GptOssDecoder(Decoder):
         self.rows = torch.zeros(self.top_k, dtype=torch.int32, device=self.device)
         heads, kv_heads, groups, head_dim = self.heads, self.kv_heads, self.groups, self.head_dim
         scaling, top_k = head_dim ** -0.5, self.top_k
-        embed_norm, add_norm = norm_steps(self.eps, weight_in_f32=True)
+        embed_norm, add_norm, norm = norm_steps(self.eps, weight_in_f32=True)
 
         def attention(q, keys, values, mask, sinks):
             # transformers' eager_attention_forward with sinks, at one query: BF16 matmuls, the
@@ -106,8 +106,7 @@ class GptOssDecoder(Decoder):
             return add_norm(x, out.sum(dim=0, keepdim=True).to(out.dtype), weight)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
-        eps = self.eps
-        self.f_norm = self.fn(lambda x, weight: rms_norm(x, weight, eps, True))  # a tensor-parallel rank's first norm (Decoder._embed)
+        self.f_norm = self.fn(norm)
         self.f_route, self.f_gate = self.fn(route), self.fn(gate)
         self.f_combine_add_norm = self.fn(combine_add_norm)
         self.f_local_experts, self.f_with_bias, self.f_weighted_add_norm = self.fn(local_experts), self.fn(with_bias), self.fn(weighted_add_norm)
@@ -149,7 +148,7 @@ class GptOssDecoder(Decoder):
             nxt = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.norm
             down = self._project_experts(layer.down, act, down_ids, None)
             if held is not None:
-                rows = share_expert_rows(self.f_with_bias(down, layer.down_bias, picked), held, self.tp)
+                rows = self.tp.share_rows(self.f_with_bias(down, layer.down_bias, picked), held)
                 if self.residual_norm:
                     x, h = torch.ops.iris.residual_norm(x, rows, nxt, self.eps, True, None, None, weights)
                 else:

@@ -224,17 +224,22 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, weight_in_f32: bool =
 
 
 def norm_steps(eps: float, weight_in_f32: bool = False):
-    """A pre-norm decoder's two norm steps (rms_norm): embed_norm(token, embed, weight) -> the
-    embedding row and its norm; add_norm(x, y, weight) -> the residual x + y and its norm."""
+    """A pre-norm decoder's norm steps (rms_norm): embed_norm(token, embed, weight) -> the
+    embedding row and its norm; add_norm(x, y, weight) -> the residual x + y and its norm;
+    norm(x, weight) -> the norm alone (a tensor-parallel rank's embedding row comes from an
+    exchange, Decoder._embed)."""
+    def norm(x, weight):
+        return rms_norm(x, weight, eps, weight_in_f32)
+
     def embed_norm(token, embed, weight):
         x = F.embedding(token, embed)
-        return x, rms_norm(x, weight, eps, weight_in_f32)
+        return x, norm(x, weight)
 
     def add_norm(x, y, weight):
         x = x + y
-        return x, rms_norm(x, weight, eps, weight_in_f32)
+        return x, norm(x, weight)
 
-    return embed_norm, add_norm
+    return embed_norm, add_norm, norm
 
 
 def _rope_parameters(config: dict) -> dict:

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from .._errors import IrisError
 from ._decoder import Decoder
 from ..torch import Experts
-from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, rms_norm, use_iris_dense_gemv
-from ._parallel import local_experts, share_expert_rows
+from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, use_iris_dense_gemv
+from ._parallel import local_experts
 
 _ACTIVATIONS = {
     "silu": F.silu,
@@ -110,7 +110,7 @@ class _MixtralMoe:
         else:
             x = d.f_gated(self.w1(h, for_stack(self.w1), self.rows), self.w3(h, for_stack(self.w3), self.rows))
         out = d._project_experts(self.w2, x, for_stack(self.w2), None)
-        return (out if held is None else share_expert_rows(out, held, d.tp)), top
+        return (out if held is None else d.tp.share_rows(out, held)), top
 
     def __call__(self, d, h):
         return d.f_weighted_sum(*self.terms(d, h))
@@ -202,7 +202,7 @@ class LlamaDecoder(Decoder):
             raise IrisError(f"{w.source}: no lm_head.weight and tie_word_embeddings is not set")
         self._make_rope_and_cache(n_layers, self.embed.dtype)
         heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
-        embed_norm, add_norm = norm_steps(self.eps)
+        embed_norm, add_norm, norm = norm_steps(self.eps)
 
         def attention(q, keys, values, mask):
             # mask: additive, 0 or -inf per cache position, made once a step (masks below)
@@ -219,8 +219,7 @@ class LlamaDecoder(Decoder):
             return add(full), add(sliding)
 
         self.f_embed_norm, self.f_add_norm, self.f_attention = self.fn(embed_norm), self.fn(add_norm), self.fn(attention)
-        eps = self.eps
-        self.f_norm = self.fn(lambda x, weight: rms_norm(x, weight, eps))  # a tensor-parallel rank's first norm (Decoder._embed)
+        self.f_norm = self.fn(norm)
         self.f_masks = self.fn(masks)
         silu_bf16 = c.get("hidden_act", "silu") in ("silu", "swish") and self.embed.dtype == torch.bfloat16
         # gated_kernel (Decoder.__init__): the activation inside a quantized gate/up launch where

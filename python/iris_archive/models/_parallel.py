@@ -84,7 +84,8 @@ class TensorParallel:
             return torch.cat(parts, dim=-1)
         out = torch.empty(self.world * local.numel(), dtype=local.dtype, device=local.device)
         self._dist.all_gather_into_tensor(out, local.view(-1), group=self.group)
-        return out.view(local.shape[0], -1) if local.shape[0] == 1 else _interleave(out, self.world, local.shape)
+        # [world, R, n] in rank order -> [R, world * n] (a view where R is 1, as at decode)
+        return out.view(self.world, *local.shape).transpose(0, 1).reshape(local.shape[0], -1)
 
     def embed(self, token: torch.Tensor, local_embed: torch.Tensor, name: str) -> torch.Tensor:
         """The embedding row [1, hidden] of `token` when each rank holds a slice of the
@@ -92,21 +93,16 @@ class TensorParallel:
         start, rows = self.first_row(name), int(local_embed.shape[0])
         t = token - start
         inside = (t >= 0) & (t < rows)
-        row = F.embedding(t.clamp(0, rows - 1), local_embed)
-        # summed in FP32 (exact: one row and zeros), as every exchange here is: gloo's
-        # reductions (the one-GPU check) take no BF16
-        row = torch.where(inside.view(-1, 1), row, torch.zeros_like(row)).float()
-        self._dist.all_reduce(row, group=self.group)
-        return row.to(local_embed.dtype)
+        return self.share_rows(F.embedding(t.clamp(0, rows - 1), local_embed), inside)
 
-
-def share_expert_rows(rows: torch.Tensor, held: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
-    """Expert parallelism: [top_k, n] rows of the picked experts, each computed on the rank that
-    holds its expert (`held` there; the others' rows are NaN or stale), exchanged so that every
-    rank has all of them: the holder's row, the others' zeros, summed in FP32 (exact: one row
-    and zeros). Every rank then combines them as one GPU does, in its order."""
-    shared = torch.where(held.view(-1, 1), rows, torch.zeros_like(rows)).float()
-    return tp.reduce(shared).to(rows.dtype)
+    def share_rows(self, rows: torch.Tensor, held: torch.Tensor) -> torch.Tensor:
+        """[R, n] rows each computed on the one rank that holds its source (`held` there; the
+        others' rows are NaN, stale or another row): the embedding's row, the picked experts'
+        outputs under expert parallelism. Afterwards every rank has all of them: the holder's
+        row, the others' zeros, summed in FP32 (exact: one row and zeros; and gloo's reductions,
+        the one-GPU check, take no BF16)."""
+        shared = torch.where(held.view(-1, 1), rows, torch.zeros_like(rows)).float()
+        return self.reduce(shared).to(rows.dtype)
 
 
 def local_experts(ids: torch.Tensor, first: int, count: int):
@@ -117,8 +113,3 @@ def local_experts(ids: torch.Tensor, first: int, count: int):
     held = (local >= 0) & (local < count)
     return torch.where(held, local, torch.full_like(local, -1)), local.clamp(0, count - 1).long(), held
 
-
-def _interleave(out: torch.Tensor, world: int, shape) -> torch.Tensor:
-    """all_gather's [world, R, n] -> [R, world * n]."""
-    r, n = shape
-    return out.view(world, r, n).permute(1, 0, 2).reshape(r, world * n)
