@@ -15,6 +15,9 @@
 # EP=N shards with --ep N too (each rank its experts whole; iris.models takes ep 1 or ep = N).
 # BACKEND=gloo runs the ranks on one GPU, eagerly (tp_decode.py says why): a check of the
 # tokens where fewer GPUs than ranks are lent, not a timing.
+# EXCHANGE=symmetric sums the ranks' partials through symmetric memory (iris.models' exchange=).
+# NOISE_FLOOR=0 leaves out the whole model's second load in its other arithmetic (its noise
+# floor: minutes at gpt-oss-120b's size).
 # VERIFY=0 leaves out `iris verify --ranks --against` (a CPU decode of every box: minutes at
 # gpt-oss-120b's size).
 # Files back under $OUT: one log and one JSON per case.
@@ -33,7 +36,7 @@ mkdir -p "$OUT" "$W"
 rc=0
 for c in "${cases[@]}"; do
   model=${c%%:*} fmt=${c#*:}
-  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}"
+  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}${EXCHANGE:+-$EXCHANGE}"
   rm -rf "$W"/*
   python3 - "$model" "$W/config.json" "${LAYERS:-}" <<'EOF'
 import json, sys
@@ -54,7 +57,7 @@ EOF
       /usr/bin/time -f "shard: %e s, peak RSS %M KB" "$B/iris" shard "$W/model.iris" --tp "$N" --ep "${EP:-1}" -o "$W/ranks" -q &&
       { [ "${VERIFY:-1}" = 0 ] || /usr/bin/time -f "verify --ranks: %e s" "$B/iris" verify --ranks "$W/ranks" --against "$W/model.iris" -q; } &&
       python3 examples/tensor_parallel/tp_decode.py "$W/model.iris" "$W/ranks" "$N" --steps "${STEPS:-64}" --json "$OUT/$name.json" \
-        --backend "${BACKEND:-nccl}"
+        --backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-group}" $([ "${NOISE_FLOOR:-1}" = 0 ] && echo --no-noise-floor)
   } > "$OUT/$name.log" 2>&1 || rc=1
   grep -E "^==|archive:|shard:|verify|tokens_equal|_ms_per_token|rank_load_s|first_difference|Error|error|Traceback" "$OUT/$name.log" | tail -n 12
 done

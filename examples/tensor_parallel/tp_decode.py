@@ -27,6 +27,13 @@ With --backend gloo the ranks may share one GPU (NCCL refuses two ranks on one d
 exchange through the host, so the steps run eagerly, not as graphs: the same arithmetic,
 checked where only one GPU is at hand; its ms/token mean nothing.
 
+--exchange symmetric sums the ranks' partials through NVLink buffers (PyTorch's symmetric
+memory, iris.models' exchange="symmetric") instead of NCCL's all_reduce: measured alone on two
+H200s, 7.4 us an exchange in a graph against NCCL's 18-26 us (bench/nccl_graph_probe.py).
+
+Each rank prints a line per stage on stderr (seconds since the start), so a run of minutes
+shows where it is; `pkill -USR1 -f tp_decode` makes each rank print its Python stack.
+
 Prints one JSON object (and writes it to --json): the tokens of both runs, whether they are
 equal, ms/token of both (graph replays, batch 1), each rank's load time and weight bytes read
 per token. Exits 1 when the tokens differ. NVLink multicast stays off (NCCL_NVLS_ENABLE=0),
@@ -35,8 +42,11 @@ as the GPU machines this was run on require.
 
 import argparse
 import datetime
+import faulthandler
+import gc
 import json
 import os
+import signal
 import sys
 import time
 
@@ -98,9 +108,18 @@ def compare_traces(tp: list, whole: list) -> list:
     return out
 
 
+def progress(rank: int, what: str) -> None:
+    """A line on stderr per stage (rank, seconds since it started): where a multi-minute run is."""
+    print(f"[rank {rank} {time.perf_counter() - STARTED:7.1f} s] {what}", file=sys.stderr, flush=True)
+
+
+STARTED = time.perf_counter()
+
+
 def worker(rank: int, world: int, args, port: int, results) -> None:
     import iris_archive.models as models
 
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `pkill -USR1 -f tp_decode`: where each rank is
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(dev)
@@ -109,17 +128,21 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     # gpt-oss-120b's size); a rank that fails ends the others through torch.multiprocessing.
     options = {"device_id": dev} if args.backend == "nccl" else {}
     dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=1800), **options)
+    progress(rank, f"process group up ({args.backend})")
     prompt = [int(t) for t in args.prompt.split(",")]
     max_len = len(prompt) + args.steps + 8
     t0 = time.perf_counter()
     how = dict(compile=not args.no_compile, dequantize=args.dequantize, nf4_table=args.nf4_table)
-    m = models.load(args.ranks, device=dev, max_len=max_len, rank=rank, world_size=world, **how)
+    m = models.load(args.ranks, device=dev, max_len=max_len, rank=rank, world_size=world, exchange=args.exchange, **how)
     torch.cuda.synchronize()
     load_s = time.perf_counter() - t0
+    progress(rank, f"rank archive loaded in {load_s:.1f} s")
     vocab = int(m.config["vocab_size"])
     prompt = [t % vocab for t in prompt]
     tokens = m.generate(prompt, args.steps, graph=graph)
+    progress(rank, f"{args.steps} tokens generated")
     tp_ms = ms_per_token(m, min(args.steps, max_len - 8), graph)
+    progress(rank, f"timed: {tp_ms:.3f} ms/token")
     loads, reads = [None] * world, [None] * world
     dist.all_gather_object(loads, load_s)
     dist.all_gather_object(reads, m.bytes_per_token)
@@ -128,6 +151,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
         whole = models.load(args.whole, device=dev, max_len=max_len, **how)
         whole_bytes = whole.bytes_per_token
         shared = [whole.generate(prompt, args.steps, graph=graph)]
+        progress(rank, "the whole archive's tokens generated")
     dist.broadcast_object_list(shared, src=0)
     want = shared[0]
     # Teacher-forced on the whole model's tokens, both give each step's logits: how far apart
@@ -136,6 +160,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     tp_logits = m.score(prompt, want, graph=graph)
     experts = m.tp.ep == 1
     tp_trace = traced_first_step(m, prompt[0], experts)
+    progress(rank, "scored and traced")
     out = None
     if rank == 0:
         whole_logits = whole.score(prompt, want, graph=graph)
@@ -148,12 +173,16 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
         # (compiled or not: the other of the two, as bench/decode_bench.py's self-check),
         # scored on the same tokens. Where one GPU's two arithmetics part as often, the ranks'
         # parting says nothing about the split.
+        progress(rank, f"the whole archive: {whole_ms:.3f} ms/token")
         del whole
-        twin = models.load(args.whole, device=dev, max_len=max_len, **dict(how, compile=args.no_compile))
-        twin_logits = twin.score(prompt, want, graph=graph)
-        del twin
-        twin_agree = int((twin_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
-        twin_worst = float(((twin_logits - whole_logits).abs().amax(-1) / scale).max())
+        twin_agree = twin_worst = None
+        if not args.no_noise_floor:
+            twin = models.load(args.whole, device=dev, max_len=max_len, **dict(how, compile=args.no_compile))
+            twin_logits = twin.score(prompt, want, graph=graph)
+            del twin
+            twin_agree = int((twin_logits.argmax(-1).cpu() == torch.tensor(want)).sum())
+            twin_worst = float(((twin_logits - whole_logits).abs().amax(-1) / scale).max())
+            progress(rank, "noise floor scored")
         part = next((i for i, (a, b) in enumerate(zip(tokens, want)) if a != b), None)
         where = None
         if part is not None:  # the whole model's top two logits at the step where the runs part
@@ -161,7 +190,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
             where = {"step": part, "tp_token": tokens[part], "whole_token": want[part],
                      "whole_top2": [[int(i), float(v)] for v, i in zip(top.values.tolist(), top.indices.tolist())]}
         out = {"model": os.path.basename(os.path.normpath(args.whole)), "world": world, "device": torch.cuda.get_device_name(dev),
-               "backend": args.backend, "mode": "graph" if graph else "eager", "compile": not args.no_compile,
+               "backend": args.backend, "exchange": args.exchange, "mode": "graph" if graph else "eager", "compile": not args.no_compile,
                "dequantize": args.dequantize, "steps": args.steps, "prompt": prompt,
                "tokens_equal": part is None, "first_difference": where,
                "teacher_forced_picks_equal": agree, "teacher_forced_max_logit_difference": worst,
@@ -170,10 +199,17 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
                "rank_load_s": [round(s, 3) for s in loads], "rank_bytes_per_token": reads,
                "whole_bytes_per_token": whole_bytes, "tp_tokens": tokens, "whole_tokens": want,
                "first_step_projections": trace}
-    dist.barrier()
-    dist.destroy_process_group()
     if rank == 0:
         results.append(json.dumps(out))
+    # A CUDA graph that captured NCCL calls keeps its communicator busy: destroy_process_group
+    # then hangs in ncclCommDestroy (pytorch/pytorch#115388; seen here on two H200s). So the
+    # models, and with them their graphs, go first.
+    del m
+    gc.collect()
+    torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+    progress(rank, "done")
 
 
 def main() -> int:
@@ -186,6 +222,10 @@ def main() -> int:
     p.add_argument("--prompt", default="1,15,27,8,99,3,42,7", help="token ids, comma-separated (taken modulo the vocabulary)")
     p.add_argument("--no-compile", action="store_true", help="iris.models' uncompiled arithmetic (transformers' steps) on both sides")
     p.add_argument("--dequantize", action="store_true", help="both sides with their weights dequantized to BF16 (the export's model)")
+    p.add_argument("--no-noise-floor", action="store_true",
+                   help="leave out the whole model's second load in the other arithmetic (minutes at gpt-oss-120b's size)")
+    p.add_argument("--exchange", default="process-group", choices=["process-group", "symmetric"],
+                   help="how the ranks' partial sums travel: the process group's all_reduce, or symmetric memory (NVLink)")
     p.add_argument("--json", help="also write the result here")
     p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
                    help="gloo: ranks may share a GPU; eager steps (no graphs), for a check on one GPU")

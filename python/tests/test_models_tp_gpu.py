@@ -115,6 +115,29 @@ def test_tensor_parallel_tokens_equal_one_gpu(ranks, tmp_path, fixture, options)
     _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)}")
 
 
+@pytest.mark.parametrize("fixture,options,ep", [
+    ("llama-bf16", ("--quant", "mxfp4"), 1),
+    ("gptoss-mxfp4", (), 1),
+    ("gptoss-mxfp4", (), 2),
+])
+def test_symmetric_memory_exchange_equals_one_gpu(ranks, tmp_path, fixture, options, ep):
+    """exchange="symmetric": the partial sums and shared rows summed through NVLink buffers
+    (PyTorch's symmetric memory, one-shot, rank order) instead of NCCL's all_reduce, under the
+    same bounds; compiled, so the operator also passes through torch.compile and the graph."""
+    if BACKEND != "nccl":
+        pytest.skip("symmetric memory needs two GPUs that read each other's memory (NCCL); this machine has one")
+    whole, folder = ranks(fixture, *options, ep=ep)
+    _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)} ep {ep} symmetric", ("--exchange", "symmetric"))
+
+
+def test_symmetric_exchange_over_gloo_is_refused(ranks, tmp_path):
+    whole, folder = ranks("llama-bf16", "--quant", "mxfp4")
+    r = subprocess.run([sys.executable, str(EXAMPLE), str(whole), str(folder), "2", "--steps", "2", "--backend", "gloo",
+                        "--exchange", "symmetric"], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert "exchange='symmetric' needs the NCCL backend" in r.stderr, r.stderr[-3000:]
+
+
 def _check_tp_run(whole, folder, tmp_path, label, how=()):
     out = tmp_path / "tp.json"
     r = subprocess.run([sys.executable, str(EXAMPLE), str(whole), str(folder), "2", "--steps", str(STEPS), "--json", str(out),

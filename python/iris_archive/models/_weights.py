@@ -61,7 +61,7 @@ def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str =
 
 
 def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool = False, nf4_table: str = "exact",
-              group=None) -> Weights:
+              group=None, exchange: str = "process-group") -> Weights:
     """Rank `rank` of a folder of tensor-parallel rank archives (`iris shard`): its boxes, by
     the logical tensors' names, with `parallel` (a TensorParallel) saying how each is split."""
     from .._archive import open_rank
@@ -75,7 +75,7 @@ def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool 
         raise IrisError(f"{archive.path}: expert groups of several ranks (tp {world_size}, ep {ep}): iris.models decodes "
                         "ep 1 (experts split over every rank) or ep = tp (each rank its own experts, whole)")
     boxes = {e["name"]: e for e in record["tensors"]}
-    parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group, ep)
+    parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group, ep, exchange)
     weights = _from_opened(archive, device, dequantize, nf4_table)
     weights.parallel = parallel
     return weights
