@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The multi-GPU session of issue 27 as one device command, in the order that spends a short
+# lease best: each stage under its own time limit (a hang costs that stage, not the call), its
+# log under $OUT, and a one-line verdict per stage on stdout. From the repository root on a
+# machine of N GPUs, with the static build carried in .device-bin (bench/pack_device_bin.sh):
+#
+#   device run (kind nvidia-h200-x2 or -x4, carry .device-bin):  bash bench/tp_gpu_session.sh [STAGES...]
+#
+# Stages (default: all of them, in this order: more than one device command's 10 minutes):
+#   probe      bench/nccl_graph_probe.py: NCCL in graphs and compiled, its exchange latency, and
+#              symmetric memory's (a minute)
+#   tests      python/tests/test_models_tp_gpu.py (the fixtures' TP and EP decodes, both exchanges)
+#   symmetric  Llama-3-8B MXFP4 and gpt-oss-20b at full size, TP=N, exchange="symmetric" and the
+#              process group's, one after the other (ms/token of each, tokens against one GPU)
+#   ep         gpt-oss-20b at TP=N with --ep N, both exchanges
+#   large      gpt-oss-120b at TP=N, symmetric exchange, without the noise floor (about 5.5
+#              minutes on two H200s); its whole archive and ranks take 124 GiB of disk (two GPUs'
+#              128 GiB barely holds them: LAYERS=18 halves it)
+#   large-ep   the same with --ep N
+# N is the machine's GPU count. LIMIT_<STAGE> overrides a stage's seconds (defaults below;
+# LIMIT_EP_SYMMETRIC for ep-symmetric). A device command has 10 minutes: give each call the
+# stages that fit it, e.g. `probe tests`, then `symmetric ep`, then `large`, then `large-ep`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. bench/device_env.sh
+export IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python" IRIS_MAKE_SNAPSHOT="$PWD/$B/iris_make_snapshot"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/iris-tp-session}
+mkdir -p "$OUT"
+N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(probe tests symmetric ep large large-ep)
+echo "$N GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
+
+stage() {  # NAME DEFAULT_SECONDS COMMAND...: run under its limit, log to $OUT/NAME.log, say how it ended
+  local name=$1 limit_var="LIMIT_$(echo "$1" | tr 'a-z-' 'A-Z_')" seconds=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "${!limit_var:-$seconds}" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  local how="exit $rc"; [ $rc -eq 124 ] && how="TIMED OUT after ${!limit_var:-$seconds} s"
+  echo "== $name: $how, $((SECONDS - t0)) s =="
+  grep -E "us each|passed|failed|tokens_equal|_ms_per_token|teacher_forced_picks|Error" "$OUT/$name.log" | tail -n 14
+}
+
+for s in "${stages[@]}"; do
+  case "$s" in
+    probe) stage probe 120 python3 bench/nccl_graph_probe.py "$N" ;;
+    tests) stage tests 420 bash -c 'cd python/tests && python3 -m pytest -q -s test_models_tp_gpu.py' ;;
+    symmetric)
+      stage symmetric 420 env EXCHANGE=symmetric VERIFY=0 STEPS=64 OUT="$OUT" bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped
+      stage process-group 300 env VERIFY=0 STEPS=64 NOISE_FLOOR=0 OUT="$OUT" bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
+    ep)
+      stage ep-symmetric 240 env EP="$N" EXCHANGE=symmetric VERIFY=0 STEPS=64 NOISE_FLOOR=0 OUT="$OUT" bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped
+      stage ep-process-group 240 env EP="$N" VERIFY=0 STEPS=64 NOISE_FLOOR=0 OUT="$OUT" bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped ;;
+    large) stage large 540 env EXCHANGE=symmetric VERIFY=0 STEPS=64 NOISE_FLOOR=0 OUT="$OUT" bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
+    large-ep) stage large-ep 540 env EP="$N" EXCHANGE=symmetric VERIFY=0 STEPS=64 NOISE_FLOOR=0 OUT="$OUT" bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
+    *) echo "unknown stage '$s' (probe tests symmetric ep large large-ep)" >&2; exit 2 ;;
+  esac
+done
