@@ -18,8 +18,12 @@ ulp, and at full size the tokens part at near ties. Here instead:
 Ranges: |p| < 2^37 and K <= 2^17 keep both sums inside int64 (each |hi| < 2^45 and each lo
 <= 2^45, 2^17 of them). A row with a non-finite product is NaN.
 
-The functions take a `Backend` (numpy here, torch where the decoder runs them), so that the CPU
-reference the tests check and the GPU path are one text."""
+The functions take a `Backend` (numpy, or torch where a decoder runs them), so that the CPU
+reference the tests check and the GPU path are one text.
+
+A projection's partial result, as ranks exchange it, is its limbs in one int64 array [3, B, N]:
+the sums of hi and of lo, and how many of each row's products were not finite. Ranks add them
+with an int64 all_reduce (exact in any order); `finish` makes the FP32 sums of them."""
 
 from __future__ import annotations
 
@@ -37,14 +41,25 @@ class Backend:
     floor: Callable[[Any], Any]
     to_int64: Callable[[Any], Any]
     to_float64: Callable[[Any], Any]
+    to_float32: Callable[[Any], Any]
     isfinite: Callable[[Any], Any]
     where: Callable[[Any, Any, Any], Any]
+    stack: Callable[[list], Any]
+    cat: Callable[[list, int], Any]
 
 
 def numpy_backend() -> Backend:
     import numpy as np
 
-    return Backend(np.floor, lambda a: a.astype(np.int64), lambda a: a.astype(np.float64), np.isfinite, np.where)
+    return Backend(np.floor, lambda a: a.astype(np.int64), lambda a: a.astype(np.float64), lambda a: a.astype(np.float32),
+                   np.isfinite, np.where, np.stack, lambda parts, axis: np.concatenate(parts, axis=axis))
+
+
+def torch_backend() -> Backend:
+    import torch
+
+    return Backend(torch.floor, lambda a: a.to(torch.int64), lambda a: a.to(torch.float64), lambda a: a.to(torch.float32),
+                   torch.isfinite, torch.where, torch.stack, lambda parts, axis: torch.cat(parts, dim=axis))
 
 
 def product_limbs(p, be: Backend):
@@ -79,3 +94,21 @@ def limbs_value(hi, lo, bad, be: Backend):
     deterministic, so equal limbs give equal bits); NaN where a product was not finite."""
     value = be.to_float64(hi) * (1.0 / HI_SCALE) + be.to_float64(lo) * (1.0 / (HI_SCALE * LO_SCALE))
     return be.where(bad, value * float("nan"), value)
+
+
+def partial_limbs(w, x, be: Backend, budget: int = 1 << 30, check_range: bool = True):
+    """x [B, K] against w [N, K]: the limbs [3, B, N] int64 (hi, lo, non-finite products),
+    `budget` bytes of temporaries at a time (about 40 a weight and batch row)."""
+    n, k, b = int(w.shape[0]), int(w.shape[1]), int(x.shape[0])
+    step = max(1, budget // (40 * k * b))
+    out = []
+    for r0 in range(0, n, step):
+        hi, lo, bad = matvec_limbs(w[r0 : r0 + step], x, be, check_range)
+        out.append(be.stack([hi, lo, be.to_int64(bad)]))
+    return be.cat(out, -1)
+
+
+def finish(limbs, be: Backend):
+    """The FP32 sums [B, N] of limbs [3, B, N], summed over ranks or not: FP64 from the two
+    limb sums, then FP32; NaN where a product was not finite."""
+    return be.to_float32(limbs_value(limbs[0], limbs[1], limbs[2] != 0, be))

@@ -107,3 +107,66 @@ def test_ranges_beyond_the_limbs_are_refused():
         ex.matvec_limbs(np.array([[2.0 ** 30]], np.float32), np.array([[2.0 ** 8]], np.float32), BE)
     with pytest.raises(ValueError, match="131072"):
         ex.matvec_limbs(np.zeros((1, ex.MAX_TERMS + 1), np.float32), np.zeros((1, ex.MAX_TERMS + 1), np.float32), BE)
+
+
+def test_rows_taken_a_few_at_a_time_give_the_same_limbs():
+    rng = np.random.default_rng(3)
+    w, x = fp32_values(rng, (37, 300)), bf16_values(rng, (2, 300))
+    whole = ex.partial_limbs(w, x, BE)
+    assert whole.shape == (3, 2, 37) and whole.dtype == np.int64
+    assert np.array_equal(ex.partial_limbs(w, x, BE, budget=40 * 300 * 2 * 4), whole)  # 4 rows a pass
+    assert np.array_equal(ex.finish(whole, BE).view(np.uint32), ex.limbs_value(*ex.matvec_limbs(w, x, BE), BE).astype(np.float32).view(np.uint32))
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    return torch
+
+
+def test_torch_gives_numpy_s_limbs_and_sums():
+    """The backend a decoder runs (torch; here on the CPU, on the GPU machines in CUDA) against
+    the numpy reference, bit for bit, NaN rows included."""
+    torch = _torch()
+    rng = np.random.default_rng(11)
+    w, x = fp32_values(rng, (64, 2880)), bf16_values(rng, (2, 2880))
+    w[5, 9] = np.nan
+    want = ex.partial_limbs(w, x, BE)
+    got = ex.partial_limbs(torch.from_numpy(w), torch.from_numpy(x), ex.torch_backend(), check_range=False)
+    assert np.array_equal(got.numpy(), want)
+    sums = ex.finish(got, ex.torch_backend()).numpy()
+    assert np.array_equal(sums.view(np.uint32), ex.finish(want, BE).view(np.uint32))
+    assert np.isnan(sums[:, 5]).all() and np.isfinite(np.delete(sums, 5, axis=1)).all()
+
+
+def _rank(rank, world, port, w, x, cuts, out):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    be = ex.torch_backend()
+    a, b = cuts[rank], cuts[rank + 1]
+    limbs = ex.partial_limbs(torch.from_numpy(w[:, a:b]), torch.from_numpy(x[:, a:b]), be, check_range=False)
+    dist.all_reduce(limbs)  # int64: exact in any order
+    out[rank] = ex.finish(limbs, be).numpy().tobytes()
+    dist.destroy_process_group()
+
+
+def test_ranks_that_split_k_and_sum_their_limbs_give_one_process_s_bits():
+    """Three processes over gloo (the CPU), each with an uneven slice of K (gpt-oss's 2880 cut
+    on MXFP4 blocks: 960 / 992 / 928), all_reduce their limbs: every rank's FP32 sums are the
+    whole's bit for bit -- the property a tensor-parallel decode needs to give one GPU's tokens."""
+    torch = _torch()
+    import torch.multiprocessing as mp
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    rng = np.random.default_rng(29)
+    w, x = fp32_values(rng, (48, 2880)), bf16_values(rng, (1, 2880))
+    whole = ex.finish(ex.partial_limbs(w, x, BE), BE)
+    ctx = mp.get_context("spawn")
+    out = ctx.Manager().dict()
+    port = 29000 + np.random.default_rng().integers(0, 900)
+    mp.start_processes(_rank, args=(3, int(port), w, x, [0, 960, 1952, 2880], out), nprocs=3, start_method="spawn")
+    for r in range(3):
+        got = np.frombuffer(out[r], dtype=np.float32).reshape(whole.shape)
+        assert np.array_equal(got.view(np.uint32), whole.view(np.uint32)), r
