@@ -32,7 +32,8 @@ memory, iris.models' exchange="symmetric") instead of NCCL's all_reduce: measure
 H200s, 7.4 us an exchange in a graph against NCCL's 18-26 us (bench/nccl_graph_probe.py).
 
 Each rank prints a line per stage on stderr (seconds since the start), so a run of minutes
-shows where it is; `pkill -USR1 -f tp_decode` makes each rank print its Python stack.
+shows where it is; `pkill -USR1 -f tp_decode` makes each rank print its Python stack
+(this process passes the signal on to them).
 
 Prints one JSON object (and writes it to --json): the tokens of both runs, whether they are
 equal, ms/token of both (graph replays, batch 1), each rank's load time and weight bytes read
@@ -50,9 +51,15 @@ import signal
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+# SIGUSR1 prints this process's Python stack. Set before torch's import, which takes seconds:
+# the ranks run this module's top too (the spawn start method imports it), so a signal at
+# any time after their start shows where they are rather than ending them; main() replaces
+# it in the parent by passing the signal on to the ranks.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
 
 for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[var] = value
@@ -119,7 +126,6 @@ STARTED = time.perf_counter()
 def worker(rank: int, world: int, args, port: int, results) -> None:
     import iris_archive.models as models
 
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `pkill -USR1 -f tp_decode`: where each rank is
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(dev)
@@ -234,7 +240,16 @@ def main() -> int:
         print(f"needs {args.world} GPUs, this machine has {torch.cuda.device_count()}", file=sys.stderr)
         return 77
     results = mp.Manager().list()
-    mp.spawn(worker, args=(args.world, args, 29500 + os.getpid() % 1000, results), nprocs=args.world)
+    ranks = mp.spawn(worker, args=(args.world, args, 29500 + os.getpid() % 1000, results), nprocs=args.world, join=False)
+
+    def to_ranks(signum, frame):  # the ranks' command lines do not name this script: pass it on
+        for p in ranks.processes:
+            if p.is_alive():
+                os.kill(p.pid, signum)
+
+    signal.signal(signal.SIGUSR1, to_ranks)
+    while not ranks.join():
+        pass
     out = json.loads(results[0])
     text = json.dumps(out, indent=1)
     print(text)

@@ -123,7 +123,8 @@ def test_tensor_parallel_tokens_equal_one_gpu(ranks, tmp_path, fixture, options)
 def test_symmetric_memory_exchange_equals_one_gpu(ranks, tmp_path, fixture, options, ep):
     """exchange="symmetric": the partial sums and shared rows summed through NVLink buffers
     (PyTorch's symmetric memory, one-shot, rank order) instead of NCCL's all_reduce, under the
-    same bounds; compiled, so the operator also passes through torch.compile and the graph."""
+    same bounds; each step one CUDA graph, the operator captured in it between the compiled
+    pieces."""
     if BACKEND != "nccl":
         pytest.skip("symmetric memory needs two GPUs that read each other's memory (NCCL); this machine has one")
     whole, folder = ranks(fixture, *options, ep=ep)
@@ -140,8 +141,9 @@ def test_symmetric_exchange_over_gloo_is_refused(ranks, tmp_path):
 
 def _check_tp_run(whole, folder, tmp_path, label, how=()):
     out = tmp_path / "tp.json"
+    # (no noise floor: these checks do not read it, and it is a third load of the whole model)
     r = subprocess.run([sys.executable, str(EXAMPLE), str(whole), str(folder), "2", "--steps", str(STEPS), "--json", str(out),
-                        "--backend", BACKEND, *how], capture_output=True, text=True, timeout=600)
+                        "--backend", BACKEND, "--no-noise-floor", *how], capture_output=True, text=True, timeout=600)
     assert out.exists(), f"tp_decode.py exited {r.returncode}: {r.stderr[-3000:]}"
     got = json.loads(out.read_text())
     print(f"{label}: {BACKEND}, {got['mode']}: tensor-parallel {got['tp_ms_per_token']} ms/token, "
@@ -179,6 +181,11 @@ def test_rank_and_world_size_come_together(ranks):
     _, folder = ranks("llama-bf16", "--quant", "mxfp4")
     with pytest.raises(IrisError, match="together"):
         iris_archive.models.load(folder, rank=0)
+
+
+def test_an_exchange_without_ranks_is_refused(converted):
+    with pytest.raises(IrisError, match="exchange='symmetric' is how tensor-parallel ranks exchange"):
+        iris_archive.models.load(converted("llama-bf16", "--quant", "mxfp4"), exchange="symmetric")
 
 
 def test_expert_groups_of_several_ranks_are_refused(converted, tmp_path):

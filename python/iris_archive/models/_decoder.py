@@ -359,6 +359,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
 
     if (rank is None) != (world_size is None):
         raise IrisError("iris.models.load: give rank and world_size together")
+    if exchange != "process-group" and rank is None:
+        raise IrisError(f"iris.models.load: exchange={exchange!r} is how tensor-parallel ranks exchange; give rank and world_size")
     if nf4_table != "exact" and (dequantize or (rank is None and os.path.isdir(path))):
         why = "dequantize=True runs BF16 weights" if dequantize else "a snapshot folder holds no iris NF4 tensors"
         raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: {why}")

@@ -147,10 +147,12 @@ def local_experts(ids: torch.Tensor, first: int, count: int):
 
 
 
-# An operator of its own, opaque to torch.compile: the buffer is written inside it, where
-# Inductor's functionalisation would otherwise stage the copy into a fresh tensor that no other
-# rank can read. No graph reads the buffer, so declaring no mutation hides nothing from one.
-@torch.library.custom_op("iris::symmetric_all_reduce", mutates_args=())
+# An operator of its own, so that the copy into the buffer and the exchange are one step that
+# torch.compile cannot take apart (staging the copy into a fresh tensor that no other rank can
+# read). It declares that it writes `buffer`, as it does, so that a compiler may neither drop it
+# nor merge two calls. The decoder calls it between its compiled pieces, eagerly or under
+# graph capture.
+@torch.library.custom_op("iris::symmetric_all_reduce", mutates_args=("buffer",))
 def symmetric_all_reduce(partial: torch.Tensor, buffer: torch.Tensor, group_name: str) -> torch.Tensor:
     """`partial` (FP32, at most buffer.numel() values) summed over the ranks of `group_name`,
     through `buffer` (a rendezvoused symmetric-memory tensor): every rank adds the ranks'
@@ -162,4 +164,4 @@ def symmetric_all_reduce(partial: torch.Tensor, buffer: torch.Tensor, group_name
 
 @symmetric_all_reduce.register_fake
 def _(partial, buffer, group_name):
-    return torch.empty_like(partial)
+    return torch.empty(partial.shape, dtype=partial.dtype, device=partial.device)  # contiguous, as the op's
