@@ -15,6 +15,8 @@
 # EP=N shards with --ep N too (each rank its experts whole; iris.models takes ep 1 or ep = N).
 # BACKEND=gloo runs the ranks on one GPU, eagerly (tp_decode.py says why): a check of the
 # tokens where fewer GPUs than ranks are lent, not a timing.
+# EXACT=1 runs both sides with exact sums (iris.models' exact_sums=True: tokens equal by
+# construction where the split is right; weights as FP32, a checking mode).
 # EXCHANGE=symmetric sums the ranks' partials through symmetric memory (iris.models' exchange=).
 # NOISE_FLOOR=0 leaves out the whole model's second load in its other arithmetic (its noise
 # floor: minutes at gpt-oss-120b's size).
@@ -36,7 +38,7 @@ mkdir -p "$OUT" "$W"
 rc=0
 for c in "${cases[@]}"; do
   model=${c%%:*} fmt=${c#*:}
-  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}${EXCHANGE:+-$EXCHANGE}"
+  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}${EXCHANGE:+-$EXCHANGE}$([ "${EXACT:-0}" = 1 ] && echo -exact)"
   rm -rf "$W"/*
   python3 - "$model" "$W/config.json" "${LAYERS:-}" <<'EOF'
 import json, sys
@@ -57,7 +59,7 @@ EOF
       /usr/bin/time -f "shard: %e s, peak RSS %M KB" "$B/iris" shard "$W/model.iris" --tp "$N" --ep "${EP:-1}" -o "$W/ranks" -q &&
       { [ "${VERIFY:-1}" = 0 ] || /usr/bin/time -f "verify --ranks: %e s" "$B/iris" verify --ranks "$W/ranks" --against "$W/model.iris" -q; } &&
       python3 examples/tensor_parallel/tp_decode.py "$W/model.iris" "$W/ranks" "$N" --steps "${STEPS:-64}" --json "$OUT/$name.json" \
-        --backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-group}" $([ "${NOISE_FLOOR:-1}" = 0 ] && echo --no-noise-floor)
+        --backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-group}" $([ "${EXACT:-0}" = 1 ] && echo --exact-sums) $([ "${NOISE_FLOOR:-1}" = 0 ] && echo --no-noise-floor)
   } > "$OUT/$name.log" 2>&1 || rc=1
   grep -E "^==|archive:|shard:|verify|tokens_equal|_ms_per_token|rank_load_s|first_difference|Error|error|Traceback" "$OUT/$name.log" | tail -n 12
 done

@@ -13,6 +13,8 @@
 #   symmetric  Llama-3-8B MXFP4 and gpt-oss-20b at full size, TP=N, exchange="symmetric"
 #              (ms/token, tokens and teacher-forced picks against one GPU, the noise floor)
 #   process-group  the same over NCCL's all_reduce, without the noise floor
+#   exact      Llama-3-8B MXFP4 and gpt-oss-20b at TP=N with exact sums on both sides: the
+#              tokens must equal one GPU's (FP32 weights: gpt-oss-20b's whole model takes 84 GB)
 #   ep         gpt-oss-20b at TP=N with --ep N, both exchanges
 #   large      gpt-oss-120b at TP=N, symmetric exchange, without the noise floor (about 5.5
 #              minutes on two H200s); its whole archive and ranks take 124 GiB of disk (two GPUs'
@@ -20,8 +22,8 @@
 #   large-ep   the same with --ep N
 # N is the machine's GPU count. LIMIT_<STAGE> overrides a stage's seconds (defaults below;
 # LIMIT_EP_SYMMETRIC for ep-symmetric). A device command has 10 minutes: give each call the
-# stages whose limits fit it: `probe tests` (550 s), `symmetric process-group` (540), `ep`
-# (400), `large` (540), `large-ep` (540). Exit status: 1 when any stage failed or timed out.
+# stages whose limits fit it: `probe tests` (550 s), `symmetric process-group` (540), `exact`
+# (400), `ep` (400), `large` (540), `large-ep` (540). Exit status: 1 when any stage failed or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/device_env.sh
@@ -31,7 +33,7 @@ OUT=${OUT:-/tmp/iris-tp-session}
 mkdir -p "$OUT"
 N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(probe tests symmetric process-group ep large large-ep)
+[ ${#stages[@]} -gt 0 ] || stages=(probe tests symmetric process-group exact ep large large-ep)
 echo "$N GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 
 rc=0
@@ -49,20 +51,21 @@ stage() {  # NAME DEFAULT_SECONDS COMMAND...: run under its limit, log to $OUT/N
   grep -E "us each|passed|failed|tokens_equal|_ms_per_token|teacher_forced_picks|Error" "$OUT/$name.log" | tail -n 14
 }
 
-# Each stage states what it runs: the caller's EXCHANGE / EP / NOISE_FLOOR do not leak in.
-run=(env -u EXCHANGE -u EP -u NOISE_FLOOR VERIFY=0 STEPS=64 OUT="$OUT")
+# Each stage states what it runs: the caller's EXCHANGE / EP / NOISE_FLOOR / EXACT do not leak in.
+run=(env -u EXCHANGE -u EP -u NOISE_FLOOR -u EXACT VERIFY=0 STEPS=64 OUT="$OUT")
 for s in "${stages[@]}"; do
   case "$s" in
     probe) stage probe 100 python3 bench/nccl_graph_probe.py "$N" ;;
     tests) stage tests 450 bash -c 'cd python/tests && python3 -m pytest -q -s test_models_tp_gpu.py' ;;
     symmetric) stage symmetric 300 "${run[@]}" EXCHANGE=symmetric bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     process-group) stage process-group 240 "${run[@]}" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
+    exact) stage exact 400 "${run[@]}" EXACT=1 NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     ep)
       stage ep-symmetric 200 "${run[@]}" EP="$N" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped
       stage ep-process-group 200 "${run[@]}" EP="$N" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped ;;
     large) stage large 540 "${run[@]}" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
     large-ep) stage large-ep 540 "${run[@]}" EP="$N" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
-    *) echo "unknown stage '$s' (probe tests symmetric process-group ep large large-ep)" >&2; exit 2 ;;
+    *) echo "unknown stage '$s' (probe tests symmetric process-group exact ep large large-ep)" >&2; exit 2 ;;
   esac
 done
 exit $rc

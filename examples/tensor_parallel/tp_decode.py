@@ -27,6 +27,11 @@ With --backend gloo the ranks may share one GPU (NCCL refuses two ranks on one d
 exchange through the host, so the steps run eagerly, not as graphs: the same arithmetic,
 checked where only one GPU is at hand; its ms/token mean nothing.
 
+--exact-sums runs both sides with every dot product in an order-free arithmetic (each product
+exact in FP64, cut to int64 limbs, summed as integers, rounded once; weights dequantized to
+FP32): then the ranks' tokens and logits are one GPU's bit for bit, whatever the split. A
+checking mode, tens of times slower.
+
 --exchange symmetric sums the ranks' partials through NVLink buffers (PyTorch's symmetric
 memory, iris.models' exchange="symmetric") instead of NCCL's all_reduce: measured alone on two
 H200s, 7.4 us an exchange in a graph against NCCL's 18-26 us (bench/nccl_graph_probe.py).
@@ -138,7 +143,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     prompt = [int(t) for t in args.prompt.split(",")]
     max_len = len(prompt) + args.steps + 8
     t0 = time.perf_counter()
-    how = dict(compile=not args.no_compile, dequantize=args.dequantize, nf4_table=args.nf4_table)
+    how = dict(compile=not args.no_compile, dequantize=args.dequantize, nf4_table=args.nf4_table, exact_sums=args.exact_sums)
     m = models.load(args.ranks, device=dev, max_len=max_len, rank=rank, world_size=world, exchange=args.exchange, **how)
     torch.cuda.synchronize()
     load_s = time.perf_counter() - t0
@@ -197,7 +202,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
                      "whole_top2": [[int(i), float(v)] for v, i in zip(top.values.tolist(), top.indices.tolist())]}
         out = {"model": os.path.basename(os.path.normpath(args.whole)), "world": world, "device": torch.cuda.get_device_name(dev),
                "backend": args.backend, "exchange": args.exchange, "mode": "graph" if graph else "eager", "compile": not args.no_compile,
-               "dequantize": args.dequantize, "steps": args.steps, "prompt": prompt,
+               "dequantize": args.dequantize, "exact_sums": args.exact_sums, "steps": args.steps, "prompt": prompt,
                "tokens_equal": part is None, "first_difference": where,
                "teacher_forced_picks_equal": agree, "teacher_forced_max_logit_difference": worst,
                "noise_floor_picks_equal": twin_agree, "noise_floor_max_logit_difference": twin_worst,
@@ -230,6 +235,8 @@ def main() -> int:
     p.add_argument("--dequantize", action="store_true", help="both sides with their weights dequantized to BF16 (the export's model)")
     p.add_argument("--no-noise-floor", action="store_true",
                    help="leave out the whole model's second load in the other arithmetic (minutes at gpt-oss-120b's size)")
+    p.add_argument("--exact-sums", action="store_true",
+                   help="both sides in the order-free arithmetic (iris.models' exact_sums=True): the ranks' bits are one GPU's")
     p.add_argument("--exchange", default="process-group", choices=["process-group", "symmetric"],
                    help="how the ranks' partial sums travel: the process group's all_reduce, or symmetric memory (NVLink)")
     p.add_argument("--json", help="also write the result here")

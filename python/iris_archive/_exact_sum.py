@@ -75,12 +75,14 @@ def product_limbs(p, be: Backend):
 def matvec_limbs(w, x, be: Backend, check_range: bool = True):
     """For weights w [N, K] (FP32 values) and activations x [B, K] (BF16 or FP32 values): the
     limb sums (hi, lo), each [B, N] int64, and which rows had a non-finite product ([B, N]).
+    With w [B, N, K], row b of x meets matrix b of w (an expert GEMV's pairs).
     check_range=False leaves out the test of the products' range (on a GPU it would wait for
     the device: a caller there checks its inputs' range once, not every step)."""
     k = w.shape[-1]
     if k > MAX_TERMS:
         raise ValueError(f"exact sums: K = {k} terms, more than the {MAX_TERMS} that int64 limbs hold")
-    p = be.to_float64(x)[:, None, :] * be.to_float64(w)[None, :, :]
+    wf = be.to_float64(w)
+    p = be.to_float64(x)[:, None, :] * (wf if len(w.shape) == 3 else wf[None, :, :])
     finite = be.isfinite(p)
     bad = ~finite.all(-1)
     if check_range and bool((abs(be.where(finite, p, 0.0)) >= MAX_PRODUCT).any()):
@@ -97,13 +99,15 @@ def limbs_value(hi, lo, bad, be: Backend):
 
 
 def partial_limbs(w, x, be: Backend, budget: int = 1 << 30, check_range: bool = True):
-    """x [B, K] against w [N, K]: the limbs [3, B, N] int64 (hi, lo, non-finite products),
-    `budget` bytes of temporaries at a time (about 40 a weight and batch row)."""
-    n, k, b = int(w.shape[0]), int(w.shape[1]), int(x.shape[0])
+    """x [B, K] against w [N, K] (or [B, N, K]: row b against matrix b): the limbs [3, B, N]
+    int64 (hi, lo, non-finite products), `budget` bytes of temporaries at a time (about 40 a
+    weight and batch row)."""
+    n, k, b = int(w.shape[-2]), int(w.shape[-1]), int(x.shape[0])
     step = max(1, budget // (40 * k * b))
     out = []
     for r0 in range(0, n, step):
-        hi, lo, bad = matvec_limbs(w[r0 : r0 + step], x, be, check_range)
+        rows = w[r0 : r0 + step] if len(w.shape) == 2 else w[:, r0 : r0 + step]
+        hi, lo, bad = matvec_limbs(rows, x, be, check_range)
         out.append(be.stack([hi, lo, be.to_int64(bad)]))
     return be.cat(out, -1)
 

@@ -170,3 +170,14 @@ def test_ranks_that_split_k_and_sum_their_limbs_give_one_process_s_bits():
     for r in range(3):
         got = np.frombuffer(out[r], dtype=np.float32).reshape(whole.shape)
         assert np.array_equal(got.view(np.uint32), whole.view(np.uint32)), r
+
+
+def test_pairs_meet_their_own_matrices():
+    """w [P, N, K]: row p of x against matrix p, as an expert GEMV's picked pairs are; each
+    pair's limbs are those of its own matrix alone."""
+    rng = np.random.default_rng(8)
+    w, x = fp32_values(rng, (3, 20, 160)), bf16_values(rng, (3, 160))
+    got = ex.partial_limbs(w, x, BE, budget=40 * 160 * 3 * 7)  # 7 rows a pass
+    assert got.shape == (3, 3, 20)
+    for p in range(3):
+        assert np.array_equal(got[:, p], ex.partial_limbs(w[p], x[p : p + 1], BE)[:, 0])

@@ -165,6 +165,26 @@ def _check_tp_run(whole, folder, tmp_path, label, how=()):
     # each rank reads its boxes: less than the whole model a token
     for b in got["rank_bytes_per_token"]:
         assert b < got["whole_bytes_per_token"]
+    return got
+
+
+@pytest.mark.parametrize("fixture,options,ep", [
+    ("llama-bf16", ("--quant", "mxfp4"), 1),
+    ("llama-bf16", ("--quant", "fp8-channel"), 1),
+    ("llama-bf16", ("--quant", "nf4", "--rule", "(o_proj|down_proj)=bf16"), 1),
+    ("gptoss-mxfp4", (), 1),
+    ("gptoss-mxfp4", (), 2),
+])
+def test_exact_sums_give_one_gpu_s_bits(ranks, tmp_path, fixture, options, ep):
+    """With exact sums on both sides (iris_archive._exact_sum), a split can change nothing:
+    every projection after the exchange, and every teacher-forced logit, is one GPU's bit for
+    bit -- the check that each head, slice, box and exchange is right, with no FP32-order noise
+    left to hide a wrong one under."""
+    whole, folder = ranks(fixture, *options, ep=ep)
+    got = _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)} ep {ep} exact sums", ("--exact-sums",))
+    assert got["exact_sums"] is True
+    assert got["teacher_forced_max_logit_difference"] == 0.0
+    assert all(differ == 0 for differ, _, _ in got["first_step_projections"]), got["first_step_projections"]
 
 
 def test_a_rank_without_torch_distributed_is_refused(ranks):

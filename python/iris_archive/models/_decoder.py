@@ -156,7 +156,7 @@ class Decoder:
         """stack(x, ids, rows), the same way across ranks that hold some of its columns."""
         if self.tp is None or not stack.columns_split:
             return stack(x, ids, rows)
-        return self.tp.reduce(stack.partial_f32(x, ids, rows)).to(torch.bfloat16)
+        return stack.finish_f32(self.tp.reduce(stack.partial_f32(x, ids, rows)))
 
     def _embed(self, token: torch.Tensor, weight: torch.Tensor):
         """(the embedding row x, its norm h) for the first layer: f_embed_norm, or with the
@@ -326,7 +326,7 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
          fused: bool | None = None, programmatic: bool | None = None, residual_norm: bool | None = None,
          rope_in_attention: bool | None = None, nf4_table: str = "exact", activation_in_gemv: bool = False,
          iris_head: bool | None = None, gated_kernel: bool | None = None, rank: int | None = None,
-         world_size: int | None = None, group=None, exchange: str = "process-group") -> Decoder:
+         world_size: int | None = None, group=None, exchange: str = "process-group", exact_sums: bool = False) -> Decoder:
     """The decoder for an archive (or, for a directory, a safetensors snapshot folder) by its
     config's model_type. dequantize=True: quantized weights become BF16 once (the model that
     `iris export --dtype bf16` writes), run by cuBLAS: the reference and the BF16 peer.
@@ -354,7 +354,15 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     every rank is fed the same tokens and picks the same ones (models/_parallel.py says what
     the ranks exchange). exchange="symmetric" sums the ranks' partial sums through NVLink
     buffers every rank reads (PyTorch's symmetric memory, one-shot, in rank order) instead of
-    the process group's all_reduce: about a third of NCCL's latency a call on two H200s."""
+    the process group's all_reduce: about a third of NCCL's latency a call on two H200s.
+    exact_sums=True: every projection's dot products in an order-free arithmetic
+    (iris_archive._exact_sum: each product exact in FP64, cut to int64 limbs, summed as
+    integers, rounded once), so that a tensor-parallel rank's outputs are one GPU's bit for bit
+    however the rows or columns are split; the weights dequantized to FP32 once (4 bytes a
+    weight) and about 40 bytes of temporaries a weight read: a mode for checking, tens of times
+    slower than the fast one. Attention must then take each head alone, as iris's attention
+    kernel does (compile=True): transformers' steps batch the heads into one matmul, whose
+    arithmetic may depend on how many heads a rank holds."""
     import os
 
     if (rank is None) != (world_size is None):
@@ -364,15 +372,21 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     if nf4_table != "exact" and (dequantize or (rank is None and os.path.isdir(path))):
         why = "dequantize=True runs BF16 weights" if dequantize else "a snapshot folder holds no iris NF4 tensors"
         raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: {why}")
+    if exact_sums and nf4_table != "exact":
+        raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: exact_sums=True runs dequantized FP32 weights")
     if rank is not None:
         weights = _weights.from_rank(path, rank, world_size, device, dequantize=dequantize, nf4_table=nf4_table, group=group,
-                                     exchange=exchange)
+                                     exchange=exchange, to_f32=exact_sums)
     elif os.path.isdir(path):
         weights = _weights.from_folder(path, device)
     else:
-        weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table)
-    return decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
-                       iris_head, gated_kernel)
+        weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table, to_f32=exact_sums)
+    d = decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
+                    iris_head, gated_kernel)
+    if exact_sums:
+        for part, _ in d._reads:
+            _layers.use_exact_sums(part)
+    return d
 
 
 def decoder_for(weights: _weights.Weights, max_len: int, device="cuda", compile: bool = False, fused: bool | None = None,

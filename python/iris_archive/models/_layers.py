@@ -10,8 +10,23 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .. import _exact_sum
 from .._errors import IrisError
 from ..torch import Experts, QuantTensor
+
+_EXACT = _exact_sum.torch_backend()
+
+
+def _exact_partial(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x w^T in the order-free arithmetic (iris_archive._exact_sum): the limbs [3, B, N] int64,
+    which ranks add with an int64 all_reduce. (The products' range is the caller's to keep: a
+    test on the GPU would wait for the device every step.)"""
+    return _exact_sum.partial_limbs(w, x, _EXACT, check_range=False)
+
+
+def exact_sums(partial: torch.Tensor) -> torch.Tensor:
+    """FP32 sums from a partial result: the limbs of the exact mode, or FP32 sums as they are."""
+    return _exact_sum.finish(partial, _EXACT) if partial.dtype == torch.int64 else partial
 
 
 class Linear:
@@ -28,11 +43,14 @@ class Linear:
         self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
         self.iris_dense = False  # use_iris_dense_gemv() sets it
         self.iris_logits = False  # use_iris_dense_logits() sets it
+        self.exact = False  # use_exact_sums() sets it
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.exact:
+            return self.finish_f32(self.partial_f32(x))
         if self.quantized:
             y = torch.ops.iris.gemv(x, self.w._handle, self.n)
             return y + self.b if self.b is not None else y
@@ -42,7 +60,10 @@ class Linear:
 
     def partial_f32(self, x: torch.Tensor) -> torch.Tensor:
         """x W^T as FP32 sums, before their rounding and without the bias: a tensor-parallel
-        rank's share of a projection split by columns (models/_parallel.py)."""
+        rank's share of a projection split by columns (models/_parallel.py). In the exact
+        mode, the limbs (exact_sums() makes the FP32 sums of them)."""
+        if self.exact:
+            return _exact_partial(self.w, x)
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
         if self.w.dtype == torch.bfloat16 and self.w.is_cuda:
@@ -52,7 +73,8 @@ class Linear:
     def finish_f32(self, sums: torch.Tensor) -> torch.Tensor:
         """The output from the whole FP32 sums, rounded where __call__ rounds: a quantized
         weight's GEMV rounds to BF16 before its bias is added, a dense one (iris's dense GEMV,
-        and cuBLAS's bias epilogue) after."""
+        and cuBLAS's bias epilogue) after. Takes the exact mode's limbs too."""
+        sums = exact_sums(sums)
         if self.b is None:
             return sums.to(torch.bfloat16)
         if self.quantized:
@@ -64,6 +86,8 @@ class Linear:
         weight, logits_f32 for a dense one (with a bias: the BF16 output, widened)."""
         if self.b is not None:
             return self(x).float()
+        if self.exact:
+            return exact_sums(self.partial_f32(x))
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
         if self.iris_logits:
@@ -139,6 +163,10 @@ class GroupedLinear:
     def __call__(self, x: torch.Tensor) -> list:
         if self.mode == "separate":
             return [p(x) for p in self.parts]
+        if getattr(self, "exact", False):  # one dense matrix (exact mode's weights are never grouped quantized)
+            sums = exact_sums(_exact_partial(self.w, x))
+            y = (sums + self.b.float()).to(torch.bfloat16) if self.b is not None else sums.to(torch.bfloat16)
+            return list(torch.split(y, self.sizes, dim=1))
         if self.mode == "grouped":
             y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.height).view(1, -1)
         elif self.iris_dense:
@@ -158,6 +186,18 @@ def use_iris_dense_gemv(part) -> None:
     dense = getattr(part, "w", None) is not None and not part.quantized and part.w.dtype == torch.bfloat16 and part.w.dim() == 2
     if dense and part.b is not None and (not isinstance(part, GroupedLinear) or part.mode == "concatenated"):
         part.iris_dense = True
+
+
+def use_exact_sums(part) -> None:
+    """Runs a projection (Linear, GroupedLinear, ExpertStack, a tied head) in the order-free
+    arithmetic of iris_archive._exact_sum: its outputs then do not depend on how the ranks of a
+    tensor-parallel decode split its rows or columns. Its weights must be dense (the exact
+    mode's loader dequantizes them to FP32, exactly)."""
+    for p in getattr(part, "parts", ()):
+        use_exact_sums(p)
+    if getattr(part, "quantized", False):
+        raise IrisError(f"tensor '{getattr(part, 'name', '?')}': the exact sums take dense weights (dequantized), not a QuantTensor")
+    part.exact = True
 
 
 def use_iris_dense_logits(head) -> None:
@@ -188,6 +228,7 @@ class ExpertStack:
             self.count, self.n = int(self.stack.shape[0]), int(self.stack.shape[1])
         self.nbytes_per_expert = nbytes // self.count
         self.columns_split = False  # a tensor-parallel rank's columns only (the decoder sets it)
+        self.exact = False  # use_exact_sums() sets it (a dense stack)
 
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
@@ -200,14 +241,22 @@ class ExpertStack:
 
     def partial_f32(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """__call__'s FP32 sums before their rounding: a tensor-parallel rank's share of an
-        expert projection split by columns."""
+        expert projection split by columns. In the exact mode, the limbs."""
         if self.quantized:
             return torch.ops.iris.gemv_experts_f32(x, ids, rows, self.experts._handle, self.n)
         xs = x if rows is None else x.index_select(0, rows.long())
         w = self.stack.index_select(0, ids.long())
+        if self.exact:
+            return _exact_partial(w, xs)
         return torch.bmm(w.float(), xs.float().unsqueeze(-1)).squeeze(-1)
 
+    def finish_f32(self, sums: torch.Tensor) -> torch.Tensor:
+        """The output from the whole sums (FP32, or the exact mode's limbs), rounded as __call__ rounds."""
+        return exact_sums(sums).to(torch.bfloat16)
+
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        if self.exact:
+            return self.finish_f32(self.partial_f32(x, ids, rows))
         if self.quantized:
             return torch.ops.iris.gemv_experts(x, ids, rows, self.experts._handle, self.n)
         xs = x if rows is None else x.index_select(0, rows.long())

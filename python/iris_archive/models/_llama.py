@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from .._errors import IrisError
 from ._decoder import Decoder
 from ..torch import Experts
-from ._layers import ExpertStack, GroupedLinear, Linear, logits_f32, norm_steps, use_iris_dense_gemv
+from ._layers import ExpertStack, GroupedLinear, Linear, _exact_partial, exact_sums, logits_f32, norm_steps, use_iris_dense_gemv
 from ._parallel import local_experts
 
 _ACTIVATIONS = {
@@ -151,6 +151,8 @@ class _TiedHead:
         return self.nbytes * times
 
     def logits(self, h):
+        if getattr(self, "exact", False):
+            return exact_sums(_exact_partial(self.embed, h))
         if self.iris_logits:
             return torch.ops.iris.gemv_bf16_f32(h, self.embed, None)
         return logits_f32(h, self.embed)

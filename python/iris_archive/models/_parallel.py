@@ -96,8 +96,10 @@ class TensorParallel:
         return int(self._box(name)["start"][0])
 
     def reduce(self, partial: torch.Tensor) -> torch.Tensor:
-        """The ranks' FP32 partial sums, summed -- still FP32 (in place, or a new tensor)."""
-        if self._symmetric is not None and partial.numel() <= self._symmetric[0].numel():
+        """The ranks' partial sums, summed (in place, or a new tensor): FP32 sums, or the exact
+        mode's int64 limbs (through the process group: integer sums are exact in any order)."""
+        if (self._symmetric is not None and partial.dtype == torch.float32
+                and partial.numel() <= self._symmetric[0].numel()):
             return symmetric_all_reduce(partial, self._symmetric[0], self._symmetric[1])
         self._dist.all_reduce(partial, group=self.group)
         return partial

@@ -54,14 +54,14 @@ class Weights:
                             + (" ..." if len(left) > 20 else ""))
 
 
-def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str = "exact") -> Weights:
+def from_archive(path, device="cuda", dequantize: bool = False, nf4_table: str = "exact", to_f32: bool = False) -> Weights:
     from .. import open as iris_open
 
-    return _from_opened(iris_open(path), device, dequantize, nf4_table)
+    return _from_opened(iris_open(path), device, dequantize, nf4_table, to_f32)
 
 
 def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool = False, nf4_table: str = "exact",
-              group=None, exchange: str = "process-group") -> Weights:
+              group=None, exchange: str = "process-group", to_f32: bool = False) -> Weights:
     """Rank `rank` of a folder of tensor-parallel rank archives (`iris shard`): its boxes, by
     the logical tensors' names, with `parallel` (a TensorParallel) saying how each is split."""
     from .._archive import open_rank
@@ -76,12 +76,14 @@ def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool 
                         "ep 1 (experts split over every rank) or ep = tp (each rank its own experts, whole)")
     boxes = {e["name"]: e for e in record["tensors"]}
     parallel = TensorParallel(rank, world_size, boxes, str(archive.path), group, ep, exchange)
-    weights = _from_opened(archive, device, dequantize, nf4_table)
+    weights = _from_opened(archive, device, dequantize, nf4_table, to_f32)
     weights.parallel = parallel
     return weights
 
 
-def _from_opened(archive, device, dequantize: bool, nf4_table: str) -> Weights:
+def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool = False) -> Weights:
+    """to_f32: quantized tensors dequantized to FP32 (every iris format's values are exact
+    there), for the exact sums; dense ones stay as stored."""
     from ..torch import QuantTensor, load
 
     if "config.json" not in archive.files:
@@ -89,11 +91,14 @@ def _from_opened(archive, device, dequantize: bool, nf4_table: str) -> Weights:
     config = json.loads(archive.files["config.json"])
     nbytes = {name: sum(c[4] for c in t._components) for name, t in archive.tensors.items()}
     tensors = load(archive, device, nf4_table=nf4_table)
-    if dequantize:
-        tensors = {n: t.dequantize(torch.bfloat16) if isinstance(t, QuantTensor) else t for n, t in tensors.items()}
+    if dequantize or to_f32:
+        dtype = torch.float32 if to_f32 else torch.bfloat16
+        for n in list(tensors):  # one at a time, so that a QuantTensor's memory goes before the next grows
+            if isinstance(tensors[n], QuantTensor):
+                tensors[n] = tensors[n].dequantize(dtype)
         nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
     weights = Weights(tensors, config, nbytes, str(archive.path))
-    weights.dequantized = dequantize  # the BF16 reference: iris.models keeps its lm_head on cuBLAS
+    weights.dequantized = dequantize or to_f32  # the reference: iris.models keeps its lm_head off iris's dense GEMV
     return weights
 
 
