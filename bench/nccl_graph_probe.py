@@ -103,7 +103,7 @@ def symmetric_memory_latency(rank, world, dev):
 
 
 def worker(rank, world, port):
-    faulthandler.dump_traceback_later(80, exit=True)  # a hang shows where, then ends (before the session's 100 s)
+    faulthandler.dump_traceback_later(50, exit=True)  # a hang shows where, then ends (before the session's 60 s)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)

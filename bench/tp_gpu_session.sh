@@ -9,7 +9,8 @@
 # Stages (default: all of them, in this order: more than one device command's 10 minutes):
 #   probe      bench/nccl_graph_probe.py: NCCL in graphs and compiled, its exchange latency, and
 #              symmetric memory's (a minute)
-#   tests      python/tests/test_models_tp_gpu.py (the fixtures' TP and EP decodes, both exchanges)
+#   tests      python/tests/test_models_tp_gpu.py (the fixtures' TP and EP decodes, both exchanges,
+#              exact sums) and test_exact_layers_tp.py
 #   symmetric  Llama-3-8B MXFP4 and gpt-oss-20b at full size, TP=N, exchange="symmetric"
 #              (ms/token, tokens and teacher-forced picks against one GPU, the noise floor)
 #   process-group  the same over NCCL's all_reduce, without the noise floor
@@ -22,8 +23,8 @@
 #   large-ep   the same with --ep N
 # N is the machine's GPU count. LIMIT_<STAGE> overrides a stage's seconds (defaults below;
 # LIMIT_EP_SYMMETRIC for ep-symmetric). A device command has 10 minutes: give each call the
-# stages whose limits fit it: `probe tests` (550 s), `symmetric process-group` (540), `exact`
-# (400), `ep` (400), `large` (540), `large-ep` (540). Exit status: 1 when any stage failed or timed out.
+# stages whose limits fit it: `probe tests` (540 s), `symmetric process-group` (540), `exact`
+# (540), `ep` (400), `large` (540), `large-ep` (540). Exit status: 1 when any stage failed or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/device_env.sh
@@ -55,11 +56,11 @@ stage() {  # NAME DEFAULT_SECONDS COMMAND...: run under its limit, log to $OUT/N
 run=(env -u EXCHANGE -u EP -u NOISE_FLOOR -u EXACT VERIFY=0 STEPS=64 OUT="$OUT")
 for s in "${stages[@]}"; do
   case "$s" in
-    probe) stage probe 100 python3 bench/nccl_graph_probe.py "$N" ;;
-    tests) stage tests 450 bash -c 'cd python/tests && python3 -m pytest -q -s test_models_tp_gpu.py' ;;
+    probe) stage probe 60 python3 bench/nccl_graph_probe.py "$N" ;;
+    tests) stage tests 480 bash -c 'cd python/tests && python3 -m pytest -q -s test_models_tp_gpu.py test_exact_layers_tp.py' ;;
     symmetric) stage symmetric 300 "${run[@]}" EXCHANGE=symmetric bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     process-group) stage process-group 240 "${run[@]}" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
-    exact) stage exact 400 "${run[@]}" EXACT=1 NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
+    exact) stage exact 540 "${run[@]}" EXACT=1 NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     ep)
       stage ep-symmetric 200 "${run[@]}" EP="$N" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped
       stage ep-process-group 200 "${run[@]}" EP="$N" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped ;;

@@ -152,7 +152,8 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     prompt = [t % vocab for t in prompt]
     tokens = m.generate(prompt, args.steps, graph=graph)
     progress(rank, f"{args.steps} tokens generated")
-    tp_ms = ms_per_token(m, min(args.steps, max_len - 8), graph)
+    timed = min(8 if args.exact_sums else args.steps, max_len - 8)  # exact sums: a checking mode, timed briefly
+    tp_ms = ms_per_token(m, timed, graph)
     progress(rank, f"timed: {tp_ms:.3f} ms/token")
     loads, reads = [None] * world, [None] * world
     dist.all_gather_object(loads, load_s)
@@ -179,7 +180,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
         scale = whole_logits.abs().amax(-1)
         worst = float(((tp_logits - whole_logits).abs().amax(-1) / scale).max())
         trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0], experts))
-        whole_ms = ms_per_token(whole, min(args.steps, max_len - 8), graph)
+        whole_ms = ms_per_token(whole, timed, graph)
         # The comparison's noise floor: the whole model in iris.models' other arithmetic
         # (compiled or not: the other of the two, as bench/decode_bench.py's self-check),
         # scored on the same tokens. Where one GPU's two arithmetics part as often, the ranks'
