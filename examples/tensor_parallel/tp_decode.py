@@ -155,11 +155,13 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     timed = min(8 if args.exact_sums else args.steps, max_len - 8)  # exact sums: a checking mode, timed briefly
     tp_ms = ms_per_token(m, timed, graph)
     progress(rank, f"timed: {tp_ms:.3f} ms/token")
-    loads, reads = [None] * world, [None] * world
+    loads, reads, ranges = [None] * world, [None] * world, [None] * world
+    dist.all_gather_object(ranges, None if m.exact_out_of_range is None else bool(m.exact_out_of_range))
     dist.all_gather_object(loads, load_s)
     dist.all_gather_object(reads, m.bytes_per_token)
     whole, shared = None, [None]
     if rank == 0:
+        torch.cuda.empty_cache()  # the rank's freed temporaries back to the device, for the whole model
         whole = models.load(args.whole, device=dev, max_len=max_len, **how)
         whole_bytes = whole.bytes_per_token
         shared = [whole.generate(prompt, args.steps, graph=graph)]
@@ -181,6 +183,7 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
         worst = float(((tp_logits - whole_logits).abs().amax(-1) / scale).max())
         trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0], experts))
         whole_ms = ms_per_token(whole, timed, graph)
+        whole_range = None if whole.exact_out_of_range is None else bool(whole.exact_out_of_range)
         # The comparison's noise floor: the whole model in iris.models' other arithmetic
         # (compiled or not: the other of the two, as bench/decode_bench.py's self-check),
         # scored on the same tokens. Where one GPU's two arithmetics part as often, the ranks'
@@ -203,7 +206,8 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
                      "whole_top2": [[int(i), float(v)] for v, i in zip(top.values.tolist(), top.indices.tolist())]}
         out = {"model": os.path.basename(os.path.normpath(args.whole)), "world": world, "device": torch.cuda.get_device_name(dev),
                "backend": args.backend, "exchange": args.exchange, "mode": "graph" if graph else "eager", "compile": not args.no_compile,
-               "dequantize": args.dequantize, "exact_sums": args.exact_sums, "steps": args.steps, "prompt": prompt,
+               "dequantize": args.dequantize, "exact_sums": args.exact_sums,
+               "exact_out_of_range": None if not args.exact_sums else {"ranks": ranges, "whole": whole_range}, "steps": args.steps, "prompt": prompt,
                "tokens_equal": part is None, "first_difference": where,
                "teacher_forced_picks_equal": agree, "teacher_forced_max_logit_difference": worst,
                "noise_floor_picks_equal": twin_agree, "noise_floor_max_logit_difference": twin_worst,

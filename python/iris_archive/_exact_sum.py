@@ -46,20 +46,21 @@ class Backend:
     where: Callable[[Any, Any, Any], Any]
     stack: Callable[[list], Any]
     cat: Callable[[list, int], Any]
+    logical_or: Callable[..., Any]
 
 
 def numpy_backend() -> Backend:
     import numpy as np
 
     return Backend(np.floor, lambda a: a.astype(np.int64), lambda a: a.astype(np.float64), lambda a: a.astype(np.float32),
-                   np.isfinite, np.where, np.stack, lambda parts, axis: np.concatenate(parts, axis=axis))
+                   np.isfinite, np.where, np.stack, lambda parts, axis: np.concatenate(parts, axis=axis), np.logical_or)
 
 
 def torch_backend() -> Backend:
     import torch
 
     return Backend(torch.floor, lambda a: a.to(torch.int64), lambda a: a.to(torch.float64), lambda a: a.to(torch.float32),
-                   torch.isfinite, torch.where, torch.stack, lambda parts, axis: torch.cat(parts, dim=axis))
+                   torch.isfinite, torch.where, torch.stack, lambda parts, axis: torch.cat(parts, dim=axis), torch.logical_or)
 
 
 def product_limbs(p, be: Backend):
@@ -72,12 +73,14 @@ def product_limbs(p, be: Backend):
     return be.to_int64(hi), be.to_int64(lo)
 
 
-def matvec_limbs(w, x, be: Backend, check_range: bool = True):
+def matvec_limbs(w, x, be: Backend, check_range: bool = True, out_of_range=None):
     """For weights w [N, K] (FP32 values) and activations x [B, K] (BF16 or FP32 values): the
     limb sums (hi, lo), each [B, N] int64, and which rows had a non-finite product ([B, N]).
     With w [B, N, K], row b of x meets matrix b of w (an expert GEMV's pairs).
-    check_range=False leaves out the test of the products' range (on a GPU it would wait for
-    the device: a caller there checks its inputs' range once, not every step)."""
+    check_range=False leaves out the test of the products' range, which would wait for a GPU
+    to answer; give out_of_range (a boolean scalar array) to have it set, on the device, where
+    a product is out of range instead (the limbs then wrap: equal on every rank, but wrong).
+    K is the whole sum's: a rank's slice must not pass for it (2^17 terms in all)."""
     k = w.shape[-1]
     if k > MAX_TERMS:
         raise ValueError(f"exact sums: K = {k} terms, more than the {MAX_TERMS} that int64 limbs hold")
@@ -85,8 +88,12 @@ def matvec_limbs(w, x, be: Backend, check_range: bool = True):
     p = be.to_float64(x)[:, None, :] * (wf if len(w.shape) == 3 else wf[None, :, :])
     finite = be.isfinite(p)
     bad = ~finite.all(-1)
-    if check_range and bool((abs(be.where(finite, p, 0.0)) >= MAX_PRODUCT).any()):
-        raise ValueError("exact sums: a product of magnitude 2^37 or more, beyond the int64 limbs' range")
+    if check_range or out_of_range is not None:
+        beyond = (abs(be.where(finite, p, 0.0)) >= MAX_PRODUCT).any()
+        if out_of_range is not None:
+            be.logical_or(out_of_range, beyond, out=out_of_range)
+        elif bool(beyond):
+            raise ValueError("exact sums: a product of magnitude 2^37 or more, beyond the int64 limbs' range")
     hi, lo = product_limbs(p, be)
     return hi.sum(-1), lo.sum(-1), bad
 
@@ -98,16 +105,17 @@ def limbs_value(hi, lo, bad, be: Backend):
     return be.where(bad, value * float("nan"), value)
 
 
-def partial_limbs(w, x, be: Backend, budget: int = 1 << 30, check_range: bool = True):
+def partial_limbs(w, x, be: Backend, budget: int = 1 << 28, check_range: bool = True, out_of_range=None):
     """x [B, K] against w [N, K] (or [B, N, K]: row b against matrix b): the limbs [3, B, N]
-    int64 (hi, lo, non-finite products), `budget` bytes of temporaries at a time (about 40 a
-    weight and batch row)."""
+    int64 (hi, lo, non-finite products), about `budget` bytes of temporaries at a time (some
+    72 a weight and batch row live at once: FP64 weights and products, the masked products,
+    the scaled ones, both limbs as floats and as int64)."""
     n, k, b = int(w.shape[-2]), int(w.shape[-1]), int(x.shape[0])
-    step = max(1, budget // (40 * k * b))
+    step = max(1, budget // (72 * k * b))
     out = []
     for r0 in range(0, n, step):
         rows = w[r0 : r0 + step] if len(w.shape) == 2 else w[:, r0 : r0 + step]
-        hi, lo, bad = matvec_limbs(rows, x, be, check_range)
+        hi, lo, bad = matvec_limbs(rows, x, be, check_range, out_of_range)
         out.append(be.stack([hi, lo, be.to_int64(bad)]))
     return be.cat(out, -1)
 

@@ -34,12 +34,12 @@ def _data():
     return w, wq, stack, bias, x
 
 
-def _layers_of(tensors, source):
+def _layers_of(tensors, source, out_of_range):
     w = Weights(tensors, {}, {n: 0 for n in tensors}, source)
     o, qkv = layers.Linear(w, "o"), layers.GroupedLinear(w, ["q", "k", "v"], "cpu", fuse=True)
     stack = layers.ExpertStack(tensors["e"], 0)
     for part in (o, qkv, stack):
-        layers.use_exact_sums(part)
+        layers.use_exact_sums(part, out_of_range)
     return o, qkv, stack
 
 
@@ -57,7 +57,7 @@ def _rank(r, world, port, out):
     tensors = {"o.weight": w[:, a:z].contiguous(), "o.bias": bias, "q.weight": wq[:64][mine], "k.weight": wq[64:128][mine],
                "v.weight": wq[128:][mine], "e": stack[:, :, a:z].contiguous()}
     tp = TensorParallel(r, world, {"o.weight": {"shape": [N, K], "start": [0, a], "count": [N, z - a]}}, f"rank {r}")
-    o, qkv, experts = _layers_of(tensors, f"rank {r}")
+    o, qkv, experts = _layers_of(tensors, f"rank {r}", torch.zeros((), dtype=torch.bool))
     ids, rows = torch.tensor(IDS, dtype=torch.int32), torch.tensor(ROWS, dtype=torch.int32)
     xs = x[:, a:z]
     out[r] = (o.finish_f32(tp.reduce(o.partial_f32(xs))), [t.clone() for t in qkv(x)],
@@ -70,10 +70,12 @@ def test_split_layers_give_the_whole_layers_bits():
     import torch.multiprocessing as mp
 
     w, wq, stack, bias, x = _data()
+    out_of_range = torch.zeros((), dtype=torch.bool)
     o, qkv, experts = _layers_of({"o.weight": w, "o.bias": bias, "q.weight": wq[:64], "k.weight": wq[64:128],
-                                  "v.weight": wq[128:], "e": stack}, "whole")
+                                  "v.weight": wq[128:], "e": stack}, "whole", out_of_range)
     ids, rows = torch.tensor(IDS, dtype=torch.int32), torch.tensor(ROWS, dtype=torch.int32)
     want_o, want_qkv, want_e = o(x), qkv(x), experts(x, ids, rows)
+    assert not out_of_range
     out = mp.get_context("spawn").Manager().dict()
     mp.spawn(_rank, args=(2, 29000 + int(np.random.default_rng().integers(0, 900)), out), nprocs=2)
     bits = lambda t: t.view(torch.int16)  # noqa: E731 - BF16 outputs compared as bits
@@ -86,3 +88,12 @@ def test_split_layers_give_the_whole_layers_bits():
     # the fast arithmetic's halves (FP32 sums, added) do differ from its whole: the split matters there
     halves = x[:, :1472].float() @ w[:, :1472].T + x[:, 1472:].float() @ w[:, 1472:].T
     assert (halves != x.float() @ w.T).any()
+
+
+def test_a_product_beyond_the_limbs_sets_the_flag():
+    out_of_range = torch.zeros((), dtype=torch.bool)
+    w = Weights({"o.weight": torch.full((2, 4), 2.0 ** 30)}, {}, {"o.weight": 0}, "big")
+    o = layers.Linear(w, "o")
+    layers.use_exact_sums(o, out_of_range)
+    o(torch.full((1, 4), 2.0 ** 8).to(torch.bfloat16))
+    assert out_of_range

@@ -183,6 +183,7 @@ def test_exact_sums_give_one_gpu_s_bits(ranks, tmp_path, fixture, options, ep):
     whole, folder = ranks(fixture, *options, ep=ep)
     got = _check_tp_run(whole, folder, tmp_path, f"{fixture} {' '.join(options)} ep {ep} exact sums", ("--exact-sums",))
     assert got["exact_sums"] is True
+    assert got["exact_out_of_range"] == {"ranks": [False, False], "whole": False}
     assert got["teacher_forced_max_logit_difference"] == 0.0
     assert all(differ == 0 for differ, _, _ in got["first_step_projections"]), got["first_step_projections"]
 

@@ -355,14 +355,17 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     the ranks exchange). exchange="symmetric" sums the ranks' partial sums through NVLink
     buffers every rank reads (PyTorch's symmetric memory, one-shot, in rank order) instead of
     the process group's all_reduce: about a third of NCCL's latency a call on two H200s.
-    exact_sums=True: every projection's dot products in an order-free arithmetic
+    exact_sums=True: every projection's dot products (but a replicated router's, which every
+    rank computes whole from the same input) in an order-free arithmetic
     (iris_archive._exact_sum: each product exact in FP64, cut to int64 limbs, summed as
     integers, rounded once), so that a tensor-parallel rank's outputs are one GPU's bit for bit
     however the rows or columns are split; the weights dequantized to FP32 once (4 bytes a
     weight) and about 40 bytes of temporaries a weight read: a mode for checking, tens of times
     slower than the fast one. Attention must then take each head alone, as iris's attention
     kernel does (compile=True): transformers' steps batch the heads into one matmul, whose
-    arithmetic may depend on how many heads a rank holds."""
+    arithmetic may depend on how many heads a rank holds. The decoder's exact_out_of_range (a
+    device scalar) is set where a product left the limbs' range (2^37): such a decode is equal
+    on every rank but wrong."""
     import os
 
     if (rank is None) != (world_size is None):
@@ -383,9 +386,11 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table, to_f32=exact_sums)
     d = decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
                     iris_head, gated_kernel)
-    if exact_sums:
+    d.exact_out_of_range = None
+    if exact_sums:  # set on the device where a product leaves the limbs' range: read it after a decode
+        d.exact_out_of_range = torch.zeros((), dtype=torch.bool, device=d.device)
         for part, _ in d._reads:
-            _layers.use_exact_sums(part)
+            _layers.use_exact_sums(part, d.exact_out_of_range)
     return d
 
 

@@ -17,11 +17,11 @@ from ..torch import Experts, QuantTensor
 _EXACT = _exact_sum.torch_backend()
 
 
-def _exact_partial(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _exact_partial(w: torch.Tensor, x: torch.Tensor, out_of_range: torch.Tensor | None) -> torch.Tensor:
     """x w^T in the order-free arithmetic (iris_archive._exact_sum): the limbs [3, B, N] int64,
-    which ranks add with an int64 all_reduce. (The products' range is the caller's to keep: a
-    test on the GPU would wait for the device every step.)"""
-    return _exact_sum.partial_limbs(w, x, _EXACT, check_range=False)
+    which ranks add with an int64 all_reduce. A product beyond the limbs' range sets
+    `out_of_range` on the device (a test on the host would wait for the GPU every step)."""
+    return _exact_sum.partial_limbs(w, x, _EXACT, check_range=False, out_of_range=out_of_range)
 
 
 def exact_sums(partial: torch.Tensor) -> torch.Tensor:
@@ -63,7 +63,7 @@ class Linear:
         rank's share of a projection split by columns (models/_parallel.py). In the exact
         mode, the limbs (exact_sums() makes the FP32 sums of them)."""
         if self.exact:
-            return _exact_partial(self.w, x)
+            return _exact_partial(self.w, x, self.exact_range)
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
         if self.w.dtype == torch.bfloat16 and self.w.is_cuda:
@@ -164,7 +164,7 @@ class GroupedLinear:
         if self.mode == "separate":
             return [p(x) for p in self.parts]
         if getattr(self, "exact", False):  # one dense matrix (exact mode's weights are never grouped quantized)
-            sums = exact_sums(_exact_partial(self.w, x))
+            sums = exact_sums(_exact_partial(self.w, x, self.exact_range))
             y = (sums + self.b.float()).to(torch.bfloat16) if self.b is not None else sums.to(torch.bfloat16)
             return list(torch.split(y, self.sizes, dim=1))
         if self.mode == "grouped":
@@ -188,16 +188,17 @@ def use_iris_dense_gemv(part) -> None:
         part.iris_dense = True
 
 
-def use_exact_sums(part) -> None:
+def use_exact_sums(part, out_of_range: torch.Tensor) -> None:
     """Runs a projection (Linear, GroupedLinear, ExpertStack, a tied head) in the order-free
     arithmetic of iris_archive._exact_sum: its outputs then do not depend on how the ranks of a
     tensor-parallel decode split its rows or columns. Its weights must be dense (the exact
-    mode's loader dequantizes them to FP32, exactly)."""
+    mode's loader dequantizes them to FP32, exactly). `out_of_range` (a boolean scalar on the
+    device, shared by the model's projections) is set where a product leaves the limbs' range."""
     for p in getattr(part, "parts", ()):
-        use_exact_sums(p)
+        use_exact_sums(p, out_of_range)
     if getattr(part, "quantized", False):
         raise IrisError(f"tensor '{getattr(part, 'name', '?')}': the exact sums take dense weights (dequantized), not a QuantTensor")
-    part.exact = True
+    part.exact, part.exact_range = True, out_of_range
 
 
 def use_iris_dense_logits(head) -> None:
@@ -247,7 +248,7 @@ class ExpertStack:
         xs = x if rows is None else x.index_select(0, rows.long())
         w = self.stack.index_select(0, ids.long())
         if self.exact:
-            return _exact_partial(w, xs)
+            return _exact_partial(w, xs, self.exact_range)
         return torch.bmm(w.float(), xs.float().unsqueeze(-1)).squeeze(-1)
 
     def finish_f32(self, sums: torch.Tensor) -> torch.Tensor:

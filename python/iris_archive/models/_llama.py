@@ -152,7 +152,7 @@ class _TiedHead:
 
     def logits(self, h):
         if getattr(self, "exact", False):
-            return exact_sums(_exact_partial(self.embed, h))
+            return exact_sums(_exact_partial(self.embed, h, self.exact_range))
         if self.iris_logits:
             return torch.ops.iris.gemv_bf16_f32(h, self.embed, None)
         return logits_f32(h, self.embed)
