@@ -11,7 +11,10 @@ so their outputs differ from one GPU's only in the order of FP32 additions; the 
 small models have top logits far enough apart for that not to decide a token, and every
 step's logits, teacher-forced on the whole model's tokens, must stay within 2^-5 of the
 step's largest. (At full size the FP32 order's one-ulp differences spread with depth and the
-tokens part at near ties: docs/BENCHMARKS.md, "A tensor-parallel decode".)"""
+tokens part at near ties: docs/BENCHMARKS.md, "A tensor-parallel decode".) With exact sums
+on both sides (--exact-sums: order-free dot products) nothing may differ at all: every logit and
+every traced projection bit for bit. And the same decodes with the partials exchanged through
+symmetric memory (--exchange symmetric, two GPUs only)."""
 
 import json
 import subprocess
