@@ -25,6 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from decode_bench import graph_ms  # the same graph timer (this script runs from bench/'s folder on sys.path)
+
 STARTED = time.perf_counter()
 CALLS, REPLAYS = 72, 20  # gpt-oss-120b's two exchanges a layer over 36 layers
 
@@ -51,22 +53,9 @@ def check(rank, world, what, y, g, x):
 
 
 def timed_graph(rank, what, body):
-    """body() CALLS times captured in one graph, replayed REPLAYS times: microseconds a call."""
-    body()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            body()
-    g.replay()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(REPLAYS):
-        g.replay()
-    b.record()
-    torch.cuda.synchronize()
-    say(rank, f"{what} in a graph: {a.elapsed_time(b) * 1000 / (REPLAYS * CALLS):.2f} us each")
+    """body() CALLS times captured in one graph, replayed REPLAYS times (decode_bench's timer):
+    microseconds a call."""
+    say(rank, f"{what} in a graph: {graph_ms(body, reps=REPLAYS, inner=CALLS) * 1000:.2f} us each")
 
 
 def symmetric_memory_latency(rank, world, dev):

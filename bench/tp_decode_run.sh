@@ -35,10 +35,15 @@ cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(llama-3-8b:mxfp4 gpt-oss-20b:as-shipped)
 mkdir -p "$OUT" "$W"
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv; nvidia-smi topo -m; df -h "$W" | tail -1; date -u; } > "$OUT/env.txt" 2>&1
+# tp_decode.py's options, the same for every case (and the cases' names saying them)
+decode_options=(--backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-group}")
+exact_suffix=
+[ "${EXACT:-0}" = 1 ] && decode_options+=(--exact-sums) && exact_suffix=-exact
+[ "${NOISE_FLOOR:-1}" = 0 ] && decode_options+=(--no-noise-floor)
 rc=0
 for c in "${cases[@]}"; do
   model=${c%%:*} fmt=${c#*:}
-  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}${EXCHANGE:+-$EXCHANGE}$([ "${EXACT:-0}" = 1 ] && echo -exact)"
+  name="$model-$fmt${LAYERS:+-${LAYERS}layers}-tp$N${EP:+-ep$EP}${EXCHANGE:+-$EXCHANGE}$exact_suffix"
   rm -rf "$W"/*
   python3 - "$model" "$W/config.json" "${LAYERS:-}" <<'EOF'
 import json, sys
@@ -59,7 +64,7 @@ EOF
       /usr/bin/time -f "shard: %e s, peak RSS %M KB" "$B/iris" shard "$W/model.iris" --tp "$N" --ep "${EP:-1}" -o "$W/ranks" -q &&
       { [ "${VERIFY:-1}" = 0 ] || /usr/bin/time -f "verify --ranks: %e s" "$B/iris" verify --ranks "$W/ranks" --against "$W/model.iris" -q; } &&
       python3 examples/tensor_parallel/tp_decode.py "$W/model.iris" "$W/ranks" "$N" --steps "${STEPS:-64}" --json "$OUT/$name.json" \
-        --backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-group}" $([ "${EXACT:-0}" = 1 ] && echo --exact-sums) $([ "${NOISE_FLOOR:-1}" = 0 ] && echo --no-noise-floor)
+        "${decode_options[@]}"
   } > "$OUT/$name.log" 2>&1 || rc=1
   grep -E "^==|archive:|shard:|verify|tokens_equal|_ms_per_token|rank_load_s|first_difference|Error|error|Traceback" "$OUT/$name.log" | tail -n 12
 done

@@ -30,7 +30,7 @@ checked where only one GPU is at hand; its ms/token mean nothing.
 --exact-sums runs both sides with every dot product in an order-free arithmetic (each product
 exact in FP64, cut to int64 limbs, summed as integers, rounded once; weights dequantized to
 FP32): then the ranks' tokens and logits are one GPU's bit for bit, whatever the split. A
-checking mode, tens of times slower.
+checking mode, not yet timed (it makes some 72 bytes of temporaries a weight read).
 
 --exchange symmetric sums the ranks' partials through NVLink buffers (PyTorch's symmetric
 memory, iris.models' exchange="symmetric") instead of NCCL's all_reduce: measured alone on two
@@ -120,6 +120,11 @@ def compare_traces(tp: list, whole: list) -> list:
     return out
 
 
+def out_of_range(decoder):
+    """Whether a product left the exact sums' range in this decoder's steps (None: the fast mode)."""
+    return None if decoder.exact_out_of_range is None else bool(decoder.exact_out_of_range)
+
+
 def progress(rank: int, what: str) -> None:
     """A line on stderr per stage (rank, seconds since it started): where a multi-minute run is."""
     print(f"[rank {rank} {time.perf_counter() - STARTED:7.1f} s] {what}", file=sys.stderr, flush=True)
@@ -155,10 +160,9 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
     timed = min(8 if args.exact_sums else args.steps, max_len - 8)  # exact sums: a checking mode, timed briefly
     tp_ms = ms_per_token(m, timed, graph)
     progress(rank, f"timed: {tp_ms:.3f} ms/token")
-    loads, reads, ranges = [None] * world, [None] * world, [None] * world
-    dist.all_gather_object(ranges, None if m.exact_out_of_range is None else bool(m.exact_out_of_range))
-    dist.all_gather_object(loads, load_s)
-    dist.all_gather_object(reads, m.bytes_per_token)
+    facts = [None] * world  # each rank's (load seconds, bytes a token, exact sums out of range)
+    dist.all_gather_object(facts, (load_s, m.bytes_per_token, out_of_range(m)))
+    loads, reads, ranges = (list(column) for column in zip(*facts))
     whole, shared = None, [None]
     if rank == 0:
         torch.cuda.empty_cache()  # the rank's freed temporaries back to the device, for the whole model
@@ -183,13 +187,13 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
         worst = float(((tp_logits - whole_logits).abs().amax(-1) / scale).max())
         trace = compare_traces(tp_trace, traced_first_step(whole, prompt[0], experts))
         whole_ms = ms_per_token(whole, timed, graph)
-        whole_range = None if whole.exact_out_of_range is None else bool(whole.exact_out_of_range)
+        whole_range = out_of_range(whole)
+        progress(rank, f"the whole archive: {whole_ms:.3f} ms/token")
+        del whole
         # The comparison's noise floor: the whole model in iris.models' other arithmetic
         # (compiled or not: the other of the two, as bench/decode_bench.py's self-check),
         # scored on the same tokens. Where one GPU's two arithmetics part as often, the ranks'
         # parting says nothing about the split.
-        progress(rank, f"the whole archive: {whole_ms:.3f} ms/token")
-        del whole
         twin_agree = twin_worst = None
         if not args.no_noise_floor:
             twin = models.load(args.whole, device=dev, max_len=max_len, **dict(how, compile=args.no_compile))

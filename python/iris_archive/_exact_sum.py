@@ -64,23 +64,21 @@ def torch_backend() -> Backend:
 
 
 def product_limbs(p, be: Backend):
-    """The limbs (hi, lo) of FP64 products `p` (any shape), each a function of its p alone.
-    Non-finite products give limbs of 0 (the caller marks their rows)."""
-    p = be.where(be.isfinite(p), p, 0.0)
+    """The limbs (hi, lo) of finite FP64 products `p` (any shape), each a function of its p alone."""
     a = p * HI_SCALE
     hi = be.floor(a)
     lo = be.floor((a - hi) * LO_SCALE)  # a - hi is exact where |a| >= 1; else a deterministic round
     return be.to_int64(hi), be.to_int64(lo)
 
 
-def matvec_limbs(w, x, be: Backend, check_range: bool = True, out_of_range=None):
+def matvec_limbs(w, x, be: Backend, out_of_range=None):
     """For weights w [N, K] (FP32 values) and activations x [B, K] (BF16 or FP32 values): the
-    limb sums (hi, lo), each [B, N] int64, and which rows had a non-finite product ([B, N]).
-    With w [B, N, K], row b of x meets matrix b of w (an expert GEMV's pairs).
-    check_range=False leaves out the test of the products' range, which would wait for a GPU
-    to answer; give out_of_range (a boolean scalar array) to have it set, on the device, where
-    a product is out of range instead (the limbs then wrap: equal on every rank, but wrong).
-    K is the whole sum's: a rank's slice must not pass for it (2^17 terms in all)."""
+    limb sums (hi, lo), each [B, N] int64, and which rows had a non-finite product ([B, N];
+    such products count as 0 in the limbs). With w [B, N, K], row b of x meets matrix b of w
+    (an expert GEMV's pairs). A product beyond the limbs' range is refused; with out_of_range
+    (a boolean scalar array) it sets that instead, on the device, with no wait for a GPU to
+    answer (the limbs then wrap: equal on every rank, but wrong). K is the whole sum's: a
+    rank's slice must not pass for it (2^17 terms in all)."""
     k = w.shape[-1]
     if k > MAX_TERMS:
         raise ValueError(f"exact sums: K = {k} terms, more than the {MAX_TERMS} that int64 limbs hold")
@@ -88,12 +86,12 @@ def matvec_limbs(w, x, be: Backend, check_range: bool = True, out_of_range=None)
     p = be.to_float64(x)[:, None, :] * (wf if len(w.shape) == 3 else wf[None, :, :])
     finite = be.isfinite(p)
     bad = ~finite.all(-1)
-    if check_range or out_of_range is not None:
-        beyond = (abs(be.where(finite, p, 0.0)) >= MAX_PRODUCT).any()
-        if out_of_range is not None:
-            be.logical_or(out_of_range, beyond, out=out_of_range)
-        elif bool(beyond):
-            raise ValueError("exact sums: a product of magnitude 2^37 or more, beyond the int64 limbs' range")
+    p = be.where(finite, p, 0.0)
+    beyond = (abs(p) >= MAX_PRODUCT).any()
+    if out_of_range is not None:
+        be.logical_or(out_of_range, beyond, out=out_of_range)
+    elif bool(beyond):
+        raise ValueError("exact sums: a product of magnitude 2^37 or more, beyond the int64 limbs' range")
     hi, lo = product_limbs(p, be)
     return hi.sum(-1), lo.sum(-1), bad
 
@@ -105,7 +103,7 @@ def limbs_value(hi, lo, bad, be: Backend):
     return be.where(bad, value * float("nan"), value)
 
 
-def partial_limbs(w, x, be: Backend, budget: int = 1 << 28, check_range: bool = True, out_of_range=None):
+def partial_limbs(w, x, be: Backend, budget: int = 1 << 28, out_of_range=None):
     """x [B, K] against w [N, K] (or [B, N, K]: row b against matrix b): the limbs [3, B, N]
     int64 (hi, lo, non-finite products), about `budget` bytes of temporaries at a time (some
     72 a weight and batch row live at once: FP64 weights and products, the masked products,
@@ -115,7 +113,7 @@ def partial_limbs(w, x, be: Backend, budget: int = 1 << 28, check_range: bool = 
     out = []
     for r0 in range(0, n, step):
         rows = w[r0 : r0 + step] if len(w.shape) == 2 else w[:, r0 : r0 + step]
-        hi, lo, bad = matvec_limbs(rows, x, be, check_range, out_of_range)
+        hi, lo, bad = matvec_limbs(rows, x, be, out_of_range)
         out.append(be.stack([hi, lo, be.to_int64(bad)]))
     return be.cat(out, -1)
 

@@ -141,7 +141,7 @@ def test_torch_gives_numpy_s_limbs_and_sums():
     w, x = fp32_values(rng, (64, 2880)), bf16_values(rng, (2, 2880))
     w[5, 9] = np.nan
     want = ex.partial_limbs(w, x, BE)
-    got = ex.partial_limbs(torch.from_numpy(w), torch.from_numpy(x), ex.torch_backend(), check_range=False)
+    got = ex.partial_limbs(torch.from_numpy(w), torch.from_numpy(x), ex.torch_backend())
     assert np.array_equal(got.numpy(), want)
     sums = ex.finish(got, ex.torch_backend()).numpy()
     assert np.array_equal(sums.view(np.uint32), ex.finish(want, BE).view(np.uint32))
@@ -155,7 +155,7 @@ def _rank(rank, world, port, w, x, cuts, out):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     be = ex.torch_backend()
     a, b = cuts[rank], cuts[rank + 1]
-    limbs = ex.partial_limbs(torch.from_numpy(w[:, a:b]), torch.from_numpy(x[:, a:b]), be, check_range=False)
+    limbs = ex.partial_limbs(torch.from_numpy(w[:, a:b]), torch.from_numpy(x[:, a:b]), be)
     dist.all_reduce(limbs)  # int64: exact in any order
     out[rank] = ex.finish(limbs, be).numpy().tobytes()
     dist.destroy_process_group()

@@ -82,6 +82,8 @@ class Decoder:
         self.device = torch.device(device)
         if self.tp is not None:  # the exchanges' buffer: a row of the hidden state for each of 64 rows at most
             self.tp.open_exchange(self.device, 64 * int(weights.config["hidden_size"]))
+        # use_exact_sums() sets it: a device scalar, set where a product left the exact sums' range
+        self.exact_out_of_range = None
         self.route_workspace = torch.zeros(1, dtype=torch.int32, device=self.device)  # moe_route's counter, left zero
         self.token = torch.zeros(1, dtype=torch.long, device=self.device)
         self.pos = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -102,6 +104,14 @@ class Decoder:
         if self.iris_head:
             _layers.use_iris_dense_logits(head)
         return head
+
+    def use_exact_sums(self) -> None:
+        """Every projection registered with reads() in the order-free arithmetic
+        (_layers.use_exact_sums); their weights must be dense. Read exact_out_of_range after a
+        decode: set, it says a product left the limbs' range (equal on every rank, but wrong)."""
+        self.exact_out_of_range = torch.zeros((), dtype=torch.bool, device=self.device)
+        for part, _ in self._reads:
+            _layers.use_exact_sums(part, self.exact_out_of_range)
 
     def reads(self, part, times: int = 1):
         """Registers a projection the step reads `times` matrices of (top-k for an expert
@@ -360,8 +370,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     (iris_archive._exact_sum: each product exact in FP64, cut to int64 limbs, summed as
     integers, rounded once), so that a tensor-parallel rank's outputs are one GPU's bit for bit
     however the rows or columns are split; the weights dequantized to FP32 once (4 bytes a
-    weight) and about 40 bytes of temporaries a weight read: a mode for checking, tens of times
-    slower than the fast one. Attention must then take each head alone, as iris's attention
+    weight), and some 72 bytes of temporaries made for each weight read, where the fast GEMV
+    reads about half a byte of MXFP4: a mode for checking (not yet timed). Attention must then take each head alone, as iris's attention
     kernel does (compile=True): transformers' steps batch the heads into one matmul, whose
     arithmetic may depend on how many heads a rank holds. The decoder's exact_out_of_range (a
     device scalar) is set where a product left the limbs' range (2^37): such a decode is equal
@@ -372,11 +382,10 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
         raise IrisError("iris.models.load: give rank and world_size together")
     if exchange != "process-group" and rank is None:
         raise IrisError(f"iris.models.load: exchange={exchange!r} is how tensor-parallel ranks exchange; give rank and world_size")
-    if nf4_table != "exact" and (dequantize or (rank is None and os.path.isdir(path))):
-        why = "dequantize=True runs BF16 weights" if dequantize else "a snapshot folder holds no iris NF4 tensors"
+    if nf4_table != "exact" and (dequantize or exact_sums or (rank is None and os.path.isdir(path))):
+        why = ("dequantize=True runs BF16 weights" if dequantize else "exact_sums=True runs dequantized FP32 weights" if exact_sums
+               else "a snapshot folder holds no iris NF4 tensors")
         raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: {why}")
-    if exact_sums and nf4_table != "exact":
-        raise IrisError(f"{path}: nf4_table={nf4_table!r} has nothing to act on: exact_sums=True runs dequantized FP32 weights")
     if rank is not None:
         weights = _weights.from_rank(path, rank, world_size, device, dequantize=dequantize, nf4_table=nf4_table, group=group,
                                      exchange=exchange, to_f32=exact_sums)
@@ -386,11 +395,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
         weights = _weights.from_archive(path, device, dequantize=dequantize, nf4_table=nf4_table, to_f32=exact_sums)
     d = decoder_for(weights, max_len, device, compile, fused, programmatic, residual_norm, rope_in_attention, activation_in_gemv,
                     iris_head, gated_kernel)
-    d.exact_out_of_range = None
-    if exact_sums:  # set on the device where a product leaves the limbs' range: read it after a decode
-        d.exact_out_of_range = torch.zeros((), dtype=torch.bool, device=d.device)
-        for part, _ in d._reads:
-            _layers.use_exact_sums(part, d.exact_out_of_range)
+    if exact_sums:
+        d.use_exact_sums()
     return d
 
 

@@ -17,16 +17,27 @@ from ..torch import Experts, QuantTensor
 _EXACT = _exact_sum.torch_backend()
 
 
-def _exact_partial(w: torch.Tensor, x: torch.Tensor, out_of_range: torch.Tensor | None) -> torch.Tensor:
+def _exact_partial(w: torch.Tensor, x: torch.Tensor, out_of_range: torch.Tensor) -> torch.Tensor:
     """x w^T in the order-free arithmetic (iris_archive._exact_sum): the limbs [3, B, N] int64,
     which ranks add with an int64 all_reduce. A product beyond the limbs' range sets
     `out_of_range` on the device (a test on the host would wait for the GPU every step)."""
-    return _exact_sum.partial_limbs(w, x, _EXACT, check_range=False, out_of_range=out_of_range)
+    return _exact_sum.partial_limbs(w, x, _EXACT, out_of_range=out_of_range)
 
 
 def exact_sums(partial: torch.Tensor) -> torch.Tensor:
     """FP32 sums from a partial result: the limbs of the exact mode, or FP32 sums as they are."""
     return _exact_sum.finish(partial, _EXACT) if partial.dtype == torch.int64 else partial
+
+
+def exact_f32(w: torch.Tensor, x: torch.Tensor, out_of_range: torch.Tensor) -> torch.Tensor:
+    """x w^T as FP32 sums, in the order-free arithmetic (a projection split by rows, or whole)."""
+    return exact_sums(_exact_partial(w, x, out_of_range))
+
+
+def round_dense(sums: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A dense projection's BF16 output from its FP32 sums: the bias added before the rounding,
+    as iris's dense GEMV and cuBLAS's bias epilogue add it."""
+    return (sums + bias.float()).to(torch.bfloat16) if bias is not None else sums.to(torch.bfloat16)
 
 
 class Linear:
@@ -43,13 +54,13 @@ class Linear:
         self.nbytes = weights.nbytes(prefix + ".weight") + (weights.nbytes(prefix + ".bias") if self.b is not None else 0)
         self.iris_dense = False  # use_iris_dense_gemv() sets it
         self.iris_logits = False  # use_iris_dense_logits() sets it
-        self.exact = False  # use_exact_sums() sets it
+        self.exact_range = None  # use_exact_sums() sets it: then the exact mode, this its range flag
 
     def read_bytes(self, times: int = 1) -> int:
         return self.nbytes * times
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.exact:
+        if self.exact_range is not None:
             return self.finish_f32(self.partial_f32(x))
         if self.quantized:
             y = torch.ops.iris.gemv(x, self.w._handle, self.n)
@@ -62,7 +73,7 @@ class Linear:
         """x W^T as FP32 sums, before their rounding and without the bias: a tensor-parallel
         rank's share of a projection split by columns (models/_parallel.py). In the exact
         mode, the limbs (exact_sums() makes the FP32 sums of them)."""
-        if self.exact:
+        if self.exact_range is not None:
             return _exact_partial(self.w, x, self.exact_range)
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
@@ -75,19 +86,17 @@ class Linear:
         weight's GEMV rounds to BF16 before its bias is added, a dense one (iris's dense GEMV,
         and cuBLAS's bias epilogue) after. Takes the exact mode's limbs too."""
         sums = exact_sums(sums)
-        if self.b is None:
-            return sums.to(torch.bfloat16)
-        if self.quantized:
+        if self.quantized and self.b is not None:
             return sums.to(torch.bfloat16) + self.b
-        return (sums + self.b.float()).to(torch.bfloat16)
+        return round_dense(sums, self.b)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The output as a model's logits, in FP32: the GEMV's FP32 sums for a quantized
         weight, logits_f32 for a dense one (with a bias: the BF16 output, widened)."""
         if self.b is not None:
             return self(x).float()
-        if self.exact:
-            return exact_sums(self.partial_f32(x))
+        if self.exact_range is not None:
+            return exact_f32(self.w, x, self.exact_range)
         if self.quantized:
             return torch.ops.iris.gemv_f32(x, self.w._handle, self.n)
         if self.iris_logits:
@@ -132,6 +141,7 @@ class GroupedLinear:
                 p.w = None
             self.mode = "concatenated"
         self.iris_dense = False  # use_iris_dense_gemv() sets it
+        self.exact_range = None  # use_exact_sums() sets it (then its parts' too)
         if self.mode != "separate" and any(p.b is not None for p in parts):
             zero = lambda p: p.b if p.b is not None else torch.zeros(p.n, dtype=torch.bfloat16, device=device)  # noqa: E731
             self.b = torch.cat([zero(p) for p in parts]).view(1, -1)
@@ -163,9 +173,8 @@ class GroupedLinear:
     def __call__(self, x: torch.Tensor) -> list:
         if self.mode == "separate":
             return [p(x) for p in self.parts]
-        if getattr(self, "exact", False):  # one dense matrix (exact mode's weights are never grouped quantized)
-            sums = exact_sums(_exact_partial(self.w, x, self.exact_range))
-            y = (sums + self.b.float()).to(torch.bfloat16) if self.b is not None else sums.to(torch.bfloat16)
+        if self.exact_range is not None:  # one dense matrix (exact mode's weights are never grouped quantized)
+            y = round_dense(exact_f32(self.w, x, self.exact_range), self.b)
             return list(torch.split(y, self.sizes, dim=1))
         if self.mode == "grouped":
             y = torch.ops.iris.gemv_experts(x, self.ids, self.rows, self.experts._handle, self.height).view(1, -1)
@@ -196,9 +205,9 @@ def use_exact_sums(part, out_of_range: torch.Tensor) -> None:
     device, shared by the model's projections) is set where a product leaves the limbs' range."""
     for p in getattr(part, "parts", ()):
         use_exact_sums(p, out_of_range)
-    if getattr(part, "quantized", False):
+    if part.quantized:
         raise IrisError(f"tensor '{getattr(part, 'name', '?')}': the exact sums take dense weights (dequantized), not a QuantTensor")
-    part.exact, part.exact_range = True, out_of_range
+    part.exact_range = out_of_range
 
 
 def use_iris_dense_logits(head) -> None:
@@ -229,7 +238,7 @@ class ExpertStack:
             self.count, self.n = int(self.stack.shape[0]), int(self.stack.shape[1])
         self.nbytes_per_expert = nbytes // self.count
         self.columns_split = False  # a tensor-parallel rank's columns only (the decoder sets it)
-        self.exact = False  # use_exact_sums() sets it (a dense stack)
+        self.exact_range = None  # use_exact_sums() sets it (a dense stack): then the exact mode, this its range flag
 
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
@@ -247,7 +256,7 @@ class ExpertStack:
             return torch.ops.iris.gemv_experts_f32(x, ids, rows, self.experts._handle, self.n)
         xs = x if rows is None else x.index_select(0, rows.long())
         w = self.stack.index_select(0, ids.long())
-        if self.exact:
+        if self.exact_range is not None:
             return _exact_partial(w, xs, self.exact_range)
         return torch.bmm(w.float(), xs.float().unsqueeze(-1)).squeeze(-1)
 
@@ -256,7 +265,7 @@ class ExpertStack:
         return exact_sums(sums).to(torch.bfloat16)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        if self.exact:
+        if self.exact_range is not None:
             return self.finish_f32(self.partial_f32(x, ids, rows))
         if self.quantized:
             return torch.ops.iris.gemv_experts(x, ids, rows, self.experts._handle, self.n)

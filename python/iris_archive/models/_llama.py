@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from .._errors import IrisError
 from ._decoder import Decoder
 from ..torch import Experts
-from ._layers import ExpertStack, GroupedLinear, Linear, _exact_partial, exact_sums, logits_f32, norm_steps, use_iris_dense_gemv
+from ._layers import ExpertStack, GroupedLinear, Linear, exact_f32, logits_f32, norm_steps, use_iris_dense_gemv
 from ._parallel import local_experts
 
 _ACTIVATIONS = {
@@ -142,6 +142,7 @@ class _TiedHead:
     def __init__(self, embed, nbytes: int):
         self.embed, self.nbytes = embed, nbytes
         self.iris_logits = False  # use_iris_dense_logits() sets it
+        self.exact_range = None  # use_exact_sums() sets it
 
     @property
     def w(self):
@@ -151,8 +152,8 @@ class _TiedHead:
         return self.nbytes * times
 
     def logits(self, h):
-        if getattr(self, "exact", False):
-            return exact_sums(_exact_partial(self.embed, h, self.exact_range))
+        if self.exact_range is not None:
+            return exact_f32(self.embed, h, self.exact_range)
         if self.iris_logits:
             return torch.ops.iris.gemv_bf16_f32(h, self.embed, None)
         return logits_f32(h, self.embed)
