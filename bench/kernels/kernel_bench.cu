@@ -234,6 +234,8 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     const uint64_t out_bytes = rows * k * 2;
     // Rotate over enough input sets that a replay never finds the previous one in L2.
     const int rot = int(std::clamp<uint64_t>(iris::ceil_div(2 * device.l2_bytes, std::max<uint64_t>(in_bytes, 1)), 2, 16));
+    // With l2_hot every launch of a graph takes set 0, which a replay then finds in L2 where it fits.
+    const auto set = [&o](int i) { return o.l2_hot ? 0 : i; };
     std::vector<std::array<DeviceBuffer, kRoleCount>> sets(rot);
     std::vector<DevicePointers> ptrs(rot);
     for (int r = 0; r < rot; ++r)
@@ -262,6 +264,18 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       views.push_back(v);
     }
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
+    // With l2_next each GEMV launch asks L2 for the codes the next launch of the chain reads.
+    uint64_t codes_bytes = 0;
+    for (const auto& s : specs)
+      if (s.role == Role::kCodes) codes_bytes = s.bytes;
+    const auto launch_for = [&](int i) {
+      LaunchConfig l = launch;
+      if (o.l2_next && codes_bytes) {
+        l.l2_next = sets[set((i + 1) % rot)][int(Role::kCodes)].p;
+        l.l2_next_bytes = codes_bytes;
+      }
+      return l;
+    };
     uint64_t dq_bytes = 0;
     if (absmax_bytes)
       for (const auto& s : specs)
@@ -271,7 +285,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
     std::vector<DeviceBuffer> outs(out_rot);
     for (auto& b : outs) IRIS_CUDA_TRY(cudaMalloc(&b.p, out_bytes));
     IRIS_ASSIGN_OR_RETURN(double us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-      return cuda_dequantize(views[i], outs[i % out_rot].p, DType::kBF16, s, launch);
+      return cuda_dequantize(views[set(i)], outs[set(i) % out_rot].p, DType::kBF16, s, launch);
     }));
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
     const double bytes = double(in_bytes + out_bytes);
@@ -288,13 +302,13 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaMalloc(&sink.p, 16));
       const unsigned grid = unsigned(device.sm_count) * 8;  // 2048 threads per SM: full occupancy
       IRIS_ASSIGN_OR_RETURN(double read_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        read_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[i].p), in_words, static_cast<uint32_t*>(sink.p));
+        read_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[set(i)].p), in_words, static_cast<uint32_t*>(sink.p));
         IRIS_CUDA_LAUNCHED("read_floor");
         return Status::ok();
       }));
       const uint32_t ratio = uint32_t(std::max<double>(1.0, std::round(double(out_words) / double(in_words))));
       IRIS_ASSIGN_OR_RETURN(double stream_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        stream_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[i].p), in_words, static_cast<uint4*>(outs[i % out_rot].p),
+        stream_floor<<<grid, 256, 0, s>>>(static_cast<const uint4*>(srcs[set(i)].p), in_words, static_cast<uint4*>(outs[set(i) % out_rot].p),
                                           out_words, ratio);
         IRIS_CUDA_LAUNCHED("stream_floor");
         return Status::ok();
@@ -311,7 +325,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         IRIS_CUDA_TRY(cudaMalloc(&ys[r].p, uint64_t(batch) * rows * 2));
       }
       IRIS_ASSIGN_OR_RETURN(double g_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        return cuda_gemv(views[i], static_cast<const uint16_t*>(xs[i].p), batch, ys[i].p, DType::kBF16, s, launch);
+        return cuda_gemv(views[set(i)], static_cast<const uint16_t*>(xs[set(i)].p), batch, ys[set(i)].p, DType::kBF16, s, launch_for(i));
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(gemv_in_bytes + uint64_t(batch) * (k + rows) * 2);
@@ -335,7 +349,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaMalloc(&y.p, pairs * n * 2));
       std::vector<ExpertSet> sets_e;
       for (int r = 0; r < rot; ++r) {
-        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device, launch));
+        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device, launch_for(r)));
         sets_e.push_back(std::move(es));
       }
       std::vector<int32_t> rows_zero(pairs, 0);
@@ -343,7 +357,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaMalloc(&d_rows.p, pairs * 4));
       IRIS_CUDA_TRY(cudaMemcpy(d_rows.p, rows_zero.data(), pairs * 4, cudaMemcpyHostToDevice));
       IRIS_ASSIGN_OR_RETURN(double e_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        return sets_e[i].gemv(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
+        return sets_e[set(i)].gemv(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
                               static_cast<const uint16_t*>(x.p), 1, y.p, DType::kBF16, s);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
@@ -358,7 +372,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         IRIS_CUDA_TRY(cudaMalloc(&bias.p, e * n * 2));
         IRIS_CUDA_TRY(cudaMemset(bias.p, 0, e * n * 2));
         IRIS_ASSIGN_OR_RETURN(double a_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-          return sets_e[i].gemv_swiglu(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
+          return sets_e[set(i)].gemv_swiglu(static_cast<const int32_t*>(d_ids.p), static_cast<const int32_t*>(d_rows.p), pairs,
                                        static_cast<const uint16_t*>(x.p), 1, static_cast<const uint16_t*>(bias.p), 1.702f, 7.0f,
                                        static_cast<uint16_t*>(y.p), s);
         }));
@@ -368,7 +382,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }
     }
   }
-  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes},
+  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes}, {"l2_hot", o.l2_hot}, {"l2_next", o.l2_next},
               {"copy_gbps", copy_gbps}, {"copy_memcpy_gbps", ceiling.memcpy_gbps}, {"copy_kernel_gbps", ceiling.kernel_gbps},
               {"results", results}};
 }
