@@ -81,19 +81,7 @@ struct MmaGeometry {
   bool vector_x;            // K % 8 == 0 and x 16-byte aligned: activations load 16 bytes at a time
   uint32_t l2_prefetch;     // bytes of its stripe's codes a block asks L2 for first (l2_prefetch_bytes)
   bool release_late;        // the next kernel may be scheduled once every block has its sums, not once all wait
-  const unsigned char* l2_next;  // LaunchConfig::l2_next: block b asks L2 for bytes [b share, (b + 1) share) of it
-  uint64_t l2_next_bytes;
-  uint32_t l2_next_share;        // a multiple of 16; 0: no prefetch
 };
-
-// A block's share of the next kernel's weights into L2, once its own loads are in.
-__device__ __forceinline__ void prefetch_next_share(const MmaGeometry& g) {
-  if (g.l2_next_share == 0 || threadIdx.x != 0) return;
-  const uint64_t first = uint64_t(blockIdx.x) * g.l2_next_share;
-  if (first >= g.l2_next_bytes) return;
-  const uint64_t bytes = min(uint64_t(g.l2_next_share), g.l2_next_bytes - first) & ~uint64_t(15);
-  dev::prefetch_l2(g.l2_next + first, uint32_t(bytes));
-}
 
 // BF16 mma exists from sm_80. The host never launches these kernels on code built for less
 // (cuda_gemv_uses_tensor_cores reads the loaded code's architecture); should one run there
@@ -1042,7 +1030,6 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
   __syncthreads();
   float acc[NT][4];
   stripe_mma<P, NT, U>(v, g, stripe, x, batch, split, nested, acc);
-  prefetch_next_share(g);
   if (g.release_late) dev::release_dependents();
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
@@ -1113,7 +1100,6 @@ __global__ void __launch_bounds__(threads_bound(U), U == 0 ? 3 : (kGated ? gated
   __syncthreads();
   float acc[1][4];
   stripe_mma<P, 1, U>(v, g, uint32_t(m.matrix) * g.stripes + s, a.x + uint64_t(xr) * a.k, 1, split, nested, acc);
-  prefetch_next_share(g);
   if (g.release_late) dev::release_dependents();
   if constexpr (kSwiglu) reduce_store_swiglu(partial, acc, rows_left, a, pair, s, bias);
   else if constexpr (kGated) reduce_store_gated(partial, acc, rows_left, a, pair, s);
@@ -1313,19 +1299,6 @@ bool takes_register_twin(K1 kernel, K2 twin, int warps, uint32_t used, const Lau
   return nf4_register_lookup(c, c.variants.nf4_lookup == 0 && table_binds(kernel, twin, warps * 32, used, c));
 }
 
-// Each of `blocks` blocks' share of LaunchConfig::l2_next (16-byte pieces; none before sm_90,
-// where the instruction does not exist, nor for an address it cannot take).
-void set_next_share(MmaGeometry& g, const LaunchConfig& c, uint64_t blocks) {
-  if (!c.l2_next || c.l2_next_bytes < 16 || blocks == 0 || c.kernel_arch < kProgrammaticLaunchMinArch ||
-      (reinterpret_cast<uintptr_t>(c.l2_next) & 15u) != 0)
-    return;
-  const uint64_t share = (c.l2_next_bytes + blocks - 1) / blocks;
-  const uint64_t rounded = std::min<uint64_t>((share + 15) & ~uint64_t(15), uint64_t(1) << 30);
-  g.l2_next = static_cast<const unsigned char*>(c.l2_next);
-  g.l2_next_bytes = c.l2_next_bytes;
-  g.l2_next_share = uint32_t(rounded);
-}
-
 // Launches `kernel` over `blocks` blocks of `warps` warps whose closing sums take `used` bytes
 // of dynamic shared memory: with the spread's unused bytes (spread_smem), the allowance raised
 // where the launch passes it (allow_dynamic_smem), as a programmatic dependent where it may be.
@@ -1345,7 +1318,6 @@ Status launch_at(const QuantView& v, MmaGeometry g, const uint16_t* x, int batch
   const uint64_t stripes = (v.rows / v.n) * g.stripes;
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, stripes);
   g.release_late = c.variants.programmatic == 3;
-  set_next_share(g, c, stripes);
   return launch_sized(gemv_mma_kernel<P, NT, OutF32, U>, unsigned(stripes), warps, partial_bytes<NT>(warps), s, c, v, g, x, batch, y);
 }
 
@@ -1381,9 +1353,6 @@ MmaGeometry geometry_of(const QuantView& v, bool vector_x) {
   g.vector_x = vector_x;
   g.l2_prefetch = 0;
   g.release_late = false;
-  g.l2_next = nullptr;
-  g.l2_next_bytes = 0;
-  g.l2_next_share = 0;
   return g;
 }
 
@@ -1423,7 +1392,6 @@ Status launch_experts_at(const ExpertGemvArgs& a, MmaGeometry g, cudaStream_t s,
   const unsigned blocks = unsigned(a.pairs * g.stripes);
   g.l2_prefetch = l2_prefetch_bytes(c.variants, c.kernel_arch, g.stripe_bytes, blocks);
   g.release_late = c.variants.programmatic == 3;
-  set_next_share(g, c, blocks);
   if constexpr (kGated) {
     // The activation in the store only where it costs the launch no blocks a SM; elsewhere the
     // plain launch into the exchange, then the activation's own launch: the same bits

@@ -62,12 +62,6 @@ struct LaunchConfig {
   // The device's launch queries, answered once (DeviceInfo's; null: asked of the runtime at
   // every launch). Shared, so an expert set that keeps a LaunchConfig keeps it alive.
   std::shared_ptr<LaunchCache> cache = nullptr;
-  // What the next kernel on the stream will read first (its weights), which each block of a
-  // tensor-core GEMV (dense or grouped) asks L2 for a share of once its own weight loads are
-  // in (sm_90 and newer; cp.async.bulk.prefetch.L2), so that the next launch starts on L2 hits
-  // instead of a DRAM round trip. Null: nothing. Run v70 measures it.
-  const void* l2_next = nullptr;
-  uint64_t l2_next_bytes = 0;
 };
 
 }  // namespace iris

@@ -264,18 +264,6 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       views.push_back(v);
     }
     IRIS_CUDA_TRY(cudaDeviceSynchronize());
-    // With l2_next each GEMV launch asks L2 for the codes the next launch of the chain reads.
-    uint64_t codes_bytes = 0;
-    for (const auto& s : specs)
-      if (s.role == Role::kCodes) codes_bytes = s.bytes;
-    const auto launch_for = [&](int i) {
-      LaunchConfig l = launch;
-      if (o.l2_next && codes_bytes) {
-        l.l2_next = sets[set((i + 1) % rot)][int(Role::kCodes)].p;
-        l.l2_next_bytes = codes_bytes;
-      }
-      return l;
-    };
     uint64_t dq_bytes = 0;
     if (absmax_bytes)
       for (const auto& s : specs)
@@ -325,7 +313,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
         IRIS_CUDA_TRY(cudaMalloc(&ys[r].p, uint64_t(batch) * rows * 2));
       }
       IRIS_ASSIGN_OR_RETURN(double g_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        return cuda_gemv(views[set(i)], static_cast<const uint16_t*>(xs[set(i)].p), batch, ys[set(i)].p, DType::kBF16, s, launch_for(i));
+        return cuda_gemv(views[set(i)], static_cast<const uint16_t*>(xs[set(i)].p), batch, ys[set(i)].p, DType::kBF16, s, launch);
       }));
       IRIS_CUDA_TRY(cudaDeviceSynchronize());
       const double gb = double(gemv_in_bytes + uint64_t(batch) * (k + rows) * 2);
@@ -349,7 +337,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       IRIS_CUDA_TRY(cudaMalloc(&y.p, pairs * n * 2));
       std::vector<ExpertSet> sets_e;
       for (int r = 0; r < rot; ++r) {
-        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device, launch_for(r)));
+        IRIS_ASSIGN_OR_RETURN(ExpertSet es, ExpertSet::create({views[r]}, o.device, launch));
         sets_e.push_back(std::move(es));
       }
       std::vector<int32_t> rows_zero(pairs, 0);
@@ -382,7 +370,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }
     }
   }
-  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes}, {"l2_hot", o.l2_hot}, {"l2_next", o.l2_next},
+  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes}, {"l2_hot", o.l2_hot},
               {"copy_gbps", copy_gbps}, {"copy_memcpy_gbps", ceiling.memcpy_gbps}, {"copy_kernel_gbps", ceiling.kernel_gbps},
               {"results", results}};
 }

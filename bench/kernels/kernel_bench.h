@@ -38,9 +38,6 @@ struct BenchOptions {
   // what a kernel takes when its weights were brought into L2 ahead of it (an upper bound on
   // what an L2 prefetch can give), against the default's inputs rotated past the L2.
   bool l2_hot = false;
-  // Each GEMV launch asks L2 for the next launch's codes once its own loads are in
-  // (LaunchConfig::l2_next): what a prefetch of the next projection's weights gives a chain.
-  bool l2_next = false;
 };
 
 // Sets "dequant-unroll" (auto|1|2|4|8), "dequant-item" (auto|8|16), "gemv" (auto|cuda-cores), "gemv-unroll" (auto|1|2), "gemv-prefetch" (auto|off|on),

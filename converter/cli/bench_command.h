@@ -16,7 +16,6 @@ struct BenchCommandOptions {
   int replays = 50;
   bool floors = false;                 // also time the floors of each case's byte counts
   bool l2_hot = false;                 // every launch on the same inputs (L2-resident where they fit)
-  bool l2_next = false;                // each GEMV prefetches the next launch's codes into L2
   bool json = false;
 };
 
