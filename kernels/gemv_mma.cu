@@ -833,16 +833,9 @@ __device__ __forceinline__ void chunk_mma(const QuantView& v, const ChunkLoads<P
 //    registers across a step.
 // The weights are the only memory read before dev::wait_for_producer() (a programmatic launch
 // overlaps that with the previous kernel's end): the U = 0 step's first chunk is loaded first.
-// How a stripe waits for its activations: for the launch's producer (a programmatic launch),
-// or (gemv_chain2_kernel) for a counter that every block of its own launch raises.
-struct ProducerWait {
-  __device__ __forceinline__ void operator()() const { dev::wait_for_producer(); }
-};
-
-template <typename P, int NT, int U, typename Wait = ProducerWait>
+template <typename P, int NT, int U>
 __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry& g, uint32_t stripe, const uint16_t* __restrict__ x,
-                                           int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4],
-                                           const Wait& wait = Wait{}) {
+                                           int batch, const uint32_t* split, const float* nested, float (&acc)[NT][4]) {
   constexpr int kPairs = P::kPairs;
   const auto lookup = lookup_of<P>(v, split);
   constexpr uint32_t kLaneCols = P::kChunk / 4;
@@ -889,7 +882,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
   if constexpr (U == 0) {
     ChunkLoads<P> next;
     if (uint32_t(warp) < g.chunks) load_chunk(warp, next, kMaybePastK);
-    wait();
+    dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
     // One chunk: its activations, the warp's next chunk put in flight, the mma chain. in_k: c
     // is a full chunk (no bound tests for it).
@@ -908,7 +901,7 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
     for (; c < g.full_chunks; c += warps) step(c, kInK);
     for (; c < g.chunks; c += warps) step(c, kMaybePastK);
   } else {
-    wait();
+    dev::wait_for_producer();
     if (!g.release_late) dev::release_dependents();
     for (uint32_t c0 = warp; c0 < g.chunks; c0 += warps * U) {
       ChunkLoads<P> l[U];
@@ -1040,72 +1033,6 @@ __global__ void __launch_bounds__(threads_bound(U)) gemv_mma_kernel(const QuantV
   if (g.release_late) dev::release_dependents();
   const uint32_t b_mat = stripe / g.stripes, s = stripe - b_mat * g.stripes;
   reduce_store<NT, OutF32>(partial, acc, batch, v.n - uint64_t(s) * 16, y, uint64_t(b_mat) * v.n + uint64_t(s) * 16, v.rows);
-#else
-  __trap();
-#endif
-}
-
-// Run v71, a measurement aid (iris bench --chain), not a product path: two dependent GEMVs in one
-// launch, y_mid = A x then y = B y_mid, to time what the launch boundary between them costs.
-// Every block of the launch is resident at once (the host sizes the grid to the occupancy), takes
-// A's stripes b, b + G, ..., raises the arrival counter, then takes B's stripes the same way,
-// each issuing its first weight loads before it waits for the counter to reach G (no launch and
-// no grid completion between the two). The next kernel is let in only once every block has
-// arrived (A's geometry has release_late), so that it cannot take the slots a block still
-// needs. The last block out sets both counters back to zero for the next launch. Each stripe
-// runs stripe_mma and reduce_store as gemv_mma_kernel does, at 8 warps: the same bits as the
-// two launches at that warp count.
-struct ArrivalWait {
-  const uint32_t* counter;
-  uint32_t target;
-  // One poller a block (run v71b: a poller a warp, 2048 of them on one L2 line, made the
-  // barrier slower than the launch boundary it replaces); every warp of the block calls it.
-  __device__ __forceinline__ void operator()() const {
-    if (threadIdx.x == 0) {
-      uint32_t seen;
-      for (;;) {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-        if (seen >= target) break;
-        __nanosleep(100);
-      }
-    }
-    __syncthreads();
-  }
-};
-
-template <typename P, int U>
-__global__ void __launch_bounds__(threads_bound(U)) gemv_chain2_kernel(const QuantView va, const MmaGeometry ga, const QuantView vb,
-                                                                      const MmaGeometry gb, const uint16_t* __restrict__ x, uint16_t* y_mid,
-                                                                      uint16_t* y, uint32_t* counters) {
-#if IRIS_ARCH_BF16_MMA
-  __shared__ __align__(16) uint32_t split[P::kSplitEntries];
-  __shared__ float nested[256];
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  auto partial = reinterpret_cast<float (*)[1][32][4]>(dynamic_smem);
-  float acc[1][4];
-  for (uint32_t st = blockIdx.x; st < ga.stripes; st += gridDim.x) {
-    stripe_mma<P, 1, U>(va, ga, st, x, 1, split, nested, acc);
-    reduce_store<1, false>(partial, acc, 1, va.n - uint64_t(st) * 16, y_mid, uint64_t(st) * 16, va.rows);
-    __syncthreads();
-  }
-  // A block with no stripe of A has not waited yet: it must not touch the counters before the
-  // launch before it (which sets them back to zero at its end) is done.
-  dev::wait_for_producer();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&counters[0], 1u);
-  }
-  const ArrivalWait arrived{counters, gridDim.x};
-  for (uint32_t st = blockIdx.x; st < gb.stripes; st += gridDim.x) {
-    stripe_mma<P, 1, U>(vb, gb, st, y_mid, 1, split, nested, acc, arrived);
-    reduce_store<1, false>(partial, acc, 1, vb.n - uint64_t(st) * 16, y, uint64_t(st) * 16, vb.rows);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0 && atomicAdd(&counters[1], 1u) == gridDim.x - 1) {
-    counters[0] = 0;
-    counters[1] = 0;
-  }
 #else
   __trap();
 #endif
@@ -1542,40 +1469,6 @@ Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, 
 }
 
 }  // namespace
-
-namespace {
-
-// cuda_gemv_chain2_mma's launch at step U.
-template <int U>
-Status launch_chain2(const QuantView& a, const QuantView& b, const uint16_t* x, uint16_t* y_mid, uint16_t* y, uint32_t* counters,
-                     cudaStream_t s, const LaunchConfig& c) {
-  auto kernel = gemv_chain2_kernel<MmaMxfp4, U>;
-  constexpr int kWarps = 8;
-  const uint32_t smem = partial_bytes<1>(kWarps);
-  int per_sm = 0;
-  IRIS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
-  if (per_sm <= 0 || c.sm_count <= 0) return unsupported("gemv chain: no block of the chained kernel fits a SM");
-  MmaGeometry ga = geometry_of<MmaMxfp4>(a, a.k % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0);
-  MmaGeometry gb = geometry_of<MmaMxfp4>(b, b.k % 8 == 0 && (reinterpret_cast<uintptr_t>(y_mid) & 15u) == 0);
-  ga.release_late = true;  // the next kernel waits until every block has arrived
-  const unsigned grid = unsigned(std::min<uint64_t>(uint64_t(per_sm) * uint64_t(c.sm_count), std::max(ga.stripes, gb.stripes)));
-  IRIS_CUDA_TRY(launch_kernel_smem(kernel, dim3(grid), dim3(kWarps * 32), smem, s, programmatic_launch(c.variants, c.kernel_arch), a, ga,
-                                   b, gb, x, y_mid, y, counters));
-  return Status::ok();
-}
-
-}  // namespace
-
-Status cuda_gemv_chain2_mma(const QuantView& a, const QuantView& b, const uint16_t* x, uint16_t* y_mid, uint16_t* y, uint32_t* counters,
-                            void* stream, const LaunchConfig& c) {
-  if (a.format != ViewFormat::kMxfp4 || b.format != ViewFormat::kMxfp4 || !gemv_mma_supports(a, 1) || !gemv_mma_supports(b, 1))
-    return unsupported("gemv chain: MXFP4 tiled matrices the tensor-core GEMV takes");
-  if (a.rows != a.n || b.rows != b.n || a.n != b.k) return invalid_argument("gemv chain: B's K must be A's N, one matrix each");
-  if (c.kernel_arch < kProgrammaticLaunchMinArch) return unsupported("gemv chain: sm_90 code only");
-  auto s = static_cast<cudaStream_t>(stream);
-  const int step = step_for_warps(gemv_step(c, a.format, 8, a.padded_n / 16), 8);
-  return with_step(step, [&](auto u) { return launch_chain2<decltype(u)::value>(a, b, x, y_mid, y, counters, s, c); });
-}
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
   const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4<Nf4Table::kSplit>::kChunk : MmaFp8<false>::kChunk;

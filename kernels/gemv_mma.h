@@ -14,13 +14,6 @@ bool gemv_mma_supports(const QuantView& v, int batch);
 
 Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, bool y_f32, void* stream, const LaunchConfig& config);
 
-// A measurement aid (run v71, iris bench --chain): y_mid = A x, then y = B y_mid, MXFP4 at batch
-// 1, in one launch whose blocks wait for each other through counters (two uint32 in device
-// memory, zero before the first call and left zero by every call) instead of a launch
-// boundary. Each output equals cuda_gemv_mma's at 8 warps a stripe.
-Status cuda_gemv_chain2_mma(const QuantView& a, const QuantView& b, const uint16_t* x, uint16_t* y_mid, uint16_t* y, uint32_t* counters,
-                            void* stream, const LaunchConfig& config);
-
 struct ExpertGemvArgs;
 
 // The grouped expert GEMV on the tensor cores: `geometry` is any expert's view (all must be

@@ -11,7 +11,6 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_info.h"
 #include "kernels/expert_set.h"
-#include "kernels/gemv_mma.h"
 #include "kernels/kernels.h"
 
 namespace iris {
@@ -321,60 +320,6 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       results.push_back(row("gemv", c.name, batch, g_us, gb));
       results.back()["path"] = cuda_gemv_uses_tensor_cores(views[0], batch, launch) ? "tensor-cores" : "cuda-cores";
     }
-    // With chain (run v71): A (this case, N x K) then B (K x N) on A's output, as two launches
-    // and as one launch of cuda_gemv_chain2_mma, batch 1, MXFP4; us a pair, and whether the two
-    // give the same bytes.
-    if (o.chain && c.desc.shape.size() == 2 && views[0].format == ViewFormat::kMxfp4) {
-      const uint64_t n = c.desc.shape[0];
-      IRIS_ASSIGN_OR_RETURN(TensorDesc bd, synthetic_desc("mxfp4", std::to_string(k) + "x" + std::to_string(n), c.desc.layout.tile_n,
-                                                          c.desc.layout.tile_k));
-      IRIS_ASSIGN_OR_RETURN(auto bspecs, component_specs(bd));
-      std::vector<std::array<DeviceBuffer, kRoleCount>> bsets(rot);
-      std::vector<QuantView> bviews;
-      for (int r = 0; r < rot; ++r) {
-        DevicePointers dp{};
-        for (const auto& sp : bspecs) {
-          DeviceBuffer& b = bsets[r][int(sp.role)];
-          IRIS_CUDA_TRY(cudaMalloc(&b.p, std::max<uint64_t>(sp.bytes, 16)));
-          IRIS_TRY(fill(b.p, sp.bytes, 3000 * r + sp.bytes, scale_kind_for(bd, sp.role)));
-          dp[int(sp.role)] = b.p;
-        }
-        IRIS_ASSIGN_OR_RETURN(QuantView bv, make_quant_view(bd, dp));
-        IRIS_TRY(cuda_mxfp4_to_planes(bv, nullptr));
-        bviews.push_back(bv);
-      }
-      std::vector<DeviceBuffer> cx(rot), mid(rot), out(rot);
-      for (int r = 0; r < rot; ++r) {
-        IRIS_CUDA_TRY(cudaMalloc(&cx[r].p, k * 2));
-        IRIS_TRY(fill(cx[r].p, k * 2, 177 + r, 2));
-        IRIS_CUDA_TRY(cudaMalloc(&mid[r].p, n * 2));
-        IRIS_CUDA_TRY(cudaMalloc(&out[r].p, k * 2));
-      }
-      DeviceBuffer counters;
-      IRIS_CUDA_TRY(cudaMalloc(&counters.p, 8));
-      IRIS_CUDA_TRY(cudaMemset(counters.p, 0, 8));
-      IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      const auto x_of = [&](int r) { return static_cast<const uint16_t*>(cx[r].p); };
-      const auto mid_of = [&](int r) { return static_cast<uint16_t*>(mid[r].p); };
-      IRIS_ASSIGN_OR_RETURN(double two_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        IRIS_TRY(cuda_gemv(views[set(i)], x_of(set(i)), 1, mid[set(i)].p, DType::kBF16, s, launch));
-        return cuda_gemv(bviews[set(i)], mid_of(set(i)), 1, out[set(i)].p, DType::kBF16, s, launch);
-      }));
-      IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      std::vector<uint16_t> two(k), one(k);
-      IRIS_CUDA_TRY(cudaMemcpy(two.data(), out[0].p, k * 2, cudaMemcpyDeviceToHost));
-      IRIS_CUDA_TRY(cudaMemset(out[0].p, 0xff, k * 2));
-      IRIS_ASSIGN_OR_RETURN(double one_us, time_graph(rot, o.warmup, o.replays, [&](int i, cudaStream_t s) -> Status {
-        return cuda_gemv_chain2_mma(views[set(i)], bviews[set(i)], x_of(set(i)), mid_of(set(i)), static_cast<uint16_t*>(out[set(i)].p),
-                                    static_cast<uint32_t*>(counters.p), s, launch);
-      }));
-      IRIS_CUDA_TRY(cudaDeviceSynchronize());
-      IRIS_CUDA_TRY(cudaMemcpy(one.data(), out[0].p, k * 2, cudaMemcpyDeviceToHost));
-      const double cb = double(gemv_in_bytes) * 2;  // B has A's bytes (the same shape transposed)
-      results.push_back(row("gemv_pair", c.name + " then its transpose", 1, two_us, cb));
-      results.push_back(row("gemv_chain2", c.name + " then its transpose", 1, one_us, cb));
-      results.back()["equal_to_pair"] = two == one;
-    }
     // An expert stack ([E, N, K]): the grouped expert GEMV of one decoding token routed to
     // 4 distinct experts (gpt-oss's top-4), bytes counted on the selected experts alone. A
     // stack of 2 or 3 takes every matrix once: 2x14336x4096 is the launch a Llama-shaped model
@@ -425,7 +370,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }
     }
   }
-  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes}, {"l2_hot", o.l2_hot}, {"chain", o.chain},
+  return json{{"device", device.name}, {"sms", device.sm_count}, {"l2_bytes", device.l2_bytes}, {"l2_hot", o.l2_hot},
               {"copy_gbps", copy_gbps}, {"copy_memcpy_gbps", ceiling.memcpy_gbps}, {"copy_kernel_gbps", ceiling.kernel_gbps},
               {"results", results}};
 }

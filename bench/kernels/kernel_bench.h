@@ -38,10 +38,6 @@ struct BenchOptions {
   // what a kernel takes when its weights were brought into L2 ahead of it (an upper bound on
   // what an L2 prefetch can give), against the default's inputs rotated past the L2.
   bool l2_hot = false;
-  // For 2-D MXFP4 cases, also A then its transpose B on A's output: as two launches, and as
-  // one launch whose blocks wait for each other through a counter (cuda_gemv_chain2_mma, run
-  // v71): what the launch boundary between two GEMVs costs.
-  bool chain = false;
 };
 
 // Sets "dequant-unroll" (auto|1|2|4|8), "dequant-item" (auto|8|16), "gemv" (auto|cuda-cores), "gemv-unroll" (auto|1|2), "gemv-prefetch" (auto|off|on),

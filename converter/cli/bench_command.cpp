@@ -66,7 +66,6 @@ int run_bench_command(const BenchCommandOptions& o) {
   bench_options.replays = o.replays;
   bench_options.floors = o.floors;
   bench_options.l2_hot = o.l2_hot;
-  bench_options.chain = o.chain;
   auto r = run_kernel_bench(cases, bench_options);
   if (!r.is_ok()) return fail(r.status());
   nlohmann::json& j = *r;

@@ -16,7 +16,6 @@ struct BenchCommandOptions {
   int replays = 50;
   bool floors = false;                 // also time the floors of each case's byte counts
   bool l2_hot = false;                 // every launch on the same inputs (L2-resident where they fit)
-  bool chain = false;                  // MXFP4 pairs N x K then K x N, two launches against one
   bool json = false;
 };
 

@@ -254,7 +254,6 @@ int main(int argc, char** argv) {
   bench->add_option("--replays", bo.replays, "Timed graph replays per kernel")->capture_default_str();
   bench->add_flag("--floors", bo.floors, "Also time the floors of each case: a read-only kernel over the GEMV's input bytes, a read+write stream over the dequant's");
   bench->add_flag("--l2-hot", bo.l2_hot, "Run every timed launch on the same inputs, which stay in L2 where they fit (a kernel's time after an L2 prefetch of its weights)");
-  bench->add_flag("--chain", bo.chain, "For MXFP4 N x K cases also time the pair N x K then K x N on its output, as two launches and as one (a measurement aid)");
   bench->add_flag("--json", bo.json, "Machine-readable output");
   bench->footer("Example:\n  iris bench\n  iris bench --synthetic mxfp4:32x5760x2880 --batch 1 --json");
 
