@@ -19,6 +19,12 @@ keeps the first N layers (a model too large for the disk). For each model and fo
 - the greedy-token check: --steps tokens after an 8-token prompt, against the BF16 peer's.
   and its noise floor: the same BF16 weights in iris.models' other arithmetic against the
   peer (--no-self-check skips it);
+- with --exact-check, the greedy check again with both models in iris.models' order-free
+  arithmetic (exact_sums=True: every dot product exact, rounded once), where no summation
+  order is left to part them: the tokens are then equal wherever the two hold the same weights
+  (MXFP4, whose values BF16 holds exactly; NF4's BF16 table), and a parting says the weights
+  differ (FP8 and NF4's exact table, whose BF16 export rounds them). A checking mode: eager,
+  the weights dequantized to FP32 on the card (the model's FP32 weights must fit it);
 - with --knock-out-sweep (Llama-family models), the graph step timed again without each kind
   of non-GEMV step and without all: what each costs on the critical path, which the
   timeline's durations overlap under programmatic launches (timing only).
@@ -258,6 +264,29 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
     return tokens, scored
 
 
+def exact_check(args, archive: Path, max_len: int) -> dict:
+    """The greedy check with both sides in the order-free arithmetic (iris.models exact_sums=True):
+    the BF16 peer (the archive dequantized to BF16, as `iris export --dtype bf16` writes it)
+    and the quantized model (its weights dequantized to FP32 once), eager, --exact-steps
+    steps. With no summation order left to differ, tokens part only where the weights do."""
+    steps = args.exact_steps
+    ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, exact_sums=True)
+    ref_tokens = ref.generate(PROMPT, steps, graph=False)
+    ref_logits = ref.score(PROMPT, ref_tokens, graph=False)
+    ref_range = bool(ref.exact_out_of_range)
+    del ref
+    release()
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile, nf4_table=args.nf4_table, exact_sums=True)
+    q_tokens = q.generate(PROMPT, steps, graph=False)
+    q_logits = q.score(PROMPT, ref_tokens, graph=False)
+    q_range = bool(q.exact_out_of_range)
+    del q
+    release()
+    g = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
+    g["out_of_range"] = {"bf16_peer": ref_range, "quantized": q_range}
+    return g
+
+
 KNOCK_OUT_SWEEP = ["activation", "attention", "norm", "attention,activation", "attention,activation,norm"]
 
 
@@ -359,6 +388,8 @@ def run_format(args, archive: Path, limits: dict, max_len: int, compare_uncompil
     time_without_decode_kernels(args, archive, max_len, r)
     q_tokens, q_logits = run_quantized(args, archive, max_len, r, ref_tokens)
     r["greedy"] = greedy_check(ref_logits, q_logits, ref_tokens, q_tokens)
+    if args.exact_check:
+        r["greedy_exact"] = exact_check(args, archive, max_len)
     return add_ratios(r, limits)
 
 
@@ -404,9 +435,15 @@ def main():
     ap.add_argument("--knock-out-sweep", action="store_true",
                     help="time the graph step again without each kind of non-GEMV step (attention, activation, norms) "
                          "and without all: their cost on the critical path (Llama-family models; timing only)")
+    ap.add_argument("--exact-check", action="store_true",
+                    help="the greedy check again with both models in the order-free arithmetic (iris.models exact_sums=True, "
+                         "eager): tokens part only where the weights differ")
+    ap.add_argument("--exact-steps", type=int, default=64, help="steps of --exact-check (at most --steps)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="the work between GEMVs unfused (iris.models compile=False)")
     args = ap.parse_args()
+    if args.exact_check and (args.no_peer or not 1 <= args.exact_steps <= args.steps):
+        ap.error("--exact-check needs the peer (no --no-peer) and 1 <= --exact-steps <= --steps")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "steps": args.steps, "layers": args.layers,
@@ -463,6 +500,11 @@ def main():
                 f"teacher-forced {g['teacher_forced_agree']}/{g['steps']} agree, differences at {g['teacher_forced_differ_at']} "
                 f"margins {[round(m, 4) for m in g['differ_margins']]} vs logit diffs {[round(m, 4) for m in g['differ_logit_diffs']]}; "
                 f"max logit diff {g['max_logit_diff']:.4f}, median margin {g['median_ref_margin']:.4f}")
+            if "greedy_exact" in r:
+                e = r["greedy_exact"]
+                log(f"    exact sums on both sides: free-running equal {e['free_running_equal']} (first difference "
+                    f"{e['free_running_first_difference']}); teacher-forced {e['teacher_forced_agree']}/{e['steps']} agree; "
+                    f"max logit diff {e['max_logit_diff']:.4f}; out of range {e['out_of_range']}")
             if "bf16_self_check" in r:
                 s = r["bf16_self_check"]
                 log(f"    noise floor, BF16 peer against itself (compile={not args.compile}): free-running equal "

@@ -13,7 +13,7 @@ CUDA or libiris with CUDA):
   default), teacher-forced on transformers' sequence its logits stay close;
 - the CUDA-graph step gives the eager step's logits bit for bit;
 - load(dequantize=True) is the model `iris export --dtype bf16` writes: the same logits, bit for
-  bit, as the decoder loaded from that export;
+  bit, as the decoder loaded from that export, in the fast arithmetic and in the exact sums;
 - an archive tensor the model does not take, a tensor it needs and lacks, an unknown
   model_type and a run past max_len are refused by name."""
 
@@ -298,6 +298,21 @@ def test_dequantized_model_is_the_bf16_export(converted, tmp_path):
     q = iris.models.load(archive, max_len=48)
     assert q.bytes_per_token < a.bytes_per_token / 2  # nf4 layers read about a quarter of BF16's bytes
     assert a.bytes_by_kernel["iris"] == 0 and q.bytes_by_kernel["iris"] > 0
+
+
+def test_exact_sums_of_the_dequantized_model_are_the_bf16_export_s(converted, tmp_path):
+    """load(dequantize=True, exact_sums=True) is the export's model in the order-free arithmetic:
+    its weights rounded to BF16 as the export rounds them (not the archive's FP32 values, which
+    NF4's exact table keeps), so it gives the export folder's own exact-sums logits bit for bit."""
+    archive = converted("llama-bf16", "--quant", "nf4")
+    export = tmp_path / "export"
+    run_iris("export", archive, "-o", f"{export}/", "--dtype", "bf16", "-q")
+    a = iris.models.load(archive, max_len=48, dequantize=True, exact_sums=True, compile=True)
+    b = iris.models.load(export, max_len=48, exact_sums=True, compile=True)
+    ta, tb = a.generate(PROMPT, 16, graph=False), b.generate(PROMPT, 16, graph=False)
+    assert ta == tb
+    assert torch.equal(a.logits, b.logits)
+    assert not bool(a.exact_out_of_range) and not bool(b.exact_out_of_range)
 
 
 def test_refusals(converted, tmp_path):

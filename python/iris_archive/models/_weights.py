@@ -83,7 +83,9 @@ def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool 
 
 def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool = False) -> Weights:
     """to_f32: quantized tensors dequantized to FP32 (every iris format's values are exact
-    there), for the exact sums; dense ones stay as stored."""
+    there), for the exact sums; dense ones stay as stored. dequantize wins over to_f32: its
+    weights are the BF16 export's (rounded to BF16 once), which the exact sums then take as
+    dense BF16 tensors -- so an exact-sums decode of dequantize=True is the export's model."""
     from ..torch import QuantTensor, load
 
     if "config.json" not in archive.files:
@@ -92,7 +94,7 @@ def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool
     nbytes = {name: sum(c[4] for c in t._components) for name, t in archive.tensors.items()}
     tensors = load(archive, device, nf4_table=nf4_table)
     if dequantize or to_f32:
-        dtype = torch.float32 if to_f32 else torch.bfloat16
+        dtype = torch.bfloat16 if dequantize else torch.float32
         # With to_f32 (the exact sums' 4 bytes a weight) the dense tensors are copied out of the
         # archive's device upload too, so that nothing views it and it is freed once this ends:
         # it would otherwise stay beside the FP32 copies (gpt-oss-20b: 14 GB more).
