@@ -3,8 +3,8 @@
 # in L2 (`iris bench --l2-hot`: every launch of the graph on the same inputs, "hot") than from
 # DRAM (the default: inputs rotated past the L2, "cold")? That gap bounds what an L2 prefetch of
 # the next projection's weights can give (run v70b measured one such prefetch, each GEMV's
-# blocks asking L2 for the next launch's codes once their own loads were in -- slower at every
-# shape but the smallest; that option is in the history, not the tree). And what one launch boundary costs between two GEMVs: 8192x4096 as one launch
+# blocks asking L2 for the next launch's codes once their own loads were in -- faster at the
+# smallest shapes only, slower at the larger ones; that option is in the history, not the tree). And what one launch boundary costs between two GEMVs: 8192x4096 as one launch
 # against the grouped 2x4096x4096 and against 4096x4096 twice. MODES= picks the modes and
 # their order (default "cold hot cold hot").
 # From the repository root on the GPU machine (logs under $OUT):
