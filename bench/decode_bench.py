@@ -22,9 +22,10 @@ keeps the first N layers (a model too large for the disk). For each model and fo
 - with --exact-check, the greedy check again with both models in iris.models' order-free
   arithmetic (exact_sums=True: every dot product exact, rounded once), where no summation
   order is left to part them: the tokens are then equal wherever the two hold the same weights
-  (MXFP4, whose values BF16 holds exactly; NF4's BF16 table), and a parting says the weights
-  differ (FP8 and NF4's exact table, whose BF16 export rounds them). A checking mode: eager,
-  the weights dequantized to FP32 on the card (the model's FP32 weights must fit it);
+  (MXFP4, whose values BF16 holds exactly), and a parting says the weights differ (NF4 and FP8,
+  whose FP32 values the BF16 export rounds; the exact sums take NF4's exact table, so
+  --nf4-table bf16 does not apply to them). A checking mode: eager, the weights dequantized to
+  FP32 on the card (the model's FP32 weights must fit it);
 - with --knock-out-sweep (Llama-family models), the graph step timed again without each kind
   of non-GEMV step and without all: what each costs on the critical path, which the
   timeline's durations overlap under programmatic launches (timing only).
@@ -276,7 +277,7 @@ def exact_check(args, archive: Path, max_len: int) -> dict:
     ref_range = bool(ref.exact_out_of_range)
     del ref
     release()
-    q = iris.models.load(archive, max_len=max_len, compile=args.compile, nf4_table=args.nf4_table, exact_sums=True)
+    q = iris.models.load(archive, max_len=max_len, compile=args.compile, exact_sums=True)  # FP32 values: NF4's exact table
     q_tokens = q.generate(PROMPT, steps, graph=False)
     q_logits = q.score(PROMPT, ref_tokens, graph=False)
     q_range = bool(q.exact_out_of_range)
