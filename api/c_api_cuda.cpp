@@ -309,6 +309,29 @@ iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts* e, const int32
 
 uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* e, uint64_t pairs) { return e ? e->set.gated_exchange(pairs) : 0; }
 
+uint64_t iris_cuda_experts_dequantize_workspace(const iris_cuda_experts* e, uint64_t pairs) {
+  return e ? e->set.dequantize_workspace(pairs) : 0;
+}
+
+iris_status iris_cuda_experts_dequantize(const iris_cuda_experts* e, const int32_t* expert_ids, uint64_t pairs, void* workspace,
+                                         size_t workspace_size, iris_dtype out_dtype, void* out, size_t out_size, iris_cuda_stream stream,
+                                         char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> iris_status {
+    if (!e) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_dequantize: experts is NULL", msg, msg_size);
+    auto to = from_c(out_dtype);
+    if (!to || (*to != DType::kF32 && *to != DType::kF16 && *to != DType::kBF16))
+      return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + e->name + "': output dtype must be IRIS_DTYPE_F32, F16 or BF16", msg, msg_size);
+    const QuantView& g = e->set.geometry();
+    const uint64_t need = pairs * g.n * g.k * (dtype_bits(*to) / 8), ws_need = e->set.dequantize_workspace(pairs);
+    if (out_size < need)
+      return fail(IRIS_ERR_BUFFER_TOO_SMALL, "tensor '" + e->name + "': output needs " + std::to_string(need) + " bytes, got " + std::to_string(out_size), msg, msg_size);
+    if (workspace_size < ws_need)
+      return fail(IRIS_ERR_BUFFER_TOO_SMALL, "tensor '" + e->name + "': workspace needs " + std::to_string(ws_need) + " bytes, got " + std::to_string(workspace_size), msg, msg_size);
+    Status s = e->set.dequantize(expert_ids, pairs, workspace, out, *to, stream);
+    return report(s.with_context(s.is_ok() ? "" : "tensor '" + e->name + "': "), msg, msg_size);
+  });
+}
+
 int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* e) {
   if (!e) return 0;
   try {

@@ -87,6 +87,11 @@ iris_status iris_cuda_gemv_experts_gated(const iris_cuda_experts*, const int32_t
 
 uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts*, uint64_t) { return 0; }
 int iris_cuda_experts_gated_in_launch(const iris_cuda_experts*) { return 0; }
+uint64_t iris_cuda_experts_dequantize_workspace(const iris_cuda_experts*, uint64_t) { return 0; }
+iris_status iris_cuda_experts_dequantize(const iris_cuda_experts*, const int32_t*, uint64_t, void*, size_t, iris_dtype, void*, size_t,
+                                         iris_cuda_stream, char* msg, size_t msg_size) {
+  return fail(IRIS_ERR_NO_DEVICE, kNoCuda, msg, msg_size);
+}
 
 iris_status iris_cuda_moe_route(const uint16_t*, uint64_t, const uint16_t*, const uint16_t*, uint64_t, uint64_t, uint64_t, uint16_t*,
                                 uint16_t*, int32_t*, uint32_t*, iris_cuda_stream, char* msg, size_t msg_size) {

@@ -8,6 +8,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/decode_ops.h"
 #include "kernels/device_guard.h"
+#include "kernels/expert_gather.h"
 #include "kernels/gemv_mma.h"
 
 namespace iris {
@@ -163,6 +164,30 @@ Status ExpertSet::gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, u
   a.gated = true, a.gated_out = out, a.gated_exchange = exchange;
   DeviceGuard g(ordinal_);
   return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
+}
+
+uint64_t ExpertSet::dequantize_workspace(uint64_t pairs) const {
+  if (geometry_.format != ViewFormat::kMxfp4 || !geometry_.tiled) return 0;
+  return pairs * (mxfp4_matrix_code_bytes(geometry_) + mxfp4_matrix_scale_bytes(geometry_));
+}
+
+Status ExpertSet::dequantize(const int32_t* expert_ids, uint64_t pairs, void* workspace, void* out, DType out_dtype, void* stream) const {
+  if (geometry_.format != ViewFormat::kMxfp4 || !geometry_.tiled)
+    return unsupported("expert dequantize: MXFP4 experts only (the picked matrices are gathered by their codes and E8M0 scales)");
+  if (pairs == 0) return Status::ok();
+  if (!expert_ids || !workspace || !out) return invalid_argument("expert dequantize: expert_ids, workspace and out must not be NULL");
+  if (count_ == 0) return invalid_argument("expert dequantize: the set has no experts");
+  DeviceGuard g(ordinal_);
+  if (!g.ok()) return Status::error(ErrorKind::kDevice, "expert dequantize: cannot select device " + std::to_string(ordinal_));
+  auto* ws = static_cast<uint8_t*>(workspace);
+  IRIS_TRY(cuda_gather_mxfp4_experts(device_, uint32_t(count_), geometry_, expert_ids, pairs, ws, stream));
+  // The gathered matrices as one [pairs, N, K] stack in the experts' layout and code order.
+  QuantView v = geometry_;
+  v.rows = pairs * geometry_.n;
+  v.single_matrix = pairs == 1;
+  v.codes = ws;
+  v.scales = ws + pairs * mxfp4_matrix_code_bytes(geometry_);
+  return cuda_dequantize(v, out, out_dtype, stream, launch_);
 }
 
 }  // namespace iris

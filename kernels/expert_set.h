@@ -45,6 +45,13 @@ class ExpertSet {
   // the activation's store would cost the launch blocks a SM): a
   // caller with an activation kernel of its own does better launching that after gemv then.
   Result<bool> gated_in_launch() const;
+  // The picked experts dequantized: out [pairs, N, K] of out_dtype (F32, BF16 or F16) holds
+  // expert expert_ids[p] as pair p, the values cuda_dequantize gives that matrix, with the ids
+  // on the device (nothing synchronizes); an id outside [0, count) gives a NaN matrix.
+  // workspace: dequantize_workspace(pairs) bytes of device memory, 16-byte aligned. MXFP4
+  // experts only (gpt-oss's stacks); other formats are kUnsupported.
+  Status dequantize(const int32_t* expert_ids, uint64_t pairs, void* workspace, void* out, DType out_dtype, void* stream) const;
+  uint64_t dequantize_workspace(uint64_t pairs) const;
 
  private:
   ExpertSet() = default;

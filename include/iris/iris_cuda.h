@@ -192,6 +192,21 @@ IRIS_API uint64_t iris_cuda_experts_gated_exchange(const iris_cuda_experts* expe
  * without the exchange's traffic. 0 for NULL, in a build without CUDA, and where the device's
  * occupancy cannot be asked (the call itself then reports what is wrong). */
 IRIS_API int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* experts);
+/* The experts a router picked, dequantized: out [pairs, N, K] of out_dtype (F32, BF16 or F16),
+ * row-major, holds expert expert_ids[p] as matrix p, the values iris_cuda_dequantize gives that
+ * matrix, bit for bit. expert_ids: int32 [pairs] in device memory (read on the device: nothing
+ * synchronizes, so a CUDA graph can hold the call); an id outside [0, count) makes its matrix
+ * NaN. workspace: iris_cuda_experts_dequantize_workspace(experts, pairs) bytes of device memory,
+ * 16-byte aligned, where the picked matrices are gathered first; calls that may run at once
+ * need their own. MXFP4 experts only (gpt-oss's stacks): other formats give
+ * IRIS_ERR_UNSUPPORTED. For checking modes that need the picked experts' values without
+ * dequantizing a whole stack (iris.models' exact sums). */
+IRIS_API iris_status iris_cuda_experts_dequantize(const iris_cuda_experts* experts, const int32_t* expert_ids, uint64_t pairs,
+                                                  void* workspace, size_t workspace_size, iris_dtype out_dtype, void* out,
+                                                  size_t out_size, iris_cuda_stream stream, char* msg, size_t msg_size);
+/* The workspace iris_cuda_experts_dequantize takes for `pairs` pairs, in bytes (0 for NULL, or
+ * for experts it does not take). */
+IRIS_API uint64_t iris_cuda_experts_dequantize_workspace(const iris_cuda_experts* experts, uint64_t pairs);
 /* 1 when iris_cuda_gemv runs this tensor at this batch on the tensor cores (BF16 operands),
  * 0 when on FP32 CUDA cores: the two have different error bounds (docs/API.md). */
 IRIS_API int iris_cuda_gemv_uses_tensor_cores(const iris_cuda_tensor* tensor, int batch);

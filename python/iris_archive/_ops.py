@@ -15,6 +15,7 @@ iris_cuda_experts pointer), which the QuantTensor / Experts that own it keep ali
     torch.ops.iris.gemv_experts_swiglu(x, ids, rows, handle, n, bias, alpha, limit)  gpt-oss's activation inside: [P, N / 2]
     torch.ops.iris.gemv_experts_gated(x, ids, rows, handle, n, exchange)  silu(gate) * up inside: [P / 2, N]
     torch.ops.iris.dequantize(handle, shape, dtype, device)
+    torch.ops.iris.experts_dequantize(ids, handle, n, k)  the picked experts' weights: [P, N, K] FP32
     torch.ops.iris.gemv_bf16(x, w, bias)               x [R, K] times a dense BF16 w [N, K] (+ bias) -> [R, N] BF16
     torch.ops.iris.gemv_bf16_f32(x, w, bias)           the same sums, not rounded: [R, N] FP32 (logits)
     torch.ops.iris.moe_route(x, w, bias, top_k, workspace) -> (weights, ids, logits)
@@ -143,6 +144,29 @@ def gemv_experts_f32(x: torch.Tensor, ids: torch.Tensor, rows: Optional[torch.Te
 @gemv_experts_f32.register_fake
 def _(x, ids, rows, handle, n):
     return x.new_empty((ids.numel(), n), dtype=torch.float32)
+
+
+@torch.library.custom_op("iris::experts_dequantize", mutates_args=())
+def experts_dequantize(ids: torch.Tensor, handle: int, n: int, k: int) -> torch.Tensor:
+    """The experts ids (int32 [P] on the device) of the set `handle` dequantized, [P, n, k] FP32
+    (iris_cuda_experts_dequantize: MXFP4 experts; a bad id gives a NaN matrix)."""
+    if ids.dtype != torch.int32 or not ids.is_contiguous():
+        from ._errors import IrisError
+
+        raise IrisError(f"iris: experts_dequantize ids must be int32 and contiguous, got {ids.dtype}")
+    lib, msg, pairs = _t()._lib(), _msg(), ids.numel()
+    out = torch.empty(pairs, n, k, dtype=torch.float32, device=ids.device)
+    ws_bytes = int(lib.iris_cuda_experts_dequantize_workspace(handle, pairs))
+    ws = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device=ids.device)  # the caching allocator aligns it
+    stream = torch.cuda.current_stream(ids.device).cuda_stream
+    _t()._check(lib.iris_cuda_experts_dequantize(handle, ids.data_ptr(), pairs, ws.data_ptr(), ws.numel(), _C_DTYPE[torch.float32],
+                                                 out.data_ptr(), out.numel() * 4, stream, msg, len(msg)), msg)
+    return out
+
+
+@experts_dequantize.register_fake
+def _(ids, handle, n, k):
+    return ids.new_empty((ids.numel(), n, k), dtype=torch.float32)
 
 
 @torch.library.custom_op("iris::gemv_experts_swiglu", mutates_args=())

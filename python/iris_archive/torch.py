@@ -95,6 +95,9 @@ def _lib():
     lib.iris_cuda_experts_gated_exchange.argtypes = [vp, ctypes.c_uint64]
     lib.iris_cuda_experts_gated_exchange.restype = ctypes.c_uint64
     lib.iris_cuda_experts_gated_in_launch.argtypes = [vp]
+    lib.iris_cuda_experts_dequantize.argtypes = [vp, vp, ctypes.c_uint64, vp, ctypes.c_size_t, ctypes.c_int, vp, ctypes.c_size_t, vp, msg, sz]
+    lib.iris_cuda_experts_dequantize_workspace.argtypes = [vp, ctypes.c_uint64]
+    lib.iris_cuda_experts_dequantize_workspace.restype = ctypes.c_uint64
     lib.iris_cuda_gated_silu.argtypes = [vp, vp] + [ctypes.c_uint64] * 4 + [vp, vp, msg, sz]
     lib._iris_torch_declared = True
     return lib
@@ -287,6 +290,15 @@ class Experts:
         # into its exchange then the activation's own, and gemv_experts then
         # torch.ops.iris.gated_silu is the same two without the exchange (the same bits).
         self.gated_in_launch = bool(self._lib.iris_cuda_experts_gated_in_launch(out))
+        # True: dequantize() takes these experts (MXFP4: iris_cuda_experts_dequantize).
+        self.dequantizes = bool(self._lib.iris_cuda_experts_dequantize_workspace(out, 1))
+
+    def dequantize(self, expert_ids: torch.Tensor) -> torch.Tensor:
+        """The picked experts' weights, [P, N, K] FP32: matrix p is expert expert_ids[p] (int32 on
+        the device; nothing synchronizes), the values the whole stack's dequantize() gives it; an
+        index out of range gives a NaN matrix. MXFP4 experts only (dequantizes says whether
+        these are)."""
+        return torch.ops.iris.experts_dequantize(expert_ids.to(torch.int32).contiguous(), self._handle, self.n, self.k)
 
     def gemv(self, x: torch.Tensor, expert_ids: torch.Tensor, x_rows: torch.Tensor | None = None) -> torch.Tensor:
         """y[p] = W[expert_ids[p]] @ x[x_rows[p]] (x_rows None: x[p]) for every pair p; x is

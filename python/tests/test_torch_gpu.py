@@ -327,6 +327,59 @@ def test_grouped_expert_gemv_within_the_fp32_bound(converted, fixture, options, 
     assert torch.isnan(y_bad[0]).all() and not torch.isnan(y_bad[1:]).any()
 
 
+def test_picked_experts_dequantize_as_the_cpu_does(converted):
+    """Experts.dequantize (torch.ops.iris.experts_dequantize): the picked MXFP4 experts, repeats
+    included, equal the CPU reader's dequantization of those matrices bit for bit; a bad index
+    gives a NaN matrix; the op traces under torch.compile(fullgraph=True); other formats are
+    refused (dequantizes False)."""
+    path = converted("gptoss-mxfp4")
+    cpu = iris.open(path)
+    sd = itorch.load(path)
+    for name in ("model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj"):
+        experts = itorch.Experts(sd[name])
+        assert experts.dequantizes
+        want = torch.from_numpy(cpu.tensors[name].dequantize("float32"))
+        ids = torch.tensor([3 % experts.count, 0, 3 % experts.count, experts.count - 1], dtype=torch.int32)
+        got = experts.dequantize(ids.cuda()).cpu()
+        assert got.shape == (4, experts.n, experts.k)
+        assert torch.equal(got.view(torch.int32), want[ids.long()].view(torch.int32)), name
+        bad = ids.clone()
+        bad[1] = experts.count
+        got_bad = experts.dequantize(bad.cuda()).cpu()
+        assert torch.isnan(got_bad[1]).all() and torch.equal(got_bad[[0, 2, 3]].view(torch.int32), got[[0, 2, 3]].view(torch.int32))
+        compiled = torch.compile(lambda i: experts.dequantize(i) * 2, fullgraph=True)
+        assert torch.equal(compiled(ids.cuda()).cpu(), got * 2)
+    nf4 = itorch.Experts(itorch.load(converted("gptoss-mxfp4", "--quant", "nf4"))["model.layers.0.mlp.experts.gate_up_proj"])
+    assert not nf4.dequantizes
+    with pytest.raises(iris.IrisError, match="MXFP4"):
+        nf4.dequantize(torch.zeros(2, dtype=torch.int32, device="cuda"))
+
+
+def test_exact_sums_of_a_quantized_stack_are_those_of_its_fp32_stack(converted):
+    """iris.models' exact mode keeps an MXFP4 expert stack quantized and dequantizes the picked
+    experts at each call: its outputs (and limbs) equal those of the same stack dequantized whole
+    to FP32, bit for bit, repeats and every row of x included."""
+    from iris_archive.models import _layers
+
+    path = converted("gptoss-mxfp4")
+    sd = itorch.load(path)
+    q = sd["model.layers.0.mlp.experts.gate_up_proj"]
+    kept, whole = _layers.ExpertStack(q, 0), _layers.ExpertStack(q.dequantize(torch.float32), 0)
+    assert kept.quantized and not whole.quantized
+    flag = torch.zeros((), dtype=torch.bool, device="cuda")
+    _layers.use_exact_sums(kept, flag)
+    _layers.use_exact_sums(whole, flag)
+    assert not kept.reads_nothing_for_negative_ids
+    gen = torch.Generator().manual_seed(5)
+    x = ((torch.rand(2, kept.experts.k, generator=gen) * 2 - 1) * 3).to(torch.bfloat16).cuda()
+    ids = torch.tensor([1, 0, 1, kept.count - 1], dtype=torch.int32, device="cuda")
+    rows = torch.tensor([0, 1, 1, 0], dtype=torch.int32, device="cuda")
+    a, b = kept.partial_f32(x, ids, rows), whole.partial_f32(x, ids, rows)
+    assert a.dtype == torch.int64 and torch.equal(a, b)
+    assert torch.equal(kept(x, ids, rows).view(torch.int16), whole(x, ids, rows).view(torch.int16))
+    assert not bool(flag)
+
+
 @pytest.mark.parametrize("options", [(), ("--quant", "nf4")])
 def test_expert_gemv_with_the_gpt_oss_activation_is_transformers_step(converted, options):
     """torch.ops.iris.gemv_experts_swiglu against transformers' eager BF16 step on the plain

@@ -322,6 +322,117 @@ TEST_F(CApiCuda, GemvOfOneMatrixOfAStack) {
   EXPECT_EQ(checked, 16);  // 2 layers x gate_up/down x 4 archives
 }
 
+// A fixture converted with `options`, opened and uploaded, and the expert set of its stack
+// `name` (freed with it).
+struct UploadedExperts {
+  ArchivePtr archive;
+  CudaArchivePtr device;
+  iris_cuda_experts* set = nullptr;
+  ~UploadedExperts() { iris_cuda_experts_free(set); }
+};
+
+std::unique_ptr<UploadedExperts> uploaded_experts(const std::string& fixture, const std::string& options, const char* name) {
+  auto u = std::make_unique<UploadedExperts>();
+  u->archive = open_archive(converted(fixture, options));
+  EXPECT_TRUE(u->archive);
+  if (!u->archive) return nullptr;
+  u->device = upload(u->archive.get());
+  EXPECT_TRUE(u->device);
+  if (!u->device) return nullptr;
+  const iris_cuda_tensor* t = nullptr;
+  char msg[512];
+  EXPECT_EQ(iris_cuda_archive_find_tensor(u->device.get(), name, &t, msg, sizeof msg), IRIS_OK) << msg;
+  if (!t) return nullptr;
+  EXPECT_EQ(iris_cuda_experts_create(&t, 1, &u->set, msg, sizeof msg), IRIS_OK) << msg;
+  return u->set ? std::move(u) : nullptr;
+}
+
+// iris_cuda_experts_dequantize: the experts a router picked (repeats included), dequantized on
+// the GPU from device ids, equal bit for bit to the CPU reference's dequant of the same matrices
+// (iris_dequantize of the whole stack), in F32 and BF16; a bad index gives its matrix NaN; other
+// formats, short buffers and NULLs are refused with a message.
+TEST_F(CApiCuda, PickedExpertsDequantizeAsTheCpuDoes) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  char msg[512];
+  for (const char* name : {"model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj"}) {
+    SCOPED_TRACE(name);
+    auto u = uploaded_experts("gptoss-mxfp4", "", name);
+    ASSERT_TRUE(u);
+    iris_archive* a = u->archive.get();
+    iris_cuda_experts* set = u->set;
+    uint64_t index = 0;
+    ASSERT_EQ(iris_archive_find_tensor(a, name, &index, msg, sizeof msg), IRIS_OK) << msg;
+    iris_tensor_info info;
+    ASSERT_EQ(iris_archive_tensor_info(a, index, &info, nullptr, 0), IRIS_OK);
+    ASSERT_EQ(info.format, IRIS_FORMAT_MXFP4);
+    std::vector<float> ref(info.numel);
+    ASSERT_EQ(iris_dequantize(a, index, IRIS_DTYPE_F32, ref.data(), ref.size() * 4, 0, msg, sizeof msg), IRIS_OK) << msg;
+    const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set), mat = n * k;
+    const uint64_t pairs = 5;
+    std::vector<int32_t> ids(pairs);
+    for (auto& id : ids) id = int32_t(rng() % experts);
+    ids[1] = ids[4];                     // a repeat
+    ids[2] = int32_t(experts);           // a bad index: its matrix is NaN
+    const uint64_t ws_bytes = iris_cuda_experts_dequantize_workspace(set, pairs);
+    ASSERT_GT(ws_bytes, 0u);
+    DeviceBuffer dids(pairs * 4), dws(ws_bytes), dout(pairs * mat * 4);
+    ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    auto ids_p = static_cast<const int32_t*>(dids.p);
+    ASSERT_EQ(cudaMemset(dout.p, 0x5a, pairs * mat * 4), cudaSuccess);
+    ASSERT_EQ(iris_cuda_experts_dequantize(set, ids_p, pairs, dws.p, ws_bytes, IRIS_DTYPE_F32, dout.p, pairs * mat * 4, nullptr, msg, sizeof msg),
+              IRIS_OK) << msg;
+    std::vector<float> got(pairs * mat);
+    ASSERT_EQ(cudaMemcpy(got.data(), dout.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<uint16_t> got16(pairs * mat);
+    ASSERT_EQ(iris_cuda_experts_dequantize(set, ids_p, pairs, dws.p, ws_bytes, IRIS_DTYPE_BF16, dout.p, pairs * mat * 2, nullptr, msg, sizeof msg),
+              IRIS_OK) << msg;
+    ASSERT_EQ(cudaMemcpy(got16.data(), dout.p, got16.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (uint64_t p = 0; p < pairs; ++p) {
+      uint64_t wrong = 0, nan = 0;
+      for (uint64_t i = 0; i < mat; ++i) {
+        const float g = got[p * mat + i];
+        if (ids[p] >= int32_t(experts)) {
+          nan += std::isnan(g) && std::isnan(bf16_to_f32(got16[p * mat + i]));
+          continue;
+        }
+        const float want = ref[uint64_t(ids[p]) * mat + i];
+        const uint16_t g16 = got16[p * mat + i];
+        if (std::isnan(want)) {
+          wrong += !std::isnan(g) || !std::isnan(bf16_to_f32(g16));
+          continue;
+        }
+        wrong += std::memcmp(&g, &want, 4) != 0 || g16 != f32_to_bf16(want);
+      }
+      if (ids[p] >= int32_t(experts)) EXPECT_EQ(nan, mat) << "pair " << p << " (bad index)";
+      else EXPECT_EQ(wrong, 0u) << "pair " << p << " (expert " << ids[p] << ")";
+    }
+    EXPECT_EQ(iris_cuda_experts_dequantize(set, ids_p, pairs, dws.p, ws_bytes - 1, IRIS_DTYPE_F32, dout.p, pairs * mat * 4, nullptr, msg, sizeof msg),
+              IRIS_ERR_BUFFER_TOO_SMALL);
+    EXPECT_NE(std::string(msg).find("workspace"), std::string::npos) << msg;
+    EXPECT_EQ(iris_cuda_experts_dequantize(set, ids_p, pairs, dws.p, ws_bytes, IRIS_DTYPE_F32, dout.p, pairs * mat * 4 - 1, nullptr, msg, sizeof msg),
+              IRIS_ERR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(iris_cuda_experts_dequantize(set, ids_p, pairs, dws.p, ws_bytes, IRIS_DTYPE_U8, dout.p, pairs * mat * 4, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_experts_dequantize(nullptr, ids_p, pairs, dws.p, ws_bytes, IRIS_DTYPE_F32, dout.p, pairs * mat * 4, nullptr, msg, sizeof msg),
+              IRIS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(iris_cuda_experts_dequantize_workspace(nullptr, pairs), 0u);
+  }
+  // Another format: refused by name, and no workspace size.
+  auto u = uploaded_experts("gptoss-mxfp4", "--quant nf4", "model.layers.0.mlp.experts.gate_up_proj");
+  ASSERT_TRUE(u);
+  iris_cuda_experts* set = u->set;
+  EXPECT_EQ(iris_cuda_experts_dequantize_workspace(set, 4), 0u);
+  DeviceBuffer dids(16), dout(16);
+  EXPECT_EQ(iris_cuda_experts_dequantize(set, static_cast<const int32_t*>(dids.p), 4, dout.p, 16, IRIS_DTYPE_F32, dout.p, 16, nullptr, msg, sizeof msg),
+            IRIS_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(iris_cuda_experts_dequantize(set, static_cast<const int32_t*>(dids.p), 4, dout.p, 1 << 30, IRIS_DTYPE_F32, dout.p, uint64_t(1) << 40, nullptr,
+                                         msg, sizeof msg),
+            IRIS_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(msg).find("MXFP4"), std::string::npos) << msg;
+}
+
 // iris_cuda_gemv_experts_swiglu: gpt-oss's gate_up stack with its own bias, as shipped (MXFP4)
 // and requantized, equals the plain BF16 launch put through the activation's CPU reference
 // (kernels/decode_reference.cpp, held to an FP64 oracle in decode_reference_tests) bit for bit,
@@ -334,20 +445,16 @@ TEST_F(CApiCuda, ExpertGemvWithSwigluIsThePlainGemvThenTheActivation) {
   char msg[512];
   for (const char* options : {"", "--quant nf4", "--quant fp8-block"}) {
     SCOPED_TRACE(std::string("gptoss-mxfp4 ") + options);
-    auto a = open_archive(converted("gptoss-mxfp4", options));
-    ASSERT_TRUE(a);
-    auto d = upload(a.get());
-    ASSERT_TRUE(d);
-    const iris_cuda_tensor* t = nullptr;
-    ASSERT_EQ(iris_cuda_archive_find_tensor(d.get(), "model.layers.0.mlp.experts.gate_up_proj", &t, msg, sizeof msg), IRIS_OK) << msg;
-    iris_cuda_experts* set = nullptr;
-    ASSERT_EQ(iris_cuda_experts_create(&t, 1, &set, msg, sizeof msg), IRIS_OK) << msg;
+    auto u = uploaded_experts("gptoss-mxfp4", options, "model.layers.0.mlp.experts.gate_up_proj");
+    ASSERT_TRUE(u);
+    iris_archive* a = u->archive.get();
+    iris_cuda_experts* set = u->set;
     const uint64_t experts = iris_cuda_experts_count(set), n = iris_cuda_experts_n(set), k = iris_cuda_experts_k(set);
     ASSERT_EQ(n % 2, 0u);
     uint64_t bias_index = 0;
-    ASSERT_EQ(iris_archive_find_tensor(a.get(), "model.layers.0.mlp.experts.gate_up_proj_bias", &bias_index, msg, sizeof msg), IRIS_OK) << msg;
+    ASSERT_EQ(iris_archive_find_tensor(a, "model.layers.0.mlp.experts.gate_up_proj_bias", &bias_index, msg, sizeof msg), IRIS_OK) << msg;
     std::vector<uint16_t> bias(experts * n);
-    ASSERT_EQ(iris_dequantize(a.get(), bias_index, IRIS_DTYPE_BF16, bias.data(), bias.size() * 2, 0, msg, sizeof msg), IRIS_OK) << msg;
+    ASSERT_EQ(iris_dequantize(a, bias_index, IRIS_DTYPE_BF16, bias.data(), bias.size() * 2, 0, msg, sizeof msg), IRIS_OK) << msg;
     const uint64_t tokens = 2, pairs = 4 * tokens;
     std::vector<uint16_t> x(tokens * k);
     for (auto& v : x) v = f32_to_bf16(dist(rng));
@@ -388,7 +495,6 @@ TEST_F(CApiCuda, ExpertGemvWithSwigluIsThePlainGemvThenTheActivation) {
               IRIS_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(iris_cuda_gemv_experts_swiglu(set, ids_p, rows_p, pairs, x_p, tokens, bias_p, 1.702f, 7.0f, nullptr, nullptr, msg, sizeof msg),
               IRIS_ERR_INVALID_ARGUMENT);
-    iris_cuda_experts_free(set);
   }
 }
 

@@ -370,7 +370,8 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     (iris_archive._exact_sum: each product exact in FP64, cut to int64 limbs, summed as
     integers, rounded once), so that a tensor-parallel rank's outputs are one GPU's bit for bit
     however the rows or columns are split; the weights dequantized to FP32 once (4 bytes a
-    weight), and some 72 bytes of temporaries made for each weight read, where the fast GEMV
+    weight) but for MXFP4 expert stacks, which stay quantized while each call dequantizes the
+    experts its router picked (Experts.dequantize), and some 72 bytes of temporaries made for each weight read, where the fast GEMV
     reads about half a byte of MXFP4: a mode for checking (not yet timed). Attention must then take each head alone, as iris's attention
     kernel does (compile=True): transformers' steps batch the heads into one matmul, whose
     arithmetic may depend on how many heads a rank holds. The decoder's exact_out_of_range (a

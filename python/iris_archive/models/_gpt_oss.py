@@ -113,6 +113,13 @@ class GptOssDecoder(Decoder):
         self.residual_norm = self._use_residual_norm(self.embed, self.norm, *[t for layer in self.layers
                                                                              for t in (layer.ln1, layer.ln2, layer.down_bias)])
 
+    def use_exact_sums(self) -> None:
+        """Decoder.use_exact_sums, with the experts' activation out of the gate_up launch: that
+        kernel's sums are the fast arithmetic's (the exact mode keeps MXFP4 stacks quantized)."""
+        for layer in self.layers:
+            layer.activation_in_gemv = False
+        super().use_exact_sums()
+
     def forward(self, token, pos):
         full = sliding = None
         if not self.fused:
@@ -137,10 +144,11 @@ class GptOssDecoder(Decoder):
             held, gate_up_ids, down_ids = None, ids, ids
             if layer.experts_held is not None:  # this rank's experts only; the others' pairs read nothing
                 ids, picked, held = self.f_local_experts(ids, layer.experts_first, layer.experts_held)
-                # a quantized stack takes -1 (no reads, NaN rows); a dense one gathers by index, so
-                # it takes the clamped ids (another expert's rows); both are masked in the exchange
-                gate_up_ids = ids if layer.gate_up.quantized else picked
-                down_ids = ids if layer.down.quantized else picked
+                # a quantized stack takes -1 (no reads, NaN rows); a dense one, or the exact mode's,
+                # gathers by index, so it takes the clamped ids (another expert's rows); both are
+                # masked in the exchange
+                gate_up_ids = ids if layer.gate_up.reads_nothing_for_negative_ids else picked
+                down_ids = ids if layer.down.reads_nothing_for_negative_ids else picked
             if layer.activation_in_gemv:
                 act = layer.gate_up.swiglu(h, gate_up_ids, self.rows, layer.gate_up_bias, self.alpha, self.limit)
             else:

@@ -201,11 +201,12 @@ def use_exact_sums(part, out_of_range: torch.Tensor) -> None:
     """Runs a projection (Linear, GroupedLinear, ExpertStack, a tied head) in the order-free
     arithmetic of iris_archive._exact_sum: its outputs then do not depend on how the ranks of a
     tensor-parallel decode split its rows or columns. Its weights must be dense (the exact
-    mode's loader dequantizes them to FP32, exactly). `out_of_range` (a boolean scalar on the
+    mode's loader dequantizes them to FP32, exactly), but for an MXFP4 expert stack, whose
+    picked experts each call dequantizes (Experts.dequantize). `out_of_range` (a boolean scalar on the
     device, shared by the model's projections) is set where a product leaves the limbs' range."""
     for p in getattr(part, "parts", ()):
         use_exact_sums(p, out_of_range)
-    if part.quantized:
+    if part.quantized and not (isinstance(part, ExpertStack) and part.experts.dequantizes):
         raise IrisError(f"tensor '{getattr(part, 'name', '?')}': the exact sums take dense weights (dequantized), not a QuantTensor")
     part.exact_range = out_of_range
 
@@ -238,10 +239,16 @@ class ExpertStack:
             self.count, self.n = int(self.stack.shape[0]), int(self.stack.shape[1])
         self.nbytes_per_expert = nbytes // self.count
         self.columns_split = False  # a tensor-parallel rank's columns only (the decoder sets it)
-        self.exact_range = None  # use_exact_sums() sets it (a dense stack): then the exact mode, this its range flag
+        self.exact_range = None  # use_exact_sums() sets it: then the exact mode, this its range flag
 
     def read_bytes(self, experts: int) -> int:
         return self.nbytes_per_expert * experts
+
+    @property
+    def reads_nothing_for_negative_ids(self) -> bool:
+        """Whether an id of -1 (another rank's expert) costs nothing here: the quantized launches
+        read nothing for it; a dense gather, and the exact mode's dequantize, need a real index."""
+        return self.quantized and self.exact_range is None
 
     def swiglu(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None, alpha: float,
                limit: float) -> torch.Tensor:
@@ -252,10 +259,11 @@ class ExpertStack:
     def partial_f32(self, x: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """__call__'s FP32 sums before their rounding: a tensor-parallel rank's share of an
         expert projection split by columns. In the exact mode, the limbs."""
-        if self.quantized:
+        if self.quantized and self.exact_range is None:
             return torch.ops.iris.gemv_experts_f32(x, ids, rows, self.experts._handle, self.n)
         xs = x if rows is None else x.index_select(0, rows.long())
-        w = self.stack.index_select(0, ids.long())
+        # The exact mode on a quantized stack: the picked experts dequantized, FP32 [P, N, K].
+        w = self.experts.dequantize(ids) if self.quantized else self.stack.index_select(0, ids.long())
         if self.exact_range is not None:
             return _exact_partial(w, xs, self.exact_range)
         return torch.bmm(w.float(), xs.float().unsqueeze(-1)).squeeze(-1)

@@ -83,9 +83,10 @@ def from_rank(path, rank: int, world_size: int, device="cuda", dequantize: bool 
 
 def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool = False) -> Weights:
     """to_f32: quantized tensors dequantized to FP32 (every iris format's values are exact
-    there), for the exact sums; dense ones stay as stored. dequantize wins over to_f32: its
-    weights are the BF16 export's (rounded to BF16 once), which the exact sums then take as
-    dense BF16 tensors -- so an exact-sums decode of dequantize=True is the export's model."""
+    there), for the exact sums, but MXFP4 expert stacks (kept below); dense ones stay as
+    stored. dequantize wins over to_f32: its weights are the BF16 export's (rounded to BF16
+    once), which the exact sums then take as dense BF16 tensors -- so an exact-sums decode of
+    dequantize=True is the export's model."""
     from ..torch import QuantTensor, load
 
     if "config.json" not in archive.files:
@@ -95,12 +96,21 @@ def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool
     tensors = load(archive, device, nf4_table=nf4_table)
     if dequantize or to_f32:
         dtype = torch.bfloat16 if dequantize else torch.float32
+
+        # The exact sums keep MXFP4 expert stacks quantized: each call dequantizes the experts its
+        # router picked (Experts.dequantize), where the whole stacks in FP32 would not fit a card
+        # (gpt-oss-120b's: 468 GB).
+        def kept(t):
+            return to_f32 and not dequantize and isinstance(t, QuantTensor) and len(t.shape) == 3 and t.format == "mxfp4"
+
         # With to_f32 (the exact sums' 4 bytes a weight) the dense tensors are copied out of the
         # archive's device upload too, so that nothing views it and it is freed once this ends:
-        # it would otherwise stay beside the FP32 copies (gpt-oss-20b: 14 GB more).
-        tensors = {n: t.dequantize(dtype) if isinstance(t, QuantTensor) else (t.clone() if to_f32 else t)
-                   for n, t in tensors.items()}
-        nbytes = {n: t.numel() * t.element_size() for n, t in tensors.items()}
+        # it would otherwise stay beside the FP32 copies. Not where a stack stays quantized: the
+        # upload then lives on under it anyway, and copies would only add to it.
+        upload_lives = any(kept(t) for t in tensors.values())
+        tensors = {n: t if kept(t) else t.dequantize(dtype) if isinstance(t, QuantTensor)
+                   else (t.clone() if to_f32 and not upload_lives else t) for n, t in tensors.items()}
+        nbytes = {n: nbytes[n] if isinstance(t, QuantTensor) else t.numel() * t.element_size() for n, t in tensors.items()}
     weights = Weights(tensors, config, nbytes, str(archive.path))
     weights.dequantized = dequantize or to_f32  # the reference: iris.models keeps its lm_head off iris's dense GEMV
     return weights
