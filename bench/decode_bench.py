@@ -25,7 +25,8 @@ keeps the first N layers (a model too large for the disk). For each model and fo
   (MXFP4, whose values BF16 holds exactly), and a parting says the weights differ (NF4 and FP8,
   whose FP32 values the BF16 export rounds; the exact sums take NF4's exact table, so
   --nf4-table bf16 does not apply to them). A checking mode: eager, the weights dequantized to
-  FP32 on the card (the model's FP32 weights must fit it);
+  FP32 on the card but MXFP4 expert stacks, whose picked experts each call dequantizes (the
+  model's FP32 weights must fit it);
 - with --knock-out-sweep (Llama-family models), the graph step timed again without each kind
   of non-GEMV step and without all: what each costs on the critical path, which the
   timeline's durations overlap under programmatic launches (timing only).

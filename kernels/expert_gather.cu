@@ -13,8 +13,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Block (x, p) copies a stride of pair p's codes (16 bytes a thread) and, for x == 0, its
-// scales byte by byte (a matrix's scales need not be a multiple of 16 bytes).
+// Block (x, p) copies a stride of pair p's codes (16 bytes a thread) and of its scales (a byte
+// a thread: a matrix's scales need not be a multiple of 16 bytes; gpt-oss's gate_up has 518400
+// of them, so one block alone would take thousands of rounds).
 __global__ void __launch_bounds__(kThreads) gather_mxfp4(const ExpertMatrix* __restrict__ experts, uint32_t count, const int32_t* ids,
                                                           uint64_t code_bytes, uint64_t scale_bytes, uint64_t pairs, uint8_t* ws) {
   const uint64_t p = blockIdx.y;
@@ -31,9 +32,9 @@ __global__ void __launch_bounds__(kThreads) gather_mxfp4(const ExpertMatrix* __r
   const uint64_t words = code_bytes / 16;
   for (uint64_t i = uint64_t(blockIdx.x) * kThreads + threadIdx.x; i < words; i += uint64_t(gridDim.x) * kThreads)
     dst[i] = ok ? __ldg(reinterpret_cast<const uint4*>(codes) + i) : make_uint4(0, 0, 0, 0);
-  if (blockIdx.x != 0) return;
   uint8_t* sdst = ws + pairs * code_bytes + p * scale_bytes;
-  for (uint64_t i = threadIdx.x; i < scale_bytes; i += kThreads) sdst[i] = ok ? __ldg(scales + i) : uint8_t(0xFF);
+  for (uint64_t i = uint64_t(blockIdx.x) * kThreads + threadIdx.x; i < scale_bytes; i += uint64_t(gridDim.x) * kThreads)
+    sdst[i] = ok ? __ldg(scales + i) : uint8_t(0xFF);
 }
 
 }  // namespace
@@ -48,7 +49,7 @@ Status cuda_gather_mxfp4_experts(const ExpertMatrix* experts, uint32_t count, co
   const uint64_t code_bytes = mxfp4_matrix_code_bytes(g);
   if (code_bytes % 16 != 0 || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
     return invalid_argument("expert dequantize: the workspace must be 16-byte aligned and the codes whole 16-byte words");
-  const uint64_t words = code_bytes / 16;
+  const uint64_t words = std::max(code_bytes / 16, mxfp4_matrix_scale_bytes(g));  // the longer of the two loops
   const unsigned blocks = unsigned(std::min<uint64_t>((words + kThreads - 1) / kThreads, 256));
   gather_mxfp4<<<dim3(std::max(blocks, 1u), unsigned(pairs)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       experts, count, ids, code_bytes, mxfp4_matrix_scale_bytes(g), pairs, workspace);

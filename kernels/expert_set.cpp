@@ -52,6 +52,7 @@ Result<ExpertSet> ExpertSet::create(const std::vector<QuantView>& views, int dev
   // Every expert must take the tensor-core kernel (separate tensors may differ in NF4 block
   // size or FP8 scale granularity, which the kernel reads per expert).
   set.tensor_cores_ = !experts.empty();
+  for (const QuantView& v : views) set.planes_uniform_ = set.planes_uniform_ && v.codes_planes == views[0].codes_planes;
   for (const QuantView& v : views) {
     QuantView one = v;
     one.rows = one.n;
@@ -71,7 +72,8 @@ ExpertSet::ExpertSet(ExpertSet&& o) noexcept
       count_(o.count_),
       geometry_(o.geometry_),
       launch_(o.launch_),
-      tensor_cores_(o.tensor_cores_) {}
+      tensor_cores_(o.tensor_cores_),
+      planes_uniform_(o.planes_uniform_) {}
 
 ExpertSet& ExpertSet::operator=(ExpertSet&& o) noexcept {
   if (this != &o) {
@@ -82,6 +84,7 @@ ExpertSet& ExpertSet::operator=(ExpertSet&& o) noexcept {
     geometry_ = o.geometry_;
     launch_ = o.launch_;
     tensor_cores_ = o.tensor_cores_;
+    planes_uniform_ = o.planes_uniform_;
   }
   return *this;
 }
@@ -177,6 +180,13 @@ Status ExpertSet::dequantize(const int32_t* expert_ids, uint64_t pairs, void* wo
   if (pairs == 0) return Status::ok();
   if (!expert_ids || !workspace || !out) return invalid_argument("expert dequantize: expert_ids, workspace and out must not be NULL");
   if (count_ == 0) return invalid_argument("expert dequantize: the set has no experts");
+  if (!planes_uniform_)
+    return unsupported("expert dequantize: the experts' codes are in different orders (tensors of uploads with different settings)");
+  // The dequant takes fewer than 2^31 items of 8 codes a launch; the gather, 65535 pairs.
+  const uint64_t per_pair = geometry_.padded_n * geometry_.padded_k / 8;
+  if (pairs > 65535 || pairs * per_pair >= (uint64_t(1) << 31))
+    return invalid_argument("expert dequantize: " + std::to_string(pairs) + " pairs in one call (at most " +
+                            std::to_string(std::min<uint64_t>(65535, ((uint64_t(1) << 31) - 1) / std::max<uint64_t>(per_pair, 1))) + " here)");
   DeviceGuard g(ordinal_);
   if (!g.ok()) return Status::error(ErrorKind::kDevice, "expert dequantize: cannot select device " + std::to_string(ordinal_));
   auto* ws = static_cast<uint8_t*>(workspace);

@@ -49,7 +49,8 @@ class ExpertSet {
   // expert expert_ids[p] as pair p, the values cuda_dequantize gives that matrix, with the ids
   // on the device (nothing synchronizes); an id outside [0, count) gives a NaN matrix.
   // workspace: dequantize_workspace(pairs) bytes of device memory, 16-byte aligned. MXFP4
-  // experts only (gpt-oss's stacks); other formats are kUnsupported.
+  // experts only (gpt-oss's stacks); other formats are kUnsupported. At most 65535 pairs, and
+  // pairs x padded N x padded K below 2^34 codes (one dequant launch), a call.
   Status dequantize(const int32_t* expert_ids, uint64_t pairs, void* workspace, void* out, DType out_dtype, void* stream) const;
   uint64_t dequantize_workspace(uint64_t pairs) const;
 
@@ -65,6 +66,7 @@ class ExpertSet {
   QuantView geometry_{};
   LaunchConfig launch_{};
   bool tensor_cores_ = false;
+  bool planes_uniform_ = true;  // every expert's MXFP4 codes in one order (QuantView::codes_planes): dequantize needs it
 };
 
 }  // namespace iris

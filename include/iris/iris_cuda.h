@@ -199,7 +199,8 @@ IRIS_API int iris_cuda_experts_gated_in_launch(const iris_cuda_experts* experts)
  * NaN. workspace: iris_cuda_experts_dequantize_workspace(experts, pairs) bytes of device memory,
  * 16-byte aligned, where the picked matrices are gathered first; calls that may run at once
  * need their own. MXFP4 experts only (gpt-oss's stacks): other formats give
- * IRIS_ERR_UNSUPPORTED. For checking modes that need the picked experts' values without
+ * IRIS_ERR_UNSUPPORTED. At most 65535 pairs, and pairs * N * K (padded to tiles) below 2^34, a
+ * call (IRIS_ERR_INVALID_ARGUMENT beyond). For checking modes that need the picked experts' values without
  * dequantizing a whole stack (iris.models' exact sums). */
 IRIS_API iris_status iris_cuda_experts_dequantize(const iris_cuda_experts* experts, const int32_t* expert_ids, uint64_t pairs,
                                                   void* workspace, size_t workspace_size, iris_dtype out_dtype, void* out,

@@ -150,10 +150,10 @@ def _(x, ids, rows, handle, n):
 def experts_dequantize(ids: torch.Tensor, handle: int, n: int, k: int) -> torch.Tensor:
     """The experts ids (int32 [P] on the device) of the set `handle` dequantized, [P, n, k] FP32
     (iris_cuda_experts_dequantize: MXFP4 experts; a bad id gives a NaN matrix)."""
-    if ids.dtype != torch.int32 or not ids.is_contiguous():
+    if ids.dtype != torch.int32 or not ids.is_contiguous() or not ids.is_cuda:
         from ._errors import IrisError
 
-        raise IrisError(f"iris: experts_dequantize ids must be int32 and contiguous, got {ids.dtype}")
+        raise IrisError(f"iris: experts_dequantize ids must be int32, contiguous and on the experts' GPU, got {ids.dtype} on {ids.device}")
     lib, msg, pairs = _t()._lib(), _msg(), ids.numel()
     out = torch.empty(pairs, n, k, dtype=torch.float32, device=ids.device)
     ws_bytes = int(lib.iris_cuda_experts_dequantize_workspace(handle, pairs))

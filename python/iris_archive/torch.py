@@ -298,7 +298,8 @@ class Experts:
         the device; nothing synchronizes), the values the whole stack's dequantize() gives it; an
         index out of range gives a NaN matrix. MXFP4 experts only (dequantizes says whether
         these are)."""
-        return torch.ops.iris.experts_dequantize(expert_ids.to(torch.int32).contiguous(), self._handle, self.n, self.k)
+        ids = expert_ids.to(device=self.device, dtype=torch.int32).contiguous()
+        return torch.ops.iris.experts_dequantize(ids, self._handle, self.n, self.k)
 
     def gemv(self, x: torch.Tensor, expert_ids: torch.Tensor, x_rows: torch.Tensor | None = None) -> torch.Tensor:
         """y[p] = W[expert_ids[p]] @ x[x_rows[p]] (x_rows None: x[p]) for every pair p; x is

@@ -339,14 +339,17 @@ def test_picked_experts_dequantize_as_the_cpu_does(converted):
         experts = itorch.Experts(sd[name])
         assert experts.dequantizes
         want = torch.from_numpy(cpu.tensors[name].dequantize("float32"))
-        ids = torch.tensor([3 % experts.count, 0, 3 % experts.count, experts.count - 1], dtype=torch.int32)
+        gen = torch.Generator().manual_seed(7)
+        ids = torch.cat([torch.tensor([3 % experts.count, 0, 3 % experts.count, experts.count - 1]),
+                         torch.randint(0, experts.count, (3,), generator=gen)]).to(torch.int32)
         got = experts.dequantize(ids.cuda()).cpu()
-        assert got.shape == (4, experts.n, experts.k)
+        assert got.shape == (7, experts.n, experts.k)
         assert torch.equal(got.view(torch.int32), want[ids.long()].view(torch.int32)), name
         bad = ids.clone()
         bad[1] = experts.count
         got_bad = experts.dequantize(bad.cuda()).cpu()
-        assert torch.isnan(got_bad[1]).all() and torch.equal(got_bad[[0, 2, 3]].view(torch.int32), got[[0, 2, 3]].view(torch.int32))
+        others = [0, 2, 3, 4, 5, 6]
+        assert torch.isnan(got_bad[1]).all() and torch.equal(got_bad[others].view(torch.int32), got[others].view(torch.int32))
         compiled = torch.compile(lambda i: experts.dequantize(i) * 2, fullgraph=True)
         assert torch.equal(compiled(ids.cuda()).cpu(), got * 2)
     nf4 = itorch.Experts(itorch.load(converted("gptoss-mxfp4", "--quant", "nf4"))["model.layers.0.mlp.experts.gate_up_proj"])

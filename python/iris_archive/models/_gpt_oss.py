@@ -116,9 +116,9 @@ class GptOssDecoder(Decoder):
     def use_exact_sums(self) -> None:
         """Decoder.use_exact_sums, with the experts' activation out of the gate_up launch: that
         kernel's sums are the fast arithmetic's (the exact mode keeps MXFP4 stacks quantized)."""
+        super().use_exact_sums()
         for layer in self.layers:
             layer.activation_in_gemv = False
-        super().use_exact_sums()
 
     def forward(self, token, pos):
         full = sliding = None

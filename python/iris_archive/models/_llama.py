@@ -100,9 +100,10 @@ class _MixtralMoe:
         held, for_stack = None, lambda stack: ids  # noqa: E731
         if self.held is not None:  # this rank's experts only; the others' pairs read nothing
             ids, clamped, held = d.f_local_experts(ids, self.first, self.held)
-            # a quantized stack takes -1 (no reads, NaN rows); a dense one gathers by index, so it
-            # takes the clamped ids (another expert's rows); both are masked in the exchange
-            for_stack = lambda stack: ids if stack.quantized else clamped  # noqa: E731
+            # a quantized stack takes -1 (no reads, NaN rows); a dense one, or the exact mode's,
+            # gathers by index, so it takes the clamped ids (another expert's rows); both are
+            # masked in the exchange
+            for_stack = lambda stack: ids if stack.reads_nothing_for_negative_ids else clamped  # noqa: E731
         if self.gate_up is not None and d.gated_in_gemv:
             # pairs 2j and 2j + 1: w1 and w3 of the j-th picked expert (both quantized)
             pair_ids = d.f_pair_ids(ids, self.pair_offsets)
