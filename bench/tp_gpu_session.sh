@@ -15,16 +15,20 @@
 #              (ms/token, tokens and teacher-forced picks against one GPU, the noise floor)
 #   process-group  the same over NCCL's all_reduce, without the noise floor
 #   exact      Llama-3-8B MXFP4 and gpt-oss-20b at TP=N with exact sums on both sides: the
-#              tokens must equal one GPU's (FP32 weights: gpt-oss-20b's whole model takes 84 GB)
+#              tokens must equal one GPU's (FP32 weights but for MXFP4 expert stacks, which stay
+#              quantized while each call dequantizes the picked experts)
 #   ep         gpt-oss-20b at TP=N with --ep N, both exchanges
 #   large      gpt-oss-120b at TP=N, symmetric exchange, without the noise floor (about 5.5
 #              minutes on two H200s); its whole archive and ranks take 124 GiB of disk (two GPUs'
 #              128 GiB barely holds them: LAYERS=18 halves it)
 #   large-ep   the same with --ep N
+#   large-exact  gpt-oss-120b at TP=N with exact sums, 16 steps: its tokens must equal one GPU's
+#              (whole stacks in FP32 would be 468 GB; kept in MXFP4, rank 0 holds its rank and
+#              the whole model in about 113 GB by their sizes, not measured; not yet run)
 # N is the machine's GPU count. LIMIT_<STAGE> overrides a stage's seconds (defaults below;
 # LIMIT_EP_SYMMETRIC for ep-symmetric). A device command has 10 minutes: give each call the
 # stages whose limits fit it: `probe tests` (540 s), `symmetric process-group` (540), `exact`
-# (540), `ep` (400), `large` (540), `large-ep` (540). Exit status: 1 when any stage failed or timed out.
+# (540), `ep` (400), `large` (540), `large-ep` (540), `large-exact` (540). Exit status: 1 when any stage failed or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/device_env.sh
@@ -66,7 +70,8 @@ for s in "${stages[@]}"; do
       stage ep-process-group 200 "${run[@]}" EP="$N" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-20b:as-shipped ;;
     large) stage large 540 "${run[@]}" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
     large-ep) stage large-ep 540 "${run[@]}" EP="$N" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
-    *) echo "unknown stage '$s' (probe tests symmetric process-group exact ep large large-ep)" >&2; exit 2 ;;
+    large-exact) stage large-exact 540 "${run[@]}" EXACT=1 NOISE_FLOOR=0 STEPS=16 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
+    *) echo "unknown stage '$s' (probe tests symmetric process-group exact ep large large-ep large-exact)" >&2; exit 2 ;;
   esac
 done
 exit $rc
