@@ -318,9 +318,8 @@ iris_status iris_cuda_experts_dequantize(const iris_cuda_experts* e, const int32
                                          char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> iris_status {
     if (!e) return fail(IRIS_ERR_INVALID_ARGUMENT, "iris_cuda_experts_dequantize: experts is NULL", msg, msg_size);
-    if (e->set.dequantize_workspace(1) == 0)  // not a format it takes: said before any size
-      return report(e->set.dequantize(expert_ids, pairs, workspace, out, DType::kF32, stream).with_context("tensor '" + e->name + "': "),
-                    msg, msg_size);
+    if (Status s = e->set.dequantize_support(); !s.is_ok())  // said before any buffer is sized
+      return report(s.with_context("tensor '" + e->name + "': "), msg, msg_size);
     auto to = from_c(out_dtype);
     if (!to || (*to != DType::kF32 && *to != DType::kF16 && *to != DType::kBF16))
       return fail(IRIS_ERR_INVALID_ARGUMENT, "tensor '" + e->name + "': output dtype must be IRIS_DTYPE_F32, F16 or BF16", msg, msg_size);

@@ -269,7 +269,8 @@ def run_quantized(args, archive: Path, max_len: int, r: dict, score_tokens=None)
 def exact_check(args, archive: Path, max_len: int) -> dict:
     """The greedy check with both sides in the order-free arithmetic (iris.models exact_sums=True):
     the BF16 peer (the archive dequantized to BF16, as `iris export --dtype bf16` writes it)
-    and the quantized model (its weights dequantized to FP32 once), eager, --exact-steps
+    and the quantized model (its weights' FP32 values; MXFP4 expert stacks stay quantized, the
+    picked experts dequantized at each call), eager, --exact-steps
     steps. With no summation order left to differ, tokens part only where the weights do."""
     steps = args.exact_steps
     ref = iris.models.load(archive, max_len=max_len, dequantize=True, compile=args.compile, exact_sums=True)

@@ -16,7 +16,8 @@
 # BACKEND=gloo runs the ranks on one GPU, eagerly (tp_decode.py says why): a check of the
 # tokens where fewer GPUs than ranks are lent, not a timing.
 # EXACT=1 runs both sides with exact sums (iris.models' exact_sums=True: tokens equal by
-# construction where the split is right; weights as FP32, a checking mode).
+# construction where the split is right; weights as FP32 but MXFP4 expert stacks, a checking
+# mode).
 # EXCHANGE=symmetric sums the ranks' partials through symmetric memory (iris.models' exchange=).
 # NOISE_FLOOR=0 leaves out the whole model's second load in its other arithmetic (its noise
 # floor: minutes at gpt-oss-120b's size).

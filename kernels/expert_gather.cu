@@ -39,14 +39,11 @@ __global__ void __launch_bounds__(kThreads) gather_mxfp4(const ExpertMatrix* __r
 
 }  // namespace
 
-uint64_t mxfp4_matrix_code_bytes(const QuantView& g) { return g.padded_n * g.padded_k / 2; }
-uint64_t mxfp4_matrix_scale_bytes(const QuantView& g) { return g.n * ((g.k + 31) / 32); }
-
 Status cuda_gather_mxfp4_experts(const ExpertMatrix* experts, uint32_t count, const QuantView& g, const int32_t* ids, uint64_t pairs,
                                  uint8_t* workspace, void* stream) {
   if (pairs == 0) return Status::ok();
   if (pairs > 65535) return invalid_argument("expert dequantize: " + std::to_string(pairs) + " pairs (at most 65535 a launch)");
-  const uint64_t code_bytes = mxfp4_matrix_code_bytes(g);
+  const uint64_t code_bytes = matrix_code_bytes(g);
   if (code_bytes % 16 != 0 || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
     return invalid_argument("expert dequantize: the workspace must be 16-byte aligned and the codes whole 16-byte words");
   const uint64_t words = std::max(code_bytes / 16, mxfp4_matrix_scale_bytes(g));  // the longer of the two loops

@@ -169,24 +169,27 @@ Status ExpertSet::gemv_gated(const int32_t* expert_ids, const int32_t* x_rows, u
   return cuda_gemv_experts(geometry_, a, DType::kBF16, tensor_cores_, stream, launch_);
 }
 
+Status ExpertSet::dequantize_support() const {
+  if (geometry_.format != ViewFormat::kMxfp4 || !geometry_.tiled)
+    return unsupported("expert dequantize: MXFP4 experts only (the picked matrices are gathered by their codes and E8M0 scales)");
+  if (!planes_uniform_)
+    return unsupported("expert dequantize: the experts' codes are in different orders (tensors of uploads with different settings)");
+  return Status::ok();
+}
+
 uint64_t ExpertSet::dequantize_workspace(uint64_t pairs) const {
-  if (geometry_.format != ViewFormat::kMxfp4 || !geometry_.tiled) return 0;
-  return pairs * (mxfp4_matrix_code_bytes(geometry_) + mxfp4_matrix_scale_bytes(geometry_));
+  if (!dequantize_support().is_ok()) return 0;
+  return pairs * (matrix_code_bytes(geometry_) + mxfp4_matrix_scale_bytes(geometry_));
 }
 
 Status ExpertSet::dequantize(const int32_t* expert_ids, uint64_t pairs, void* workspace, void* out, DType out_dtype, void* stream) const {
-  if (geometry_.format != ViewFormat::kMxfp4 || !geometry_.tiled)
-    return unsupported("expert dequantize: MXFP4 experts only (the picked matrices are gathered by their codes and E8M0 scales)");
+  IRIS_TRY(dequantize_support());
   if (pairs == 0) return Status::ok();
   if (!expert_ids || !workspace || !out) return invalid_argument("expert dequantize: expert_ids, workspace and out must not be NULL");
   if (count_ == 0) return invalid_argument("expert dequantize: the set has no experts");
-  if (!planes_uniform_)
-    return unsupported("expert dequantize: the experts' codes are in different orders (tensors of uploads with different settings)");
-  // The dequant takes fewer than 2^31 items of 8 codes a launch; the gather, 65535 pairs.
-  const uint64_t per_pair = geometry_.padded_n * geometry_.padded_k / 8;
-  if (pairs > 65535 || pairs * per_pair >= (uint64_t(1) << 31))
-    return invalid_argument("expert dequantize: " + std::to_string(pairs) + " pairs in one call (at most " +
-                            std::to_string(std::min<uint64_t>(65535, ((uint64_t(1) << 31) - 1) / std::max<uint64_t>(per_pair, 1))) + " here)");
+  // One dequant launch takes fewer than 2^31 items of 8 codes (the gather checks its own limit).
+  if (pairs * (matrix_code_bytes(geometry_) / 4) >= (uint64_t(1) << 31))
+    return invalid_argument("expert dequantize: " + std::to_string(pairs) + " pairs in one call, more codes than one launch takes");
   DeviceGuard g(ordinal_);
   if (!g.ok()) return Status::error(ErrorKind::kDevice, "expert dequantize: cannot select device " + std::to_string(ordinal_));
   auto* ws = static_cast<uint8_t*>(workspace);
@@ -196,7 +199,7 @@ Status ExpertSet::dequantize(const int32_t* expert_ids, uint64_t pairs, void* wo
   v.rows = pairs * geometry_.n;
   v.single_matrix = pairs == 1;
   v.codes = ws;
-  v.scales = ws + pairs * mxfp4_matrix_code_bytes(geometry_);
+  v.scales = ws + pairs * matrix_code_bytes(geometry_);
   return cuda_dequantize(v, out, out_dtype, stream, launch_);
 }
 

@@ -52,7 +52,10 @@ class ExpertSet {
   // experts only (gpt-oss's stacks); other formats are kUnsupported. At most 65535 pairs, and
   // pairs x padded N x padded K below 2^34 codes (one dequant launch), a call.
   Status dequantize(const int32_t* expert_ids, uint64_t pairs, void* workspace, void* out, DType out_dtype, void* stream) const;
-  uint64_t dequantize_workspace(uint64_t pairs) const;
+  // Whether dequantize takes this set (kUnsupported, saying why, where not): the one answer
+  // dequantize, dequantize_workspace and callers sizing buffers go by.
+  Status dequantize_support() const;
+  uint64_t dequantize_workspace(uint64_t pairs) const;  // 0 where dequantize_support() fails
 
  private:
   ExpertSet() = default;

@@ -27,7 +27,7 @@ __global__ void mxfp4_to_planes_kernel(uint4* codes, uint64_t units) {
 }
 
 // The bytes of a tiled MXFP4 view's codes: every matrix, padding included, two codes a byte.
-uint64_t codes_bytes(const QuantView& v) { return v.n == 0 ? 0 : (v.rows / v.n) * v.padded_n * v.padded_k / 2; }
+uint64_t codes_bytes(const QuantView& v) { return v.n == 0 ? 0 : (v.rows / v.n) * matrix_code_bytes(v); }
 
 }  // namespace
 

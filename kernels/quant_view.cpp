@@ -86,6 +86,9 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   return v;
 }
 
+uint64_t matrix_code_bytes(const QuantView& v) { return v.padded_n * v.padded_k * (v.format == ViewFormat::kFp8 ? 8 : 4) / 8; }
+uint64_t mxfp4_matrix_scale_bytes(const QuantView& v) { return v.n * ((v.k + 31) / 32); }
+
 Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
   if (!s.tiled) return unsupported("matrix view: the codes are not tiled");
   const uint64_t matrices = s.n ? s.rows / s.n : 0;
@@ -93,13 +96,12 @@ Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
   QuantView v = s;
   v.rows = s.n;
   v.single_matrix = true;
-  const uint64_t bits = s.format == ViewFormat::kFp8 ? 8 : 4;
-  v.codes = s.codes + m * s.padded_n * s.padded_k * bits / 8;
+  v.codes = s.codes + m * matrix_code_bytes(s);
   auto advance = [](const void* p, uint64_t bytes) { return static_cast<const void*>(static_cast<const uint8_t*>(p) + bytes); };
   const uint64_t scale_bytes = s.scale_type == ScaleType::kU8 ? 1 : s.scale_type == ScaleType::kF32 ? 4 : 2;
   switch (s.format) {
     case ViewFormat::kMxfp4:
-      v.scales = advance(s.scales, m * s.n * ((s.k + 31) / 32));
+      v.scales = advance(s.scales, m * mxfp4_matrix_scale_bytes(s));
       break;
     case ViewFormat::kFp8: {
       uint64_t per = 1;  // scales per matrix

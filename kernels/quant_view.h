@@ -64,6 +64,11 @@ Result<QuantView> make_quant_view(const TensorDesc& desc, const DevicePointers& 
 // double quantization when the matrix's first absmax is not the first of a nested block.
 Result<QuantView> matrix_view(const QuantView& stack, uint64_t m);
 
+// The bytes of one matrix of a tiled view, the strides matrix_view steps by: its codes (padded
+// N x padded K at the format's bits), and an MXFP4 matrix's E8M0 scales (N rows of ceil(K / 32)).
+uint64_t matrix_code_bytes(const QuantView& v);
+uint64_t mxfp4_matrix_scale_bytes(const QuantView& v);
+
 // A tiled [N, K] matrix as a stack of N / rows matrices of `rows` rows each (for matrix_view:
 // several projections of one input in one grouped launch, e.g. q cut into k's height). The
 // bytes do not move: stripes, MXFP4 scale rows, FP8 scale rows and NF4 absmax blocks are

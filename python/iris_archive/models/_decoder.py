@@ -369,10 +369,11 @@ def load(path, device="cuda", max_len: int = 256, dequantize: bool = False, comp
     rank computes whole from the same input) in an order-free arithmetic
     (iris_archive._exact_sum: each product exact in FP64, cut to int64 limbs, summed as
     integers, rounded once), so that a tensor-parallel rank's outputs are one GPU's bit for bit
-    however the rows or columns are split; the weights dequantized to FP32 once (4 bytes a
-    weight) but for MXFP4 expert stacks, which stay quantized while each call dequantizes the
-    experts its router picked (Experts.dequantize), and some 72 bytes of temporaries made for each weight read, where the fast GEMV
-    reads about half a byte of MXFP4: a mode for checking (not yet timed). Attention must then take each head alone, as iris's attention
+    however the rows or columns are split. The weights are dequantized to FP32 once (4 bytes a
+    weight), but for MXFP4 expert stacks, which stay quantized while each call dequantizes the
+    experts its router picked (Experts.dequantize); some 72 bytes of temporaries are made for
+    each weight read, where the fast GEMV reads about half a byte of MXFP4: a mode for
+    checking (not yet timed). Attention must then take each head alone, as iris's attention
     kernel does (compile=True): transformers' steps batch the heads into one matmul, whose
     arithmetic may depend on how many heads a rank holds. The decoder's exact_out_of_range (a
     device scalar) is set where a product left the limbs' range (2^37): such a decode is equal

@@ -201,9 +201,10 @@ def use_exact_sums(part, out_of_range: torch.Tensor) -> None:
     """Runs a projection (Linear, GroupedLinear, ExpertStack, a tied head) in the order-free
     arithmetic of iris_archive._exact_sum: its outputs then do not depend on how the ranks of a
     tensor-parallel decode split its rows or columns. Its weights must be dense (the exact
-    mode's loader dequantizes them to FP32, exactly), but for an MXFP4 expert stack, whose
-    picked experts each call dequantizes (Experts.dequantize). `out_of_range` (a boolean scalar on the
-    device, shared by the model's projections) is set where a product leaves the limbs' range."""
+    mode's loader dequantizes them to FP32, exactly), but for an expert stack whose picked
+    experts each call can dequantize (Experts.dequantizes: MXFP4). `out_of_range` (a boolean
+    scalar on the device, shared by the model's projections) is set where a product leaves the
+    limbs' range."""
     for p in getattr(part, "parts", ()):
         use_exact_sums(p, out_of_range)
     if part.quantized and not (isinstance(part, ExpertStack) and part.experts.dequantizes):

@@ -97,9 +97,10 @@ def _from_opened(archive, device, dequantize: bool, nf4_table: str, to_f32: bool
     if dequantize or to_f32:
         dtype = torch.bfloat16 if dequantize else torch.float32
 
-        # The exact sums keep MXFP4 expert stacks (the only 3-D MXFP4 tensors a model has: gpt-oss's)
-        # quantized: each call dequantizes the experts its router picked (Experts.dequantize),
-        # where the whole stacks in FP32 would not fit a card (gpt-oss-120b's: 468 GB).
+        # The exact sums keep MXFP4 expert stacks (the only 3-D MXFP4 tensors a model has: gpt-oss's;
+        # MXFP4 is what Experts.dequantize takes, and use_exact_sums refuses a stack it does not)
+        # quantized: each call dequantizes the experts its router picked, where the whole stacks
+        # in FP32 would not fit a card (gpt-oss-120b's: 468 GB at 4 bytes a weight).
         def kept(t):
             return to_f32 and not dequantize and isinstance(t, QuantTensor) and len(t.shape) == 3 and t.format == "mxfp4"
 
