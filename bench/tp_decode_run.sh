@@ -19,6 +19,8 @@
 # construction where the split is right; weights as FP32 but MXFP4 expert stacks, a checking
 # mode).
 # EXCHANGE=symmetric sums the ranks' partials through symmetric memory (iris.models' exchange=).
+# KNOCK_OUT=1 also times each rank with its all_reduce of partial sums knocked out (timing only:
+# what the exchanges cost inside the step's graph; tp_decode.py --knock-out-reductions).
 # NOISE_FLOOR=0 leaves out the whole model's second load in its other arithmetic (its noise
 # floor: minutes at gpt-oss-120b's size).
 # VERIFY=0 leaves out `iris verify --ranks --against` (a CPU decode of every box: minutes at
@@ -41,6 +43,7 @@ decode_options=(--backend "${BACKEND:-nccl}" --exchange "${EXCHANGE:-process-gro
 exact_suffix=
 [ "${EXACT:-0}" = 1 ] && decode_options+=(--exact-sums) && exact_suffix=-exact
 [ "${NOISE_FLOOR:-1}" = 0 ] && decode_options+=(--no-noise-floor)
+[ "${KNOCK_OUT:-0}" = 1 ] && decode_options+=(--knock-out-reductions)
 rc=0
 for c in "${cases[@]}"; do
   model=${c%%:*} fmt=${c#*:}
@@ -67,7 +70,7 @@ EOF
       python3 examples/tensor_parallel/tp_decode.py "$W/model.iris" "$W/ranks" "$N" --steps "${STEPS:-64}" --json "$OUT/$name.json" \
         "${decode_options[@]}"
   } > "$OUT/$name.log" 2>&1 || rc=1
-  grep -E "^==|archive:|shard:|verify|tokens_equal|_ms_per_token|rank_load_s|first_difference|Error|error|Traceback" "$OUT/$name.log" | tail -n 12
+  grep -E "^==|archive:|shard:|verify|tokens_equal|_ms_per_token|knocked out|rank_load_s|first_difference|Error|error|Traceback" "$OUT/$name.log" | tail -n 12
 done
 rm -rf "$W"
 exit $rc

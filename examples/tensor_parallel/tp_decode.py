@@ -36,6 +36,12 @@ checking mode, not yet timed (it makes some 72 bytes of temporaries a weight rea
 memory, iris.models' exchange="symmetric") instead of NCCL's all_reduce: measured alone on two
 H200s, 7.4 us an exchange in a graph against NCCL's 18-26 us (bench/nccl_graph_probe.py).
 
+--knock-out-reductions (timing only) then loads each rank again with its all_reduce of partial
+sums (o, down, expert down: two a layer) replaced by nothing, each rank keeping its own partial
+sums, and times those steps too (tp_ms_per_token_without_reductions): what the exchanges cost
+inside the step's graph, where bench/nccl_graph_probe.py times them back to back. The embedding
+row's, the logits' and expert parallelism's row exchanges stay. Its tokens mean nothing.
+
 Each rank prints a line per stage on stderr (seconds since the start), so a run of minutes
 shows where it is; `pkill -USR1 -f tp_decode` makes each rank print its Python stack
 (this process passes the signal on to them).
@@ -123,6 +129,22 @@ def compare_traces(tp: list, whole: list) -> list:
 def out_of_range(decoder):
     """Whether a product left the exact sums' range in this decoder's steps (None: the fast mode)."""
     return None if decoder.exact_out_of_range is None else bool(decoder.exact_out_of_range)
+
+
+def reductions_knocked_out(args, rank, world, dev, max_len, how, prompt, timed, graph) -> float:
+    """ms/token of this rank's steps with its all_reduce of partial sums replaced by nothing
+    (timing only). The model is loaded again, so that torch.compile, which traces lazily at the
+    first step, takes the knocked-out reduce into the step's graph."""
+    import iris_archive.models as models
+
+    m = models.load(args.ranks, device=dev, max_len=max_len, rank=rank, world_size=world, exchange=args.exchange, **how)
+    m.tp.reduce = lambda partial: partial  # each rank keeps its own partial sums
+    m.generate(prompt, 2, graph=graph)
+    ms = ms_per_token(m, timed, graph)
+    progress(rank, f"reductions knocked out: {ms:.3f} ms/token (timing only)")
+    del m
+    gc.collect()
+    return ms
 
 
 def progress(rank: int, what: str) -> None:
@@ -219,6 +241,15 @@ def worker(rank: int, world: int, args, port: int, results) -> None:
                "rank_load_s": [round(s, 3) for s in loads], "rank_bytes_per_token": reads,
                "whole_bytes_per_token": whole_bytes, "tp_tokens": tokens, "whole_tokens": want,
                "first_step_projections": trace}
+    if args.knock_out_reductions:
+        del m  # the model and its graphs go before the second load
+        gc.collect()
+        torch.cuda.empty_cache()
+        knocked = [None] * world
+        dist.all_gather_object(knocked, reductions_knocked_out(args, rank, world, dev, max_len, how, prompt, timed, graph))
+        m = None
+        if rank == 0:
+            out["tp_ms_per_token_without_reductions"] = [round(t, 4) for t in knocked]
     if rank == 0:
         results.append(json.dumps(out))
     # A CUDA graph that captured NCCL calls keeps its communicator busy: destroy_process_group
@@ -248,6 +279,8 @@ def main() -> int:
                    help="both sides in the order-free arithmetic (iris.models' exact_sums=True): the ranks' bits are one GPU's")
     p.add_argument("--exchange", default="process-group", choices=["process-group", "symmetric"],
                    help="how the ranks' partial sums travel: the process group's all_reduce, or symmetric memory (NVLink)")
+    p.add_argument("--knock-out-reductions", action="store_true",
+                   help="timing only: also time each rank with its all_reduce of partial sums replaced by nothing")
     p.add_argument("--json", help="also write the result here")
     p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
                    help="gloo: ranks may share a GPU; eager steps (no graphs), for a check on one GPU")
