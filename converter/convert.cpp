@@ -11,7 +11,6 @@
 #include "converter/quant_policy.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_v1.h"
-#include "converter/export_folder.h"
 #include "converter/memory_plan.h"
 #include "converter/temp_folder.h"
 #include "converter/requantize.h"
@@ -19,6 +18,7 @@
 #include "converter/shard/shard.h"
 #include "converter/hf/snapshot.h"
 #include "converter/hf/source_tensors.h"
+#include "converter/hf/tiled_codes.h"
 #include "formats/json_text.h"
 
 #ifndef IRIS_VERSION
@@ -109,6 +109,25 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
     if (!part) return internal_error("tensor '" + desc.name + "': no source for component '" + role_name(spec.role) + "'");
     const auto& file = part->ref.file->mapping();
     const auto& t = *part->ref.tensor;
+    if (part->tiled) {
+      // An archive source's tiled codes: the stored bytes where the tiles stay the same,
+      // else untiled row by row and tiled again (or written row-major).
+      const TiledCodes& from = *part->tiled;
+      IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(desc));
+      const bool same = desc.layout.kind == LayoutKind::kTiled && desc.layout.tile_n == from.layout.tile_n &&
+                        desc.layout.tile_k == from.layout.tile_k && g.padded_n == from.geometry.padded_n &&
+                        g.padded_k == from.geometry.padded_k && spec.bytes == t.size;
+      if (same) {
+        out.push_back(copy_producer(file, t.offset, t.size));
+        continue;
+      }
+      RowBytesReader read = [part, scratch = std::make_shared<TiledScratch>()](uint64_t at, uint64_t n, uint8_t* dst) {
+        return read_tiled_codes(*part, at, n, dst, *scratch);
+      };
+      if (desc.layout.kind == LayoutKind::kTiled) out.push_back(tile_producer(std::move(read), g, desc.layout));
+      else out.push_back(stream_producer(std::move(read), spec.bytes));
+      continue;
+    }
     if (spec.role == Role::kCodes && desc.layout.kind == LayoutKind::kTiled) {
       IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(desc));
       if (g.batch * g.n * g.row_bytes() != t.size)
@@ -122,6 +141,12 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
       out.push_back(copy_producer(file, t.offset, t.size));
     }
   }
+  // An archive source's checksums, checked before its first byte is carried over.
+  if (st.check && !out.empty())
+    out.front() = [&st, first = std::move(out.front())](ByteSink& sink) -> Status {
+      IRIS_TRY(st.check_once());
+      return first(sink);
+    };
   return out;
 }
 
@@ -181,35 +206,6 @@ std::string mib_text(uint64_t bytes) {
 
 }  // namespace
 
-// A .iris v2 archive as the source. Its tensors go through `export --dtype keep` to a folder
-// (each as the checkpoint companions it came from, bytes as stored: export_folder_test proves
-// that convert of that folder gives the archive's tensors bit for bit), with its embedded
-// config and tokenizer files; that folder is converted like any snapshot and removed. Memory
-// stays that of a snapshot source; disk needs the archive's size beside the output meanwhile.
-Result<ConvertReport> convert_from_archive(const ConvertOptions& o) {
-  IRIS_TRY(refuse_input_as_output(o.output, {o.source}, "output"));
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  // Beside the file the archive will replace (a symbolic link's target), and refused before
-  // the export when the archive could not be written there (a device, no --force).
-  fs::path near = fs::absolute(o.output, ec);
-  if (!o.dry_run) {
-    IRIS_ASSIGN_OR_RETURN(const AtomicOutputFile::Destination dest, AtomicOutputFile::destination(o.output, o.overwrite, false));
-    near = fs::absolute(dest.path, ec);
-  }
-  if (o.dry_run || !fs::is_directory(near.parent_path(), ec)) near = fs::temp_directory_path(ec) / "iris-archive-source";
-  IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(near));
-  ExportOptions eo;
-  eo.archive = o.source;
-  eo.output = (tmp.path() / "snapshot").string() + "/";
-  eo.partial_files = o.partial_files;
-  IRIS_TRY(run_export_folder(eo).status());
-  ConvertOptions inner = o;
-  inner.source = (tmp.path() / "snapshot").string();
-  inner.source_kind = "iris-archive";
-  return run_convert(inner);
-}
-
 // --tp/--ep: the whole conversion into a temporary file beside the ranks, then cut into them.
 // The cost: the whole archive is written once more than the ranks, and takes its size in the
 // output folder until the ranks are written.
@@ -245,14 +241,13 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (o.resume && !o.plan_only) return run_convert_resumable(o);
   const auto t0 = std::chrono::steady_clock::now();
   const bool v1 = is_iris_v1_archive(o.source);
-  if (o.source_kind.empty() && !v1 && is_iris_archive(o.source)) {
-    if (!o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a v2 archive carries its own config.json)");
-    return convert_from_archive(o);
-  }
+  const bool archive = !v1 && is_iris_archive(o.source);
+  if (archive && !o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a v2 archive carries its own config.json)");
   if (o.tile_n == 0 || o.tile_k == 0 || o.tile_k % 64 != 0)
     return usage_error("--tile-n must be > 0 and --tile-k a positive multiple of 64");
   if (!v1 && !o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a snapshot carries its own config.json)");
-  IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config) : Snapshot::open(o.source));
+  IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config)
+                                          : archive ? Snapshot::open_archive(o.source) : Snapshot::open(o.source));
   IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
 
   if (o.part.active() && o.dry_run) return usage_error("--part with --dry-run: the plan is the whole conversion's; drop --part");
@@ -285,7 +280,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   // Reproducible: nothing of the machine or of the path typed enters the archive (the same
   // input bytes and options give the same archive bytes anywhere); a repo id is not a path.
   const std::string& resolved = snap.resolved_from();
-  const std::string kind = o.source_kind.empty() ? resolved.substr(0, resolved.find(' ')) : o.source_kind;
+  const std::string kind = resolved.substr(0, resolved.find(' '));
   json source_ref = {{"kind", kind}};
   if (kind == "repo") source_ref["repo"] = o.source;
   const json provenance = {{"source", source_ref},

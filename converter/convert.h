@@ -47,9 +47,6 @@ struct ConvertOptions {
   // --tp N [--ep M]: `output` is a folder of one archive per rank (converter/shard/shard.h),
   // cut from the whole conversion, which is written to a temporary file in that folder first.
   uint32_t tp = 1, ep = 1;
-  // Set by the archive-source path for the snapshot it converts through (provenance names the
-  // archive, not the intermediate folder); empty otherwise.
-  std::string source_kind;
   // --part i/n: only that part's tensors, in an archive that `iris merge` joins with the
   // others into the archive this conversion writes whole (converter/parts.h).
   PartSpec part;

@@ -1,4 +1,5 @@
 #include "converter/export.h"
+#include "converter/hf/archive_snapshot.h"
 
 #include <algorithm>
 #include <cstring>
@@ -122,16 +123,7 @@ Result<std::optional<DType>> export_dtype(const std::string& name) {
   return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + name + "'");
 }
 
-std::map<std::string, std::string> export_metadata(const IrisArchive& a) {
-  std::map<std::string, std::string> m;
-  const auto& p = a.manifest().provenance;
-  if (p.is_object())
-    if (auto it = p.find("safetensors_metadata"); it != p.end() && it->is_object())
-      for (const auto& [k, v] : it->items())
-        if (v.is_string()) m[k] = v.get<std::string>();  // untrusted: strings only, as safetensors allows
-  m.emplace("format", "pt");  // what transformers requires when the source said nothing
-  return m;
-}
+std::map<std::string, std::string> export_metadata(const IrisArchive& a) { return recorded_safetensors_metadata(a); }
 
 Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target) {
   std::vector<SafetensorsEntry> entries;

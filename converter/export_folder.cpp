@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/checked_math.h"
+#include "converter/hf/archive_snapshot.h"
 #include "converter/hf/safetensors_writer.h"
 #include "converter/folder_output.h"
 #include "formats/format_traits.h"
@@ -26,25 +27,17 @@ std::string string_member(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// The module of a weight ("model.layers.0.mlp.down_proj.weight" -> "...down_proj").
-std::string module_of(const std::string& tensor) {
-  const auto dot = tensor.rfind('.');
-  return dot == std::string::npos ? tensor : tensor.substr(0, dot);
-}
-
 // The quantization_config that describes the archive's tensors as export writes them (`keep`:
 // each quantized tensor as its format's Hugging Face companions), or null when none is
 // quantized. `source` is the embedded config's own, kept when it already says the same method.
 Result<json> quantization_config_for(const IrisArchive& a, const json& source, const std::string& torch_dtype) {
   std::set<std::string> methods;
   const TensorDesc* first = nullptr;
-  std::vector<std::string> unquantized_linears;
+  const std::vector<std::string> unquantized_linears = unquantized_linear_modules(a);
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
       methods.insert(t.desc.format == Format::kMxfp4 ? "mxfp4" : t.desc.format == Format::kFp8E4M3 ? "fp8" : "bitsandbytes");
       if (!first) first = &t.desc;
-    } else if (t.desc.shape.size() == 2 && t.desc.name.ends_with(".weight")) {
-      unquantized_linears.push_back(module_of(t.desc.name));
     }
   }
   if (methods.empty()) return json(nullptr);

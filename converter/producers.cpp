@@ -46,24 +46,30 @@ ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_
 }
 
 ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixGeometry g, Layout layout) {
-  return [&file, offset, g, layout](ByteSink& sink) -> Status {
+  const uint64_t total = g.batch * g.n * g.row_bytes();
+  file.will_need(offset, std::min(total, kAhead));
+  RowBytesReader read = [&file, offset, total](uint64_t at, uint64_t n, uint8_t* out) -> Status {
+    if (at + kAhead < total) file.will_need(offset + at + kAhead, std::min<uint64_t>(n, total - at - kAhead));
+    return file.read_at(offset + at, out, n);
+  };
+  return tile_producer(std::move(read), g, layout);
+}
+
+ComponentProducer tile_producer(RowBytesReader read, MatrixGeometry g, Layout layout) {
+  return [read = std::move(read), g, layout](ByteSink& sink) -> Status {
     const uint64_t tn = layout.tile_n, tk = layout.tile_k;
     // Several stripes per read/write keep syscalls few while the buffers stay bounded.
     const uint64_t one = stripe_bytes(g, tn);
     const uint64_t stripes = std::max<uint64_t>(1, kWindow / std::max<uint64_t>(one, 1));
     std::vector<uint8_t> rows, tiled;
-    const uint64_t matrix_bytes = g.n * g.row_bytes(), total = g.batch * matrix_bytes;
-    file.will_need(offset, std::min(total, kAhead));
+    const uint64_t matrix_bytes = g.n * g.row_bytes();
     for (uint64_t b = 0; b < g.batch; ++b) {
-      const uint64_t base = offset + b * matrix_bytes;
       for (uint64_t s0 = 0; s0 < g.padded_n; s0 += tn * stripes) {
         const uint64_t s1 = std::min(g.padded_n, s0 + tn * stripes);
         const uint64_t r_end = std::min(s1, g.n);
         const uint64_t nrows = s0 < r_end ? r_end - s0 : 0;
         rows.resize(nrows * g.row_bytes());
-        const uint64_t at = b * matrix_bytes + s0 * g.row_bytes();  // from the tensor's start
-        if (at + kAhead < total) file.will_need(offset + at + kAhead, std::min<uint64_t>(rows.size(), total - at - kAhead));
-        if (nrows) IRIS_TRY(file.read_at(base + s0 * g.row_bytes(), rows.data(), rows.size()));
+        if (nrows) IRIS_TRY(read(b * matrix_bytes + s0 * g.row_bytes(), rows.size(), rows.data()));  // from the tensor's start
         tiled.resize((s1 - s0) / tn * one);
         for (uint64_t r = s0; r < s1; r += tn) {
           const uint8_t* src = r < g.n ? rows.data() + (r - s0) * g.row_bytes() : nullptr;
@@ -71,6 +77,20 @@ ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixG
         }
         IRIS_TRY(sink.write(tiled));
       }
+    }
+    return Status::ok();
+  };
+}
+
+ComponentProducer stream_producer(RowBytesReader read, uint64_t total) {
+  return [read = std::move(read), total](ByteSink& sink) -> Status {
+    std::vector<uint8_t> buf;
+    for (uint64_t pos = 0; pos < total;) {
+      const uint64_t n = std::min(kWindow, total - pos);
+      buf.resize(n);
+      IRIS_TRY(read(pos, n, buf.data()));
+      IRIS_TRY(sink.write({buf.data(), n}));
+      pos += n;
     }
     return Status::ok();
   };

@@ -2,6 +2,8 @@
 // at a time, touching only a bounded window of the source at once.
 #pragma once
 
+#include <functional>
+
 #include "common/mapped_file.h"
 #include "formats/byte_sink.h"
 #include "formats/tensor_desc.h"
@@ -15,5 +17,12 @@ ComponentProducer copy_producer(const MappedFile& file, uint64_t offset, uint64_
 // Tiles row-major codes (`batch` matrices of n rows of g.row_bytes()) starting at `offset`,
 // reading a window of whole stripes at a time.
 ComponentProducer tile_producer(const MappedFile& file, uint64_t offset, MatrixGeometry g, Layout layout);
+
+// Reads bytes [at, at + n) of a tensor's row-major codes into out (from its start).
+using RowBytesReader = std::function<Status(uint64_t at, uint64_t n, uint8_t* out)>;
+// The same, the rows read through `read` (an archive source's tiled codes, untiled).
+ComponentProducer tile_producer(RowBytesReader read, MatrixGeometry g, Layout layout);
+// Writes the `total` bytes `read` gives, a window at a time (codes kept row-major).
+ComponentProducer stream_producer(RowBytesReader read, uint64_t total);
 
 }  // namespace iris

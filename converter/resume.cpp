@@ -120,11 +120,6 @@ Status write_journal(const fs::path& dir, const json& j, bool replace, PartialFi
 Result<ConvertReport> run_convert_resumable(const ConvertOptions& o) {
   if (o.dry_run) return usage_error("--resume with --dry-run: a dry run writes nothing to resume");
   if (o.resume_every == 0) return usage_error("--resume-every must be above 0 bytes");
-  // An .iris v2 source is converted through its export to a folder (convert.cpp), which every
-  // segment would make again: convert that folder instead.
-  if (o.source_kind.empty() && !is_iris_v1_archive(o.source) && is_iris_archive(o.source))
-    return usage_error("--resume with an .iris archive as the source: export it first (iris export " + o.source +
-                       " -o DIR/) and convert DIR with --resume");
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir = o.output + ".resume";
   const std::string where = dir.string();

@@ -1,6 +1,7 @@
 #include "converter/source_decoder.h"
 
 #include <array>
+#include <optional>
 
 #include <cstring>
 
@@ -19,7 +20,7 @@ namespace {
 
 class RawDecoder final : public SourceDecoder {
  public:
-  explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref) {}
+  explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref), source_(s) {}
   Status init(const TensorDesc& d) {
     k_ = d.shape.empty() ? 1 : d.shape.back();
     uint64_t numel = 1;
@@ -30,10 +31,12 @@ class RawDecoder final : public SourceDecoder {
   }
   Result<const uint16_t*> raw_bf16_rows(uint64_t r0, uint64_t r1, DecodeScratch& scratch) const override {
     if (t_.tensor->dtype != DType::kBF16) return nullptr;
+    IRIS_TRY(source_.check_once());
     IRIS_TRY(read_rows(r0, r1, scratch));
     return reinterpret_cast<const uint16_t*>(scratch.codes.data());
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
+    IRIS_TRY(source_.check_once());
     IRIS_TRY(read_rows(r0, r1, scratch));
     const std::vector<uint8_t>& buf = scratch.codes;
     const int64_t n = int64_t((r1 - r0) * k_);
@@ -76,6 +79,7 @@ class RawDecoder final : public SourceDecoder {
     return file.read_at(at, buf.data(), n);
   }
   SnapshotTensor t_;
+  const SourceTensor& source_;  // (the caller's sources outlive their decoders)
   uint64_t es_ = 2;
 };
 
@@ -87,7 +91,14 @@ class QuantizedDecoder final : public SourceDecoder {
  public:
   Status init(const SourceTensor& s) {
     d_ = s.desc;
-    for (const auto& p : s.parts) refs_[int(p.role)] = p.ref;
+    source_ = &s;
+    for (const auto& p : s.parts) {
+      refs_[int(p.role)] = p.ref;
+      if (p.tiled && p.role != Role::kCodes) return internal_error(tensor_context(d_) + "only its codes can be tiled");
+      if (p.tiled) tiled_codes_ = p;
+    }
+    // (An archive source's checksums are checked by the first decode_rows, before any value
+    // leaves this decoder: the small tables read here are only numbers until then.)
     k_ = d_.shape.back();
     uint64_t numel = 1;
     for (auto x : d_.shape) numel *= x;
@@ -112,10 +123,11 @@ class QuantizedDecoder final : public SourceDecoder {
   }
 
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
+    IRIS_TRY(source_->check_once());
     switch (d_.format) {
       case Format::kMxfp4: {
         const uint64_t blocks = (k_ + 31) / 32;
-        IRIS_TRY(read_slice(Role::kCodes, r0 * blocks * 16, (r1 - r0) * blocks * 16, &scratch.codes));
+        IRIS_TRY(read_codes(r0 * blocks * 16, (r1 - r0) * blocks * 16, scratch));
         IRIS_TRY(read_slice(Role::kScales, r0 * blocks, (r1 - r0) * blocks, &scratch.aux));
         quant::mxfp4_decode(scratch.codes.data(), scratch.aux.data(), r1 - r0, k_, out);
         return Status::ok();
@@ -123,7 +135,7 @@ class QuantizedDecoder final : public SourceDecoder {
       case Format::kNf4:
       case Format::kBnbFp4: return decode_bnb4(r0 * k_, r1 * k_, out, scratch);
       case Format::kFp8E4M3: {
-        IRIS_TRY(read_slice(Role::kCodes, r0 * k_, (r1 - r0) * k_, &scratch.codes));
+        IRIS_TRY(read_codes(r0 * k_, (r1 - r0) * k_, scratch));
         quant::fp8_decode_rows(scratch.codes.data(), r0, r1, n_, k_, s_, out);  // one scale lookup per run of columns
         return Status::ok();
       }
@@ -141,7 +153,7 @@ class QuantizedDecoder final : public SourceDecoder {
     const uint64_t e0 = i0 / group * group;
     const uint64_t b0 = e0 / bnb_.block_size, b1 = (i1 + bnb_.block_size - 1) / bnb_.block_size;
     const uint64_t first = (i0 - e0) & ~uint64_t(1);  // relative element held by byte 0 of the codes read
-    IRIS_TRY(read_slice(Role::kCodes, (e0 + first) / 2, (i1 - e0 - first + 1) / 2, &codes));
+    IRIS_TRY(read_codes((e0 + first) / 2, (i1 - e0 - first + 1) / 2, scratch));
     ComponentBytes bytes;
     for (Role r : {Role::kCodeTable, Role::kNestedCodeTable}) bytes[int(r)] = small_[int(r)];
     if (bnb_.double_quant) {
@@ -171,11 +183,20 @@ class QuantizedDecoder final : public SourceDecoder {
     t.file->mapping().will_need(offset == 0 ? at : at + MappedFile::kReadAhead, offset == 0 ? MappedFile::kReadAhead + n : n);
     return t.file->mapping().read_at(t.tensor->offset + offset, out->data(), n);
   }
+  // Bytes [offset, offset + n) of the codes in row-major order into scratch.codes, untiled
+  // where an archive source stores them tiled.
+  Status read_codes(uint64_t offset, uint64_t n, DecodeScratch& scratch) const {
+    if (!tiled_codes_) return read_slice(Role::kCodes, offset, n, &scratch.codes);
+    scratch.codes.resize(n);
+    return read_tiled_codes(*tiled_codes_, offset, n, scratch.codes.data(), scratch.tiled);
+  }
   Status read_whole(Role role, std::vector<uint8_t>* out) const {
     return read_slice(role, 0, refs_[int(role)].tensor ? refs_[int(role)].tensor->size : 0, out);
   }
 
   TensorDesc d_;
+  const SourceTensor* source_ = nullptr;  // (the caller's sources outlive their decoders)
+  std::optional<SourcePart> tiled_codes_;
   std::array<SnapshotTensor, kRoleCount> refs_{};
   std::array<std::vector<uint8_t>, kRoleCount> small_;
   uint64_t n_ = 1;

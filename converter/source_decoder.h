@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "converter/hf/source_tensors.h"
+#include "converter/hf/tiled_codes.h"
 
 namespace iris {
 
@@ -14,6 +15,7 @@ namespace iris {
 // thread, so that several threads can decode row ranges of one tensor at once.
 struct DecodeScratch {
   std::vector<uint8_t> codes, aux, nested;
+  TiledScratch tiled;  // an archive source's stripes, untiled into codes
 };
 
 class SourceDecoder {

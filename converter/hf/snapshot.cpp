@@ -283,7 +283,7 @@ const SnapshotTensor* Snapshot::find(const std::string& name) const {
 }
 
 std::map<std::string, std::string> Snapshot::safetensors_metadata() const {
-  std::map<std::string, std::string> m;
+  std::map<std::string, std::string> m = archive_metadata_;
   for (const auto& sh : shards_) m.insert(sh->metadata().begin(), sh->metadata().end());  // insert keeps the first
   return m;
 }

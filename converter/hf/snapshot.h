@@ -17,6 +17,8 @@
 
 #include "common/status.h"
 #include "converter/hf/safetensors_file.h"
+#include "formats/format_traits.h"
+#include "formats/tensor_desc.h"
 
 namespace iris {
 
@@ -33,6 +35,16 @@ struct SnapshotTensor {
   const SafetensorsTensor* tensor;
 };
 
+class IrisArchive;
+
+// A tensor of an .iris archive read as a source (Snapshot::open_archive): its descriptor as
+// the archive holds it (layout included) and its components in place, in component_specs order.
+struct StoredSourceTensor {
+  TensorDesc desc;
+  std::vector<std::pair<Role, SnapshotTensor>> components;
+  size_t index = 0;  // in the archive's manifest: its checksums (IrisArchive::verify_tensor)
+};
+
 struct AuxFile {
   std::string name;   // relative to the snapshot folder, e.g. "tokenizer.json"
   std::string bytes;
@@ -46,6 +58,11 @@ class Snapshot {
   // `config_source` (a config.json, or a snapshot folder whose config and tokenizer files
   // come along), which v1 does not hold.
   static Result<Snapshot> open_v1(const std::string& v1_path, const std::string& config_source);
+  // An .iris archive (or archive set) as a source, read in place (hf/archive_snapshot.cpp): its
+  // tensors as they are stored, quantized codes tiled, each checked against its checksums when
+  // first read; its embedded files; the source skip list export's quantization_config would
+  // write (the archive's unquantized linears, where it holds quantized tensors).
+  static Result<Snapshot> open_archive(const std::string& path);
 
   const std::string& folder() const { return folder_; }
   const std::string& resolved_from() const { return resolved_from_; }  // how SRC was interpreted
@@ -58,6 +75,10 @@ class Snapshot {
   const std::vector<AuxFile>& aux_files() const { return aux_files_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t total_tensor_bytes() const;
+  // An archive source's tensors (open_archive); empty for every other source, whose tensors
+  // group_source_tensors groups from tensors().
+  const std::vector<StoredSourceTensor>& stored_tensors() const { return stored_; }
+  const std::shared_ptr<const IrisArchive>& archive() const { return archive_; }
   // The shards' safetensors __metadata__, merged (the first shard's value wins a conflict):
   // what convert records for export to write back, and what inspect shows.
   std::map<std::string, std::string> safetensors_metadata() const;
@@ -86,6 +107,9 @@ class Snapshot {
   std::vector<AuxFile> aux_files_;
   std::vector<std::string> warnings_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;  // bytes of in-memory shards (v1 sources)
+  std::vector<StoredSourceTensor> stored_;
+  std::shared_ptr<const IrisArchive> archive_;
+  std::map<std::string, std::string> archive_metadata_;  // an archive source's recorded __metadata__
 };
 
 // Resolves `org/name[@revision]` in the Hugging Face cache to a snapshot folder.

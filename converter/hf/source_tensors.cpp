@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/checked_math.h"
+#include "formats/iris_archive.h"
 #include "formats/json_limits.h"
 #include "formats/manifest_entry_text.h"
 
@@ -231,6 +232,7 @@ const SourcePart* SourceTensor::part(Role role) const {
 }
 
 json SourceTensor::source_json() const {
+  if (recorded_source) return *recorded_source;
   json parts_j = json::array();
   for (const auto& p : parts)
     parts_j.push_back({{"role", role_name(p.role)},
@@ -242,6 +244,7 @@ json SourceTensor::source_json() const {
 }
 
 void SourceTensor::append_source_text(std::string& out, int depth) const {
+  if (recorded_source) return append_json_text(out, *recorded_source, depth);
   // source_json()'s keys in the order nlohmann's sorted objects write them.
   JsonMembers record(out, depth, '{');
   record.key("tensors");
@@ -269,7 +272,36 @@ std::string quant_method(const Snapshot& snap) {
   return m != qc.end() && m->is_string() ? m->get<std::string>() : "";
 }
 
+namespace {
+
+// An archive source's tensors, one each, as the archive stores them (Snapshot::open_archive).
+Result<std::vector<SourceTensor>> archive_source_tensors(const Snapshot& snap) {
+  std::vector<SourceTensor> out;
+  out.reserve(snap.stored_tensors().size());
+  std::shared_ptr<const IrisArchive> archive = snap.archive();
+  for (const auto& stored : snap.stored_tensors()) {
+    SourceTensor t;
+    t.desc = stored.desc;
+    for (const auto& [role, ref] : stored.components) {
+      SourcePart part{role, ref, std::nullopt};
+      if (stored.desc.layout.kind == LayoutKind::kTiled && role == Role::kCodes) {
+        IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(stored.desc));
+        part.tiled = TiledCodes{g, stored.desc.layout};
+      }
+      t.parts.push_back(std::move(part));
+    }
+    t.recorded_source = archive->manifest().tensors[stored.index].source.json();
+    const size_t index = stored.index;
+    t.check = std::make_shared<CheckOnce>([archive, index] { return archive->verify_tensor(archive->manifest().tensors[index]); });
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, const GroupingOptions& options) {
+  if (snap.archive()) return archive_source_tensors(snap);
   // The declared scheme first, then companions that only other schemes write: such a
   // checkpoint is refused by its scheme's name, before a tensor-level symptom is met.
   IRIS_TRY(check_quantization_scheme(snap));

@@ -10,6 +10,10 @@
 // disagree, is an error naming the file and tensor.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +23,44 @@
 
 namespace iris {
 
+// Codes an .iris archive stores tiled (formats/tile_layout.h), where a checkpoint stores them
+// row-major: read back row-major through read_tiled_codes (hf/tiled_codes.h).
+struct TiledCodes {
+  MatrixGeometry geometry;
+  Layout layout;
+};
+
 struct SourcePart {
   Role role;  // the archive component it becomes
   SnapshotTensor ref;
+  std::optional<TiledCodes> tiled = std::nullopt;  // an archive source's tiled codes; row-major bytes otherwise
+};
+
+// A check run once, by whichever reader of a tensor's bytes comes first, from any thread: an
+// archive source's checksums, verified as its tensor is first read (from the page cache then,
+// so the file is read once), never silently skipped.
+class CheckOnce {
+ public:
+  explicit CheckOnce(std::function<Status()> check) : check_(std::move(check)) {}
+  Status run() {
+    std::call_once(once_, [this] { result_ = check_(); });
+    return result_;
+  }
+
+ private:
+  std::function<Status()> check_;
+  std::once_flag once_;
+  Status result_;
 };
 
 struct SourceTensor {
   TensorDesc desc;  // layout not chosen yet
   std::vector<SourcePart> parts;
+  std::shared_ptr<CheckOnce> check;  // an archive source's checksums; null for a checkpoint
+  // An archive source's record of where its tensor came from (the original checkpoint's
+  // companions, FORMAT.md section 3), carried on as it is; empty for a checkpoint.
+  std::optional<nlohmann::json> recorded_source;
+  Status check_once() const { return check ? check->run() : Status::ok(); }
   const SourcePart* part(Role role) const;
   nlohmann::json source_json() const;  // provenance: file and original tensors
   // append_json_text(source_json(), depth) (formats/manifest_entry_text.h) without the JSON:
@@ -40,6 +74,8 @@ struct GroupingOptions {
   bool allow_unscaled_fp8 = false;
 };
 
+// An archive source (Snapshot::open_archive) gives its stored tensors as they are, codes tiled.
+// Otherwise:
 // Fails on a tensor that looks quantized but whose companions are missing or of a scheme iris
 // does not read (FP8 without a scale, a bitsandbytes U8 weight without a quant_state, GPTQ/AWQ
 // packing): converting it raw would write wrong weights with exit 0.

@@ -1,6 +1,8 @@
-// A .iris v2 archive as a convert source: the same tensors as converting the snapshot it was
-// made from (an MXFP4 source requantized to NF4 and FP8; a lossless copy keeps every byte),
-// provenance saying so, and a damaged archive refused in one line with nothing left behind.
+// A .iris v2 archive as a convert source, read in place (hf/archive_snapshot.cpp): the same
+// tensors as converting the snapshot it was made from (an MXFP4 source requantized to NF4 and
+// FP8; a lossless copy keeps every byte), whatever tiles either side uses; archives that no
+// single Hugging Face checkpoint describes (FP8 per channel, formats mixed) convert too;
+// provenance says so; a damaged archive is refused in one line with nothing left behind.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,6 +23,7 @@ const std::string kFix = test_paths::fixtures();
 // The archive's tensors as one safetensors file (export --dtype keep: bytes as stored).
 std::string tensors_of(const TempDir& d, const std::string& archive) {
   const std::string out = d / (fs::path(archive).filename().string() + ".safetensors");
+  fs::remove(out);  // an earlier case's
   EXPECT_EQ(run("export " + archive + " -o " + out + " -q").rc, 0) << archive;
   return read_all(out);
 }
@@ -38,8 +41,48 @@ TEST(ArchiveSource, ConvertingAnArchiveEqualsConvertingItsSnapshot) {
     }
     const auto j = nlohmann::json::parse(run("inspect " + (d / "x-nf4.iris") + " --json").out);
     EXPECT_EQ(j["provenance"]["source"]["kind"], "iris-archive");
-    // Nothing of the intermediate folder is left beside the outputs.
+    // Nothing but the outputs is written beside them.
     for (const auto& e : fs::directory_iterator(d.path)) EXPECT_EQ(e.path().string().find(".partial-"), std::string::npos) << e.path();
+  }
+}
+
+TEST(ArchiveSource, OtherTilesOnEitherSideGiveTheSameTensors) {
+  // Tiles that do not divide the matrices (padding) on the archive's side, the default or
+  // other tiles on the output's: the codes are untiled from the archive and tiled again.
+  for (const std::string fixture : {"gptoss-mxfp4", "llama-nf4-dq", "llama-fp8-block"}) {
+    TempDir d;
+    ASSERT_EQ(run("convert " + kFix + fixture + " -o " + (d / "a.iris") + " -q --tile-n 48 --tile-k 192").rc, 0) << fixture;
+    for (const std::string tiles : {"", " --tile-n 48 --tile-k 192", " --tile-n 8 --tile-k 64"}) {
+      SCOPED_TRACE(fixture + tiles);
+      ASSERT_EQ(run("convert " + (d / "a.iris") + " -o " + (d / "x.iris") + " -q --force" + tiles).rc, 0);
+      ASSERT_EQ(run("convert " + kFix + fixture + " -o " + (d / "y.iris") + " -q --force" + tiles).rc, 0);
+      EXPECT_TRUE(tensors_of(d, d / "x.iris") == tensors_of(d, d / "y.iris"));
+      const auto x = nlohmann::json::parse(run("inspect " + (d / "x.iris") + " --json").out);
+      const auto y = nlohmann::json::parse(run("inspect " + (d / "y.iris") + " --json").out);
+      for (size_t i = 0; i < y["tensors"].size(); ++i) EXPECT_EQ(x["tensors"][i]["layout"], y["tensors"][i]["layout"]) << i;
+      EXPECT_EQ(run("verify " + (d / "x.iris") + " -q").rc, 0);
+    }
+  }
+}
+
+TEST(ArchiveSource, ArchivesNoCheckpointDescribesConvert) {
+  // FP8 per channel and mixed formats have no single transformers quantization_config, which
+  // the export detour needed. Oracle: the archive dequantized by export (formats/tensor_decode)
+  // against the archive converted to BF16 by the converter's decoders.
+  TempDir d;
+  const std::pair<std::string, std::string> cases[] = {{"channel", " --quant fp8-channel"},
+                                                       {"mixed", " --quant nf4 --rule down_proj=fp8-block --rule o_proj=mxfp4"}};
+  for (const auto& [name, options] : cases) {
+    SCOPED_TRACE(name);
+    const std::string a = d / (name + ".iris"), b = d / (name + "-bf16.iris");
+    ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + a + " -q" + options).rc, 0);
+    const auto r = run("convert " + a + " -o " + b + " -q --quant bf16");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::string want = d / (name + "-dequantized.safetensors");
+    ASSERT_EQ(run("export " + a + " --dtype bf16 -o " + want + " -q").rc, 0);
+    EXPECT_TRUE(tensors_of(d, b) == read_all(want));
+    ASSERT_EQ(run("convert " + a + " -o " + (d / (name + "-nf4.iris")) + " -q --quant nf4").rc, 0);
+    EXPECT_EQ(run("verify " + (d / (name + "-nf4.iris")) + " -q").rc, 0);
   }
 }
 
@@ -50,8 +93,10 @@ TEST(ArchiveSource, ADamagedArchiveIsRefusedInOneLineLeavingNothing) {
   bytes[bytes.size() - 100] ^= 0x40;  // inside the last tensor's data: its checksum fails
   write_bytes(d / "bad.iris", bytes);
   write_bytes(d / "broken.iris", std::string("IRISMDL2", 8) + std::string(56, '\0'));  // a preamble and nothing else
-  for (const std::string src : {"bad.iris", "broken.iris"}) {
-    auto r = run("convert " + (d / src) + " -o " + (d / "out.iris") + " --quant nf4");
+  // Requantized (nf4) and carried over as stored (keep): each path checks the checksums.
+  const std::pair<std::string, std::string> cases[] = {{"bad.iris", "nf4"}, {"broken.iris", "nf4"}, {"bad.iris", "keep"}};
+  for (const auto& [src, quant] : cases) {
+    auto r = run("convert " + (d / src) + " -o " + (d / "out.iris") + " --quant " + quant);
     EXPECT_NE(r.rc, 0) << src;
     EXPECT_NE(r.out.find(src), std::string::npos) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line: " << r.out;
