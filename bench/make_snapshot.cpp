@@ -29,7 +29,7 @@
 
 #include "common/float_bits.h"
 #include "common/parallel_for.h"
-#include "converter/hf/safetensors_writer.h"
+#include "converter/sources/safetensors_writer.h"
 #include "formats/iris_writer.h"
 #include "formats/tensor_desc.h"
 #include "formats/tile_layout.h"
@@ -374,7 +374,7 @@ iris::ComponentProducer f32_values(std::vector<float> v) {
 }
 
 // A linear weight [n, k] in NF4 with double quantization, as `iris convert --quant nf4` writes
-// it (converter/requantize.cpp): random codes (the pad byte 0x77, code 7 = 0.0, in the tiles'
+// it (converter/pipeline/requantize.cpp): random codes (the pad byte 0x77, code 7 = 0.0, in the tiles'
 // padding), random 8-bit absmax codes, nested absmax 0.02 and offset 0.0625 (so every block's
 // absmax lies in 0.0425 .. 0.0825), bitsandbytes' tables and quant_state.
 std::pair<iris::TensorDesc, std::vector<iris::ComponentProducer>> nf4_linear(const std::string& name, uint64_t n, uint64_t k,

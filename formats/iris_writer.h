@@ -29,7 +29,7 @@ enum class ProducerCost { kCompute, kCopy };
 constexpr uint64_t kOverlappedCopyMinBytes = uint64_t(8) << 20;
 // What that second stream holds: its three 8 MiB buffers (StreamWriter's default), and a
 // copy's 1 MiB read window or a re-tiling copy's 1 MiB of rows and 1 MiB of tiles
-// (converter/producers.cpp).
+// (converter/pipeline/producers.cpp).
 constexpr uint64_t kOverlappedCopyStreamBytes = uint64_t(26) << 20;
 
 struct WriteSummary {

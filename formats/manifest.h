@@ -66,7 +66,7 @@ struct Manifest {
   std::vector<ArchiveTensor> tensors;
   std::vector<StoredFile> files;
   // A conversion part (FORMAT.md section 9, version 2.1): null in a whole archive. Its schema is
-  // checked where parts are merged (converter/parts.h); a reader only requires an object.
+  // checked where parts are merged (converter/pipeline/parts.h); a reader only requires an object.
   nlohmann::json part;
   // An archive set (FORMAT.md section 10, version 2.2): the set record in its index, the member
   // record in each member; null otherwise. Their schemas are formats/archive_set.h's; the

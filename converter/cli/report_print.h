@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "converter/convert.h"
-#include "converter/inspect.h"
+#include "converter/pipeline/convert.h"
+#include "converter/inspect/inspect.h"
 
 namespace iris {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "common/hashing.h"
-#include "converter/output_guard.h"
+#include "converter/pipeline/output_guard.h"
 #include "formats/iris_archive.h"
 #include "formats/iris_writer.h"
 

@@ -47,7 +47,7 @@ class Gather {
 
 // Drops [offset, offset + n) of a component's bytes from the process's resident set once read
 // (the page cache keeps them): slicing an archive larger than memory stays bounded by the
-// largest matrix, as export's reads are (converter/export.cpp).
+// largest matrix, as export's reads are (converter/exports/export.cpp).
 using Release = std::function<void(uint64_t offset, uint64_t n)>;
 
 Release releaser(const IrisArchive& a, const StoredComponent& c) {

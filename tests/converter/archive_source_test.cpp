@@ -1,4 +1,4 @@
-// A .iris v2 archive as a convert source, read in place (hf/archive_snapshot.cpp): the same
+// A .iris v2 archive as a convert source, read in place (sources/archive_snapshot.cpp): the same
 // tensors as converting the snapshot it was made from (an MXFP4 source requantized to NF4 and
 // FP8; a lossless copy keeps every byte), whatever tiles either side uses; archives that no
 // single Hugging Face checkpoint describes (FP8 per channel, formats mixed) convert too;

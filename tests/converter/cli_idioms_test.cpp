@@ -12,7 +12,7 @@
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
 #include "converter/cli/progress.h"
-#include "converter/compare.h"
+#include "converter/inspect/compare.h"
 #include "tests/test_paths.h"
 
 namespace iris {

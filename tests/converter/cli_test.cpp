@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/float_bits.h"
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/safetensors_writer.h"
-#include "converter/hf/snapshot.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/safetensors_writer.h"
+#include "converter/sources/snapshot.h"
 #include "formats/iris_archive.h"
 #include "tests/test_paths.h"
 #include "tests/cli_runner.h"

@@ -1,10 +1,10 @@
-// Inspection::row (converter/inspect.h): a snapshot's table rows are made without its JSON,
+// Inspection::row (converter/inspect/inspect.h): a snapshot's table rows are made without its JSON,
 // and must say what the JSON says, for every fixture (quantized kinds with their params) and
 // for archives (whose rows come from the JSON).
 #include <gtest/gtest.h>
 
-#include "converter/convert.h"
-#include "converter/inspect.h"
+#include "converter/pipeline/convert.h"
+#include "converter/inspect/inspect.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
 

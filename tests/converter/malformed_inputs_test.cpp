@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
 #include "tests/test_files.h"
 
 namespace iris {

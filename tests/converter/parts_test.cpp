@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "converter/parts.h"
+#include "converter/pipeline/parts.h"
 #include "tests/cli_runner.h"
 #include "tests/sanitizer_scale.h"
 #include "tests/test_files.h"

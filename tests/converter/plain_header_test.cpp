@@ -1,11 +1,11 @@
-// The plain safetensors header reader (converter/hf/safetensors_plain_header.h): it takes the
+// The plain safetensors header reader (converter/sources/safetensors_plain_header.h): it takes the
 // headers the reference writer produces and gives the full reader's tables for them; anything
 // else it declines, so that the full reader (and its message) decides. The full reader's
 // messages are pinned by malformed_inputs_test.cpp, through the same entry point.
 #include <gtest/gtest.h>
 
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/safetensors_plain_header.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/safetensors_plain_header.h"
 
 namespace iris {
 namespace {

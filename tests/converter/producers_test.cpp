@@ -1,7 +1,7 @@
 // The copy producer against the bytes it reads: a copy through several windows (sizes around
 // the window, an odd offset) arrives whole and in order; a read past the end and a failing
 // sink are errors, not a short component.
-#include "converter/producers.h"
+#include "converter/pipeline/producers.h"
 
 #include <gtest/gtest.h>
 

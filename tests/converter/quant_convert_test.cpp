@@ -3,16 +3,16 @@
 // that do not fit the blocks or tiles.
 #include <gtest/gtest.h>
 
-#include "converter/quant_policy.h"
-#include "converter/requantize.h"
+#include "converter/pipeline/quant_policy.h"
+#include "converter/pipeline/requantize.h"
 
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/float_bits.h"
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/safetensors_writer.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/safetensors_writer.h"
 #include "tests/test_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"

@@ -10,12 +10,12 @@
 #include <filesystem>
 
 #include "common/float_bits.h"
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/safetensors_writer.h"
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
-#include "converter/requantize.h"
-#include "converter/source_decoder.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/safetensors_writer.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
+#include "converter/pipeline/requantize.h"
+#include "converter/sources/source_decoder.h"
 #include "formats/tensor_decode.h"
 #include "quant/nf4.h"
 #include "tests/test_files.h"

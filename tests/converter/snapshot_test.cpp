@@ -3,8 +3,8 @@
 
 #include <cstdlib>
 
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
 #include "tests/test_paths.h"
 #include "tests/test_files.h"
 

@@ -1,10 +1,10 @@
-// SourceTensor::append_source_text (converter/hf/source_tensors.h): a source record's manifest
+// SourceTensor::append_source_text (converter/sources/source_tensors.h): a source record's manifest
 // text written without its JSON, which a dry run sizes 10^6 of, is the JSON's text for every
 // kind of grouped tensor the fixtures hold.
 #include <gtest/gtest.h>
 
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
 #include "formats/manifest_entry_text.h"
 #include "tests/test_paths.h"
 

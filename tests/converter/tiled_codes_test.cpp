@@ -1,16 +1,16 @@
-// Reading an archive source's tiled codes back row-major (hf/tiled_codes.h) against the
+// Reading an archive source's tiled codes back row-major (sources/tiled_codes.h) against the
 // row-major bytes they were tiled from by the converter's own tile producer: every byte range
 // (partial rows, stripes and matrices crossed, padding never leaking in), for 4- and 8-bit
 // codes whose matrices the tiles do not divide; ranges past the end and a stored size that
 // does not fit the shape are errors naming the tensor.
-#include "converter/hf/tiled_codes.h"
+#include "converter/sources/tiled_codes.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "converter/producers.h"
+#include "converter/pipeline/producers.h"
 
 namespace iris {
 namespace {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/snapshot.h"
-#include "converter/hf/source_tensors.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/snapshot.h"
+#include "converter/sources/source_tensors.h"
 #include "formats/format_traits.h"
 
 namespace {

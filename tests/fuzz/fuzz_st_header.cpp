@@ -1,4 +1,4 @@
-// libFuzzer target: the plain safetensors header reader (converter/hf/safetensors_plain_header.h,
+// libFuzzer target: the plain safetensors header reader (converter/sources/safetensors_plain_header.h,
 // a scanner of the common spelling) against the full reader (nlohmann's SAX parser),
 // differentially. Input: the header text. Whatever it is, neither reader crashes or hangs,
 // and when the plain reader takes a header with no name twice (what parse_safetensors_header
@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
-#include "converter/hf/safetensors_file.h"
-#include "converter/hf/safetensors_plain_header.h"
+#include "converter/sources/safetensors_file.h"
+#include "converter/sources/safetensors_plain_header.h"
 
 namespace {
 
