@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "converter/sources/checkpoint_schemes.h"
 #include "formats/json_limits.h"
 
 namespace iris {
@@ -64,7 +65,7 @@ Status check_modelopt_algo(const std::string& algo, const std::string& where) {
 
 Status check_quantization_config(const json& qc, const std::string& where) {
   const std::string method = string_at(qc, "quant_method");
-  if (method.empty() || method == "mxfp4" || method == "fp8" || method == "fbgemm_fp8") return Status::ok();
+  if (method.empty()) return Status::ok();
   if (method == "bitsandbytes") {
     if (true_at(qc, "load_in_8bit") || true_at(qc, "_load_in_8bit"))
       return unsupported(where + "bitsandbytes LLM.int8 (load_in_8bit: int8 weights with SCB row scales)" + kNotDecoded);
@@ -72,6 +73,9 @@ Status check_quantization_config(const json& qc, const std::string& where) {
   }
   if (method == "compressed-tensors") return check_compressed_tensors(qc, where);
   if (method == "modelopt") return check_modelopt_algo(string_at(qc, "quant_algo"), where);
+  for (const auto& scheme : checkpoint_schemes())  // a method only a decoded scheme declares
+    for (const char* m : scheme.quant_methods)
+      if (scheme.decoded && method == m) return Status::ok();
   std::string detail = method;
   for (const char* key : {"bits", "version", "checkpoint_format"})
     if (auto it = qc.find(key); it != qc.end() && (it->is_number() || it->is_string()))
@@ -93,21 +97,6 @@ Status check_quantization_scheme(const Snapshot& snap) {
     IRIS_TRY(check_modelopt_algo(string_at(*q, "quant_algo"), where + "declares "));
   }
   return Status::ok();
-}
-
-std::string undecodable_scheme_of_companion(const Snapshot& snap, const std::string& name) {
-  auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
-  if (ends(".SCB") || ends(".weight_format")) return "bitsandbytes LLM.int8 (int8 weights with SCB row scales)";
-  if (ends(".weight_scale_2")) return "ModelOpt NVFP4 (weight_scale_2)";
-  if (ends(".weight_global_scale")) return "compressed-tensors nvfp4-pack-quantized (weight_global_scale)";
-  if (ends(".weight_packed")) {
-    const std::string base = name.substr(0, name.size() - 14);
-    return snap.find(base + ".weight_global_scale") ? "compressed-tensors nvfp4-pack-quantized (weight_packed)"
-                                                    : "compressed-tensors pack-quantized integers (weight_packed)";
-  }
-  if (ends(".weight_zero_point")) return "compressed-tensors asymmetric integers (weight_zero_point)";
-  if (ends(".qweight") || ends(".qzeros") || ends(".g_idx")) return "GPTQ or AWQ packed integers (qweight/qzeros/g_idx)";
-  return "";
 }
 
 }  // namespace iris

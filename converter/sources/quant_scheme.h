@@ -17,8 +17,4 @@ namespace iris {
 // one line naming the scheme otherwise; kInvalidInput for a declaration that is malformed.
 Status check_quantization_scheme(const Snapshot& snap);
 
-// The scheme a tensor's companions reveal when no config says it (a lone safetensors file):
-// "" when they reveal none iris cannot read. `name` is a tensor of the snapshot.
-std::string undecodable_scheme_of_companion(const Snapshot& snap, const std::string& name);
-
 }  // namespace iris

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "converter/sources/checkpoint_schemes.h"
 #include "tests/cli_runner.h"
 #include "tests/test_files.h"
 
@@ -132,6 +133,26 @@ TEST(ReadableScheme, CompressedTensorsFp8AndModelOptFp8Convert) {
   write_bytes(d / "mo/hf_quant_config.json", R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}})");
   auto m = run("convert " + d / "mo" + " -o " + d / "mo.iris -q");
   EXPECT_EQ(m.rc, 0) << m.out;
+}
+
+// The scheme table (converter/sources/checkpoint_schemes.h): a decoded scheme is described
+// whole, and a companion's name ending tells one scheme only.
+TEST(CheckpointSchemes, EachIsDescribedWholeAndEachCompanionTellsOneScheme) {
+  std::vector<std::string> suffixes;
+  for (const auto& s : checkpoint_schemes()) {
+    SCOPED_TRACE(s.name);
+    EXPECT_FALSE(s.companion_suffixes.empty());
+    if (s.decoded) {
+      EXPECT_TRUE(s.group_of && s.group && s.check_unclaimed);
+      EXPECT_FALSE(s.quant_methods.empty());
+    } else {
+      EXPECT_FALSE(s.group_of || s.group || s.check_unclaimed);
+    }
+    for (const char* x : s.companion_suffixes) suffixes.push_back(x);
+  }
+  for (size_t i = 0; i < suffixes.size(); ++i)
+    for (size_t j = 0; j < suffixes.size(); ++j)
+      if (i != j) EXPECT_FALSE(suffixes[i].ends_with(suffixes[j])) << suffixes[i] << " also ends with " << suffixes[j];
 }
 
 }  // namespace
