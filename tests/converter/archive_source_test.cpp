@@ -65,6 +65,25 @@ TEST(ArchiveSource, OtherTilesOnEitherSideGiveTheSameTensors) {
   }
 }
 
+TEST(ArchiveSource, AnArchiveSetIsASourceAndItsPartsMergeToTheWhole) {
+  // A set (one table per member file) gives the tensors its snapshot gives; parts of a
+  // conversion from it merge into the single run's archive byte for byte.
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "gptoss-mxfp4 -o " + (d / "set.iris") + " -q --max-file-size 600KB").rc, 0);
+  ASSERT_TRUE(fs::exists(d / "set-00002-of-00005.iris"));
+  ASSERT_EQ(run("convert " + (d / "set.iris") + " -o " + (d / "x.iris") + " -q --quant nf4").rc, 0);
+  ASSERT_EQ(run("convert " + kFix + "gptoss-mxfp4 -o " + (d / "y.iris") + " -q --quant nf4").rc, 0);
+  EXPECT_TRUE(tensors_of(d, d / "x.iris") == tensors_of(d, d / "y.iris"));
+  std::string parts;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string part = d / ("p" + std::to_string(i) + ".iris");
+    ASSERT_EQ(run("convert " + (d / "set.iris") + " -o " + part + " -q --quant nf4 --part " + std::to_string(i) + "/3").rc, 0);
+    parts += " " + part;
+  }
+  ASSERT_EQ(run("merge" + parts + " -o " + (d / "merged.iris") + " -q").rc, 0);
+  EXPECT_TRUE(read_all(d / "merged.iris") == read_all(d / "x.iris"));
+}
+
 TEST(ArchiveSource, ArchivesNoCheckpointDescribesConvert) {
   // FP8 per channel and mixed formats have no single transformers quantization_config, which
   // the export detour needed. Oracle: the archive dequantized by export (formats/tensor_decode)
