@@ -20,7 +20,7 @@ namespace {
 
 class RawDecoder final : public SourceDecoder {
  public:
-  explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref), source_(s) {}
+  explicit RawDecoder(const SourceTensor& s) : t_(s.parts[0].ref), check_(s.check) {}
   Status init(const TensorDesc& d) {
     k_ = d.shape.empty() ? 1 : d.shape.back();
     uint64_t numel = 1;
@@ -31,12 +31,12 @@ class RawDecoder final : public SourceDecoder {
   }
   Result<const uint16_t*> raw_bf16_rows(uint64_t r0, uint64_t r1, DecodeScratch& scratch) const override {
     if (t_.tensor->dtype != DType::kBF16) return nullptr;
-    IRIS_TRY(source_.check_once());
+    IRIS_TRY(checked());
     IRIS_TRY(read_rows(r0, r1, scratch));
     return reinterpret_cast<const uint16_t*>(scratch.codes.data());
   }
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
-    IRIS_TRY(source_.check_once());
+    IRIS_TRY(checked());
     IRIS_TRY(read_rows(r0, r1, scratch));
     const std::vector<uint8_t>& buf = scratch.codes;
     const int64_t n = int64_t((r1 - r0) * k_);
@@ -78,8 +78,9 @@ class RawDecoder final : public SourceDecoder {
     file.will_need(r0 == 0 ? at : at + MappedFile::kReadAhead, r0 == 0 ? MappedFile::kReadAhead + n : n);
     return file.read_at(at, buf.data(), n);
   }
+  Status checked() const { return check_ ? check_->run() : Status::ok(); }
   SnapshotTensor t_;
-  const SourceTensor& source_;  // (the caller's sources outlive their decoders)
+  std::shared_ptr<CheckOnce> check_;  // an archive source's checksums, shared with its tensor
   uint64_t es_ = 2;
 };
 
@@ -91,7 +92,7 @@ class QuantizedDecoder final : public SourceDecoder {
  public:
   Status init(const SourceTensor& s) {
     d_ = s.desc;
-    source_ = &s;
+    check_ = s.check;
     for (const auto& p : s.parts) {
       refs_[int(p.role)] = p.ref;
       if (p.tiled && p.role != Role::kCodes) return internal_error(tensor_context(d_) + "only its codes can be tiled");
@@ -123,7 +124,7 @@ class QuantizedDecoder final : public SourceDecoder {
   }
 
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const override {
-    IRIS_TRY(source_->check_once());
+    if (check_) IRIS_TRY(check_->run());
     switch (d_.format) {
       case Format::kMxfp4: {
         const uint64_t blocks = (k_ + 31) / 32;
@@ -195,7 +196,7 @@ class QuantizedDecoder final : public SourceDecoder {
   }
 
   TensorDesc d_;
-  const SourceTensor* source_ = nullptr;  // (the caller's sources outlive their decoders)
+  std::shared_ptr<CheckOnce> check_;  // an archive source's checksums, shared with its tensor
   std::optional<SourcePart> tiled_codes_;
   std::array<SnapshotTensor, kRoleCount> refs_{};
   std::array<std::vector<uint8_t>, kRoleCount> small_;
