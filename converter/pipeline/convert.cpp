@@ -110,22 +110,19 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
     const auto& file = part->ref.file->mapping();
     const auto& t = *part->ref.tensor;
     if (part->tiled) {
-      // An archive source's tiled codes: the stored bytes where the tiles stay the same,
-      // else untiled row by row and tiled again (or written row-major).
-      const TiledCodes& from = *part->tiled;
-      IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(desc));
-      const bool same = desc.layout.kind == LayoutKind::kTiled && desc.layout.tile_n == from.layout.tile_n &&
-                        desc.layout.tile_k == from.layout.tile_k && g.padded_n == from.geometry.padded_n &&
-                        g.padded_k == from.geometry.padded_k && spec.bytes == t.size;
-      if (same) {
-        out.push_back(copy_producer(file, t.offset, t.size));
-        continue;
-      }
+      // An archive source's tiled codes: untiled row by row and tiled again (or written
+      // row-major), also where the tiles stay the same: the padding is then written afresh,
+      // as any other tiles would have it, never carried over from the source (a source whose
+      // padding is not the pad byte fails verify; its conversion should not).
       RowBytesReader read = [part, scratch = std::make_shared<TiledScratch>()](uint64_t at, uint64_t n, uint8_t* dst) {
         return read_tiled_codes(*part, at, n, dst, *scratch);
       };
-      if (desc.layout.kind == LayoutKind::kTiled) out.push_back(tile_producer(std::move(read), g, desc.layout));
-      else out.push_back(stream_producer(std::move(read), spec.bytes));
+      if (desc.layout.kind == LayoutKind::kTiled) {
+        IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(desc));
+        out.push_back(tile_producer(std::move(read), g, desc.layout));
+      } else {
+        out.push_back(stream_producer(std::move(read), spec.bytes));
+      }
       continue;
     }
     if (spec.role == Role::kCodes && desc.layout.kind == LayoutKind::kTiled) {
@@ -143,8 +140,8 @@ Result<std::vector<ComponentProducer>> producers_for(const SourceTensor& st, con
   }
   // An archive source's checksums, checked before its first byte is carried over.
   if (st.check && !out.empty())
-    out.front() = [&st, first = std::move(out.front())](ByteSink& sink) -> Status {
-      IRIS_TRY(st.check_once());
+    out.front() = [check = st.check, first = std::move(out.front())](ByteSink& sink) -> Status {
+      IRIS_TRY(check->run());
       return first(sink);
     };
   return out;

@@ -111,9 +111,8 @@ struct ConvertReport {
 };
 
 // The source is a snapshot folder, a safetensors file, a Hugging Face repo id (from the local
-// cache), a .iris v1 archive (with options.config) or a .iris v2 archive (exported to a
-// temporary Hugging Face folder beside the output, converted from there, removed: it needs
-// about the archive's size of free disk while it runs).
+// cache), a .iris v1 archive (with options.config) or a .iris v2 archive or archive set (read
+// in place: sources/archive_snapshot.cpp).
 Result<ConvertReport> run_convert(const ConvertOptions& options);
 
 // The tensors' final sizes, as the writer settled them (an NF4 tensor's late descriptor may

@@ -98,7 +98,10 @@ Result<Snapshot> Snapshot::open_archive(const std::string& path) {
     std::vector<SafetensorsTensor> entries;
     entries.reserve(table.size());
     for (auto& [e, slot] : table) entries.push_back(std::move(e));
-    IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(a->file_path(f)));
+    // Descriptors on demand (the archive holds one a file already; a set of hundreds of
+    // members would need twice RLIMIT_NOFILE's worth), each read checking the path still
+    // names the file the archive opened and verified.
+    IRIS_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(a->file_path(f), MappedFile::Descriptor::kOnDemand));
     s.shards_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::from_table(std::move(map), std::move(entries))));
     const SafetensorsFile* file = s.shards_.back().get();
     for (size_t k = 0; k < table.size(); ++k) {

@@ -100,10 +100,11 @@ class QuantizedDecoder final : public SourceDecoder {
     }
     // (An archive source's checksums are checked by the first decode_rows, before any value
     // leaves this decoder: the small tables read here are only numbers until then.)
+    if (d_.shape.empty()) return invalid_input(tensor_context(d_) + "a quantized tensor has no shape");
     k_ = d_.shape.back();
     uint64_t numel = 1;
     for (auto x : d_.shape) numel *= x;
-    rows_ = numel / k_;
+    rows_ = k_ ? numel / k_ : 0;  // an empty matrix: refused by its caller, never divided by
     n_ = d_.shape.size() >= 2 ? d_.shape[d_.shape.size() - 2] : 1;
     // The grouped descriptor's parameters are checked before any decoder divides by them.
     if (d_.format == Format::kMxfp4) IRIS_TRY(mxfp4_params(d_).status());

@@ -26,20 +26,40 @@ Status read_tiled_codes(const SourcePart& part, uint64_t offset, uint64_t n, uin
                          std::to_string(total) + " bytes of codes");
   if (n == 0) return Status::ok();
   const MappedFile& file = part.ref.file->mapping();
+  const uint64_t tile_row_bytes = tk * g.code_bits / 8, tiles = g.padded_k / tk;
   const uint64_t last_row = (offset + n - 1) / rb;
-  scratch.rows.resize(tn * rb);
+  // The bytes of row `row` (of matrix b), columns [col_byte, col_byte + take), into out where
+  // they fall inside [offset, offset + n).
+  auto place = [&](uint64_t b, uint64_t row, uint64_t col_byte, const uint8_t* bytes, uint64_t take) {
+    const uint64_t first = (b * g.n + row) * rb + col_byte;
+    const uint64_t lo = std::max(offset, first), hi = std::min(offset + n, first + take);
+    if (lo < hi) std::memcpy(out + (lo - offset), bytes + (lo - first), size_t(hi - lo));
+  };
   for (uint64_t row = offset / rb; row <= last_row;) {
     const uint64_t b = row / g.n, r = row % g.n;
     const uint64_t r_end = std::min(g.n, r + (last_row - row) + 1);  // this matrix's rows, exclusive
-    const uint64_t s0 = r / tn, s1 = (r_end - 1) / tn + 1;
-    scratch.stripes.resize((s1 - s0) * one);
-    IRIS_TRY(file.read_at(part.ref.tensor->offset + (b * per_matrix + s0) * one, scratch.stripes.data(), scratch.stripes.size()));
-    for (uint64_t s = s0; s < s1; ++s) {
+    for (uint64_t s = r / tn; s * tn < r_end; ++s) {
       const uint64_t row0 = s * tn, valid = std::min(tn, g.n - row0);
-      untile_stripe(g, tn, tk, scratch.stripes.data() + (s - s0) * one, row0, scratch.rows.data());
-      const uint64_t first = (b * g.n + row0) * rb;  // the stripe's first byte, row-major
-      const uint64_t lo = std::max(offset, first), hi = std::min(offset + n, first + valid * rb);
-      if (lo < hi) std::memcpy(out + (lo - offset), scratch.rows.data() + (lo - first), size_t(hi - lo));
+      const uint64_t lo_row = std::max(r, row0), hi_row = std::min(r_end, row0 + valid);
+      const uint64_t at = part.ref.tensor->offset + (b * per_matrix + s) * one;
+      if ((hi_row - lo_row) * 2 >= valid) {
+        // Most of the stripe: read whole and untiled.
+        scratch.stripes.resize(one);
+        scratch.rows.resize(valid * rb);
+        IRIS_TRY(file.read_at(at, scratch.stripes.data(), one));
+        untile_stripe(g, tn, tk, scratch.stripes.data(), row0, scratch.rows.data());
+        for (uint64_t x = lo_row; x < hi_row; ++x) place(b, x, 0, scratch.rows.data() + (x - row0) * rb, rb);
+        continue;
+      }
+      // A few rows of a tall stripe (a piece of a requantizing chunk): from each tile along K,
+      // just their bytes, which lie together (tile_n rows of tile_row_bytes each).
+      const uint64_t rows_wanted = hi_row - lo_row;
+      scratch.stripes.resize(rows_wanted * tile_row_bytes);
+      for (uint64_t t = 0; t < tiles && t * tile_row_bytes < rb; ++t) {
+        IRIS_TRY(file.read_at(at + t * tn * tile_row_bytes + (lo_row - row0) * tile_row_bytes, scratch.stripes.data(), scratch.stripes.size()));
+        const uint64_t take = std::min(tile_row_bytes, rb - t * tile_row_bytes);
+        for (uint64_t x = lo_row; x < hi_row; ++x) place(b, x, t * tile_row_bytes, scratch.stripes.data() + (x - lo_row) * tile_row_bytes, take);
+      }
     }
     row = b * g.n + r_end;
   }

@@ -38,7 +38,10 @@ std::vector<Case> cases() {
   TensorDesc one_stripe{"o_proj.weight", {5, 64}, DType::kBF16, Format::kMxfp4,
                         {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}},
                         {LayoutKind::kTiled, 16, 128}};
-  return {{"mxfp4 3x37x96 in 16x64 tiles", mx}, {"fp8 2x21x144 in 8x32 tiles", fp8}, {"mxfp4 5x64 in one 16x128 tile", one_stripe}};
+  TensorDesc tall{"down_proj.weight", {2, 200, 96}, DType::kBF16, Format::kFp8E4M3,
+                  {{"scale_granularity", "channel"}, {"scale_dtype", "f32"}}, {LayoutKind::kTiled, 128, 64}};
+  return {{"mxfp4 3x37x96 in 16x64 tiles", mx}, {"fp8 2x21x144 in 8x32 tiles", fp8}, {"mxfp4 5x64 in one 16x128 tile", one_stripe},
+          {"fp8 2x200x96 in tall 128x64 tiles (a few rows read tile by tile)", tall}};
 }
 
 TEST(TiledCodes, EveryRangeReadsBackTheRowMajorBytes) {
