@@ -82,12 +82,21 @@ TEST(ArchiveSource, AnArchiveSetIsASourceAndItsPartsMergeToTheWhole) {
   }
   ASSERT_EQ(run("merge" + parts + " -o " + (d / "merged.iris") + " -q").rc, 0);
   EXPECT_TRUE(read_all(d / "merged.iris") == read_all(d / "x.iris"));
-  // One descriptor a member file, the archive's: its tables reopen members on demand. With
-  // two held a member, this 5-member set needs about 17 descriptors; on demand, about 12.
-  const auto r = testing_cli::run_shell("ulimit -n 14; " + test_paths::iris_binary() + " convert " + (d / "set.iris") + " -o " +
-                                        (d / "few-fds.iris") + " -q --quant nf4 2>&1");
+}
+
+TEST(ArchiveSource, AnArchiveSetTakesOneDescriptorAMember) {
+  // The archive holds one descriptor a member file; the source's tables reopen members on
+  // demand rather than hold a second. Measured on this 13-file set (2026-11-29): on demand,
+  // convert runs under a limit of 20 descriptors (24 in the sanitizer build, whose runtime
+  // takes some); holding two a member it needs 32. 27 sits between.
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "set.iris") + " -q --max-file-size 300KB").rc, 0);
+  ASSERT_TRUE(fs::exists(d / "set-00012-of-00012.iris"));
+  const auto r = testing_cli::run_shell("ulimit -n 27; " + test_paths::iris_binary() + " convert " + (d / "set.iris") + " -o " +
+                                        (d / "x.iris") + " -q --quant nf4 2>&1");
   EXPECT_EQ(r.rc, 0) << r.out;
-  EXPECT_TRUE(read_all(d / "few-fds.iris") == read_all(d / "x.iris"));
+  ASSERT_EQ(run("convert " + kFix + "llama-bf16 -o " + (d / "y.iris") + " -q --quant nf4").rc, 0);
+  EXPECT_TRUE(tensors_of(d, d / "x.iris") == tensors_of(d, d / "y.iris"));
 }
 
 TEST(ArchiveSource, ArchivesNoCheckpointDescribesConvert) {
