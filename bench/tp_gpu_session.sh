@@ -9,8 +9,9 @@
 # Stages (default: all of them, in this order: more than one device command's 10 minutes):
 #   probe      bench/nccl_graph_probe.py: NCCL in graphs and compiled, its exchange latency, and
 #              symmetric memory's (a minute)
-#   tests      python/tests/test_models_tp_gpu.py (the fixtures' TP and EP decodes, both exchanges,
-#              exact sums) and test_exact_layers_tp.py
+#   tests      python/tests/test_models_tp_gpu.py's decodes (the fixtures' TP and EP decodes, both
+#              exchanges; on two H200s its 16 cases took most of 520 s, 2026-11-29)
+#   tests-exact  the rest: its exact-sums cases and refusals, and test_exact_layers_tp.py
 #   symmetric  Llama-3-8B MXFP4 and gpt-oss-20b at full size, TP=N, exchange="symmetric"
 #              (ms/token, tokens and teacher-forced picks against one GPU, the noise floor)
 #   process-group  the same over NCCL's all_reduce, without the noise floor
@@ -31,7 +32,7 @@
 #              2026-11-29: tokens equal, 16 of 16)
 # N is the machine's GPU count. LIMIT_<STAGE> overrides a stage's seconds (defaults below;
 # LIMIT_EP_SYMMETRIC for ep-symmetric). A device command has 10 minutes: give each call the
-# stages whose limits fit it: `probe tests` (540 s), `symmetric process-group` (540), `knock-out` (300), `exact`
+# stages whose limits fit it: `tests` (540 s), `probe tests-exact` (540), `symmetric process-group` (540), `knock-out` (300), `exact`
 # (540), `ep` (400), `large` (540), `large-ep` (540), `large-exact` (540). Exit status: 1 when any stage failed or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,7 @@ OUT=${OUT:-/tmp/iris-tp-session}
 mkdir -p "$OUT"
 N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(probe tests symmetric process-group exact ep large large-ep)
+[ ${#stages[@]} -gt 0 ] || stages=(probe tests tests-exact symmetric process-group exact ep large large-ep)
 echo "$N GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 
 rc=0
@@ -65,7 +66,8 @@ run=(env -u EXCHANGE -u EP -u NOISE_FLOOR -u EXACT -u KNOCK_OUT VERIFY=0 STEPS=6
 for s in "${stages[@]}"; do
   case "$s" in
     probe) stage probe 60 python3 bench/nccl_graph_probe.py "$N" ;;
-    tests) stage tests 480 bash -c 'cd python/tests && python3 -m pytest -q -s test_models_tp_gpu.py test_exact_layers_tp.py' ;;
+    tests) stage tests 540 bash -c 'cd python/tests && python3 -m pytest -q -s -k "not exact_sums and not refused" test_models_tp_gpu.py' ;;
+    tests-exact) stage tests-exact 480 bash -c 'cd python/tests && python3 -m pytest -q -s -k "exact_sums or refused or exact_layers" test_models_tp_gpu.py test_exact_layers_tp.py' ;;
     symmetric) stage symmetric 300 "${run[@]}" EXCHANGE=symmetric bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     knock-out) stage knock-out 300 "${run[@]}" EXCHANGE=symmetric NOISE_FLOOR=0 KNOCK_OUT=1 STEPS=16 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
     process-group) stage process-group 240 "${run[@]}" NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" llama-3-8b:mxfp4 gpt-oss-20b:as-shipped ;;
@@ -76,7 +78,7 @@ for s in "${stages[@]}"; do
     large) stage large 540 "${run[@]}" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
     large-ep) stage large-ep 540 "${run[@]}" EP="$N" EXCHANGE=symmetric NOISE_FLOOR=0 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
     large-exact) stage large-exact 540 "${run[@]}" EXACT=1 NOISE_FLOOR=0 STEPS=16 bash bench/tp_decode_run.sh "$N" gpt-oss-120b:as-shipped ;;
-    *) echo "unknown stage '$s' (probe tests symmetric knock-out process-group exact ep large large-ep large-exact)" >&2; exit 2 ;;
+    *) echo "unknown stage '$s' (probe tests tests-exact symmetric knock-out process-group exact ep large large-ep large-exact)" >&2; exit 2 ;;
   esac
 done
 exit $rc
