@@ -123,8 +123,6 @@ Result<std::optional<DType>> export_dtype(const std::string& name) {
   return usage_error("--dtype must be keep, bf16, f16 or f32, not '" + name + "'");
 }
 
-std::map<std::string, std::string> export_metadata(const IrisArchive& a) { return recorded_safetensors_metadata(a); }
-
 Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target) {
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : a.manifest().tensors) {
@@ -160,7 +158,7 @@ Result<ExportReport> run_export(const ExportOptions& o) {
   IRIS_TRY(refuse_input_as_output(o.output, {o.archive}, "output"));
   SafetensorsWriteOptions wo;
   wo.overwrite = o.overwrite;
-  wo.metadata = export_metadata(a);
+  wo.metadata = recorded_safetensors_metadata(a);
   wo.partial_files = o.partial_files;
   wo.progress = [&](uint64_t d, uint64_t total) {
     r.bytes = total;

@@ -44,8 +44,5 @@ struct SafetensorsEntry;
 Result<std::vector<SafetensorsEntry>> export_entries(const IrisArchive& a, std::optional<DType> target);
 // --dtype: keep (empty) or the float type every tensor is written as.
 Result<std::optional<DType>> export_dtype(const std::string& name);
-// The safetensors __metadata__ to write: the source checkpoint's, as convert recorded it
-// (provenance.safetensors_metadata), with "format": "pt" added when it had none.
-std::map<std::string, std::string> export_metadata(const IrisArchive& a);
 
 }  // namespace iris

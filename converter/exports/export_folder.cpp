@@ -158,7 +158,7 @@ Result<ExportReport> run_export_folder(const ExportOptions& o) {
   // A new DIR is made beside its final name; into an existing one, the files are made inside
   // it, so that their renames never cross filesystems (DIR may be a mount point).
   IRIS_ASSIGN_OR_RETURN(TempFolder tmp, TempFolder::beside(dest.exists ? dest.dir / ".iris-export" : dest.dir));
-  const auto metadata = export_metadata(a);
+  const auto metadata = recorded_safetensors_metadata(a);
   json weight_map = json::object();
   uint64_t done = 0;
   ExportReport r;

@@ -88,7 +88,6 @@ Result<Snapshot> Snapshot::open_archive(const std::string& path) {
   }
   s.stored_.resize(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    s.stored_[i].desc = tensors[i].desc;
     s.stored_[i].index = i;
     s.stored_[i].components.resize(tensors[i].components.size());
   }

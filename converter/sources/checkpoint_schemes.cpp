@@ -17,27 +17,18 @@ const CheckpointScheme kGptqAwq{"GPTQ or AWQ packed integers (qweight/qzeros/g_i
 const CheckpointScheme* const kSchemes[] = {&schemes::kGptOssMxfp4, &schemes::kBitsandbytes4bit, &schemes::kFp8Scaled,
                                             &kLlmInt8, &kModelOptNvfp4, &kCtNvfp4, &kCtPacked, &kCtZeroPoint, &kGptqAwq};
 
-std::vector<CheckpointScheme> table() {
-  std::vector<CheckpointScheme> t;
-  for (const auto* s : kSchemes) t.push_back(*s);
-  return t;
-}
-
 }  // namespace
 
-std::span<const CheckpointScheme> checkpoint_schemes() {
-  static const std::vector<CheckpointScheme> all = table();  // immutable once made
-  return all;
-}
+std::span<const CheckpointScheme* const> checkpoint_schemes() { return kSchemes; }
 
 std::string undecoded_scheme_of(const Snapshot& snap, const std::string& name) {
   // A packed weight with a global scale is compressed-tensors NVFP4, not integers.
   if (name.ends_with(".weight_packed") && snap.find(name.substr(0, name.size() - 14) + ".weight_global_scale"))
     return "compressed-tensors nvfp4-pack-quantized (weight_packed)";
-  for (const auto& s : checkpoint_schemes()) {
-    if (s.decoded) continue;
-    for (const char* suffix : s.companion_suffixes)
-      if (name.ends_with(suffix)) return s.name;
+  for (const auto* s : checkpoint_schemes()) {
+    if (s->decoded) continue;
+    for (const char* suffix : s->companion_suffixes)
+      if (name.ends_with(suffix)) return s->name;
   }
   return "";
 }

@@ -31,7 +31,7 @@ struct CheckpointScheme {
   Status (*check_unclaimed)(const Snapshot& snap, const SnapshotTensor& t, const GroupingOptions& options) = nullptr;
 };
 
-std::span<const CheckpointScheme> checkpoint_schemes();
+std::span<const CheckpointScheme* const> checkpoint_schemes();
 
 // The scheme a tensor's companions reveal when it is one iris does not decode ("" otherwise).
 std::string undecoded_scheme_of(const Snapshot& snap, const std::string& name);

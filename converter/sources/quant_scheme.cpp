@@ -73,9 +73,9 @@ Status check_quantization_config(const json& qc, const std::string& where) {
   }
   if (method == "compressed-tensors") return check_compressed_tensors(qc, where);
   if (method == "modelopt") return check_modelopt_algo(string_at(qc, "quant_algo"), where);
-  for (const auto& scheme : checkpoint_schemes())  // a method only a decoded scheme declares
-    for (const char* m : scheme.quant_methods)
-      if (scheme.decoded && method == m) return Status::ok();
+  for (const auto* scheme : checkpoint_schemes())  // a method only a decoded scheme declares
+    for (const char* m : scheme->quant_methods)
+      if (scheme->decoded && method == m) return Status::ok();
   std::string detail = method;
   for (const char* key : {"bits", "version", "checkpoint_format"})
     if (auto it = qc.find(key); it != qc.end() && (it->is_number() || it->is_string()))

@@ -37,12 +37,12 @@ struct SnapshotTensor {
 
 class IrisArchive;
 
-// A tensor of an .iris archive read as a source (Snapshot::open_archive): its descriptor as
-// the archive holds it (layout included) and its components in place, in component_specs order.
+// A tensor of an .iris archive read as a source (Snapshot::open_archive): its components in
+// place, in component_specs order. Its descriptor (layout included), record and checksums are
+// the manifest's tensor `index`.
 struct StoredSourceTensor {
-  TensorDesc desc;
   std::vector<std::pair<Role, SnapshotTensor>> components;
-  size_t index = 0;  // in the archive's manifest: its checksums (IrisArchive::verify_tensor)
+  size_t index = 0;
 };
 
 struct AuxFile {

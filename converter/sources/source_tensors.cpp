@@ -40,7 +40,7 @@ const SourcePart* SourceTensor::part(Role role) const {
 }
 
 json SourceTensor::source_json() const {
-  if (recorded_source) return *recorded_source;
+  if (recorded_source) return recorded_source->json();
   json parts_j = json::array();
   for (const auto& p : parts)
     parts_j.push_back({{"role", role_name(p.role)},
@@ -52,7 +52,7 @@ json SourceTensor::source_json() const {
 }
 
 void SourceTensor::append_source_text(std::string& out, int depth) const {
-  if (recorded_source) return append_json_text(out, *recorded_source, depth);
+  if (recorded_source) return append_json_text(out, recorded_source->json(), depth);
   // source_json()'s keys in the order nlohmann's sorted objects write them.
   JsonMembers record(out, depth, '{');
   record.key("tensors");
@@ -81,17 +81,18 @@ Result<std::vector<SourceTensor>> archive_source_tensors(const Snapshot& snap) {
   out.reserve(snap.stored_tensors().size());
   std::shared_ptr<const IrisArchive> archive = snap.archive();
   for (const auto& stored : snap.stored_tensors()) {
+    const ArchiveTensor& held = archive->manifest().tensors[stored.index];
     SourceTensor t;
-    t.desc = stored.desc;
+    t.desc = held.desc;
     for (const auto& [role, ref] : stored.components) {
       SourcePart part{role, ref, std::nullopt};
-      if (stored.desc.layout.kind == LayoutKind::kTiled && role == Role::kCodes) {
-        IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(stored.desc));
-        part.tiled = TiledCodes{g, stored.desc.layout};
+      if (held.desc.layout.kind == LayoutKind::kTiled && role == Role::kCodes) {
+        IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(held.desc));
+        part.tiled = TiledCodes{g, held.desc.layout};
       }
       t.parts.push_back(std::move(part));
     }
-    t.recorded_source = archive->manifest().tensors[stored.index].source.json();
+    t.recorded_source = held.source;
     const size_t index = stored.index;
     t.check = std::make_shared<CheckOnce>([archive, index] { return archive->verify_tensor(archive->manifest().tensors[index]); });
     out.push_back(std::move(t));
@@ -115,11 +116,11 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
   // Pass 1: each tensor that starts a group of a scheme (checkpoint_schemes.h) makes the group.
   for (size_t i = 0; i < snap.tensors().size(); ++i) {
     const SnapshotTensor& st = snap.tensors()[i];
-    for (const auto& scheme : checkpoint_schemes()) {
-      if (!scheme.decoded) continue;
-      const std::string weight = scheme.group_of(snap, st.tensor->name);
+    for (const auto* scheme : checkpoint_schemes()) {
+      if (!scheme->decoded) continue;
+      const std::string weight = scheme->group_of(snap, st.tensor->name);
       if (weight.empty()) continue;
-      IRIS_ASSIGN_OR_RETURN(SourceTensor t, scheme.group(snap, st, weight));
+      IRIS_ASSIGN_OR_RETURN(SourceTensor t, scheme->group(snap, st, weight));
       for (const auto& p : t.parts) consumed.insert(p.ref.tensor->name);
       position.push_back(size_t(snap.find(t.parts[0].ref.tensor->name) - snap.tensors().data()));
       out.push_back(std::move(t));
@@ -131,8 +132,8 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
     const SnapshotTensor& st = snap.tensors()[i];
     const std::string& name = st.tensor->name;
     if (consumed.count(name)) continue;
-    for (const auto& scheme : checkpoint_schemes())
-      if (scheme.decoded) IRIS_TRY(scheme.check_unclaimed(snap, st, options));
+    for (const auto* scheme : checkpoint_schemes())
+      if (scheme->decoded) IRIS_TRY(scheme->check_unclaimed(snap, st, options));
     SourceTensor t;
     t.desc.name = name;
     t.desc.shape = st.tensor->shape;

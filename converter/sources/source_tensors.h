@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "converter/sources/snapshot.h"
+#include "formats/manifest.h"
 #include "formats/tensor_desc.h"
 
 namespace iris {
@@ -58,9 +59,9 @@ struct SourceTensor {
   std::vector<SourcePart> parts;
   std::shared_ptr<CheckOnce> check;  // an archive source's checksums; null for a checkpoint
   // An archive source's record of where its tensor came from (the original checkpoint's
-  // companions, FORMAT.md section 3), carried on as it is; empty for a checkpoint.
-  std::optional<nlohmann::json> recorded_source;
-  Status check_once() const { return check ? check->run() : Status::ok(); }
+  // companions, FORMAT.md section 3), carried on as it is, parsed only if the tensor is
+  // carried over (a requantized tensor gets a record of its own); empty for a checkpoint.
+  std::optional<SourceRecord> recorded_source;
   const SourcePart* part(Role role) const;
   nlohmann::json source_json() const;  // provenance: file and original tensors
   // append_json_text(source_json(), depth) (formats/manifest_entry_text.h) without the JSON:

@@ -9,20 +9,21 @@
 namespace iris {
 
 Status read_tiled_codes(const SourcePart& part, uint64_t offset, uint64_t n, uint8_t* out, TiledScratch& scratch) {
-  const std::string where = part.ref.file->path() + ": tensor '" + part.ref.tensor->name + "': ";
-  if (!part.tiled) return internal_error(where + "its codes are not tiled");
+  // (Built only for an error: this runs once a decoded piece.)
+  auto where = [&] { return part.ref.file->path() + ": tensor '" + part.ref.tensor->name + "': "; };
+  if (!part.tiled) return internal_error(where() + "its codes are not tiled");
   const MatrixGeometry& g = part.tiled->geometry;
   const uint64_t tn = part.tiled->layout.tile_n, tk = part.tiled->layout.tile_k;
   const uint64_t rb = g.row_bytes();
   if (tn == 0 || tk == 0 || g.padded_n % tn != 0 || g.padded_k % tk != 0)
-    return invalid_input(where + "tiles of " + std::to_string(tn) + "x" + std::to_string(tk) + " do not divide the padded matrix");
+    return invalid_input(where() + "tiles of " + std::to_string(tn) + "x" + std::to_string(tk) + " do not divide the padded matrix");
   const uint64_t one = stripe_bytes(g, tn), per_matrix = g.padded_n / tn;
   const auto stored = checked_mul(checked_mul(g.batch, per_matrix).value_or(UINT64_MAX), one);
   if (!stored || *stored != part.ref.tensor->size)
-    return invalid_input(where + "holds " + std::to_string(part.ref.tensor->size) + " bytes, not the tiled codes of its shape");
+    return invalid_input(where() + "holds " + std::to_string(part.ref.tensor->size) + " bytes, not the tiled codes of its shape");
   const uint64_t total = g.batch * g.n * rb;
   if (offset > total || n > total - offset)
-    return invalid_input(where + "bytes [" + std::to_string(offset) + ", +" + std::to_string(n) + ") are past its " +
+    return invalid_input(where() + "bytes [" + std::to_string(offset) + ", +" + std::to_string(n) + ") are past its " +
                          std::to_string(total) + " bytes of codes");
   if (n == 0) return Status::ok();
   const MappedFile& file = part.ref.file->mapping();

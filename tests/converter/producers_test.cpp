@@ -12,20 +12,12 @@
 #include <vector>
 
 #include "tests/test_files.h"
+#include "tests/vector_sink.h"
 
 namespace iris {
 namespace {
 
-class VectorSink final : public ByteSink {
- public:
-  Status write(std::span<const uint8_t> b) override {
-    bytes.insert(bytes.end(), b.begin(), b.end());
-    ++writes;
-    return Status::ok();
-  }
-  std::vector<uint8_t> bytes;
-  int writes = 0;
-};
+using testing_sinks::VectorSink;
 
 class FailingSink final : public ByteSink {
  public:

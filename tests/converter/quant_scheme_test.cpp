@@ -139,7 +139,8 @@ TEST(ReadableScheme, CompressedTensorsFp8AndModelOptFp8Convert) {
 // whole, and a companion's name ending tells one scheme only.
 TEST(CheckpointSchemes, EachIsDescribedWholeAndEachCompanionTellsOneScheme) {
   std::vector<std::string> suffixes;
-  for (const auto& s : checkpoint_schemes()) {
+  for (const auto* scheme : checkpoint_schemes()) {
+    const CheckpointScheme& s = *scheme;
     SCOPED_TRACE(s.name);
     EXPECT_FALSE(s.companion_suffixes.empty());
     if (s.decoded) {

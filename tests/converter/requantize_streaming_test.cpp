@@ -20,6 +20,7 @@
 #include "quant/nf4.h"
 #include "tests/test_files.h"
 #include "tests/test_paths.h"
+#include "tests/vector_sink.h"
 
 namespace iris {
 namespace {
@@ -28,14 +29,7 @@ using namespace testing_files;
 namespace fs = std::filesystem;
 const std::string kFix = test_paths::fixtures();
 
-class VectorSink final : public ByteSink {
- public:
-  Status write(std::span<const uint8_t> b) override {
-    bytes.insert(bytes.end(), b.begin(), b.end());
-    return Status::ok();
-  }
-  std::vector<uint8_t> bytes;
-};
+using testing_sinks::VectorSink;
 
 // Every component of `source` requantized to `target`, in chunks of about `chunk_floats`.
 std::vector<std::vector<uint8_t>> requantize(const SourceTensor& source, Target target, uint64_t chunk_floats, TensorDesc* desc = nullptr,

@@ -11,18 +11,12 @@
 #include <vector>
 
 #include "converter/pipeline/producers.h"
+#include "tests/vector_sink.h"
 
 namespace iris {
 namespace {
 
-class VectorSink final : public ByteSink {
- public:
-  Status write(std::span<const uint8_t> b) override {
-    bytes.insert(bytes.end(), b.begin(), b.end());
-    return Status::ok();
-  }
-  std::vector<uint8_t> bytes;
-};
+using testing_sinks::VectorSink;
 
 struct Case {
   const char* what;

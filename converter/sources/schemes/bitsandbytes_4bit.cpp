@@ -143,7 +143,7 @@ Status check_unclaimed(const Snapshot& snap, const SnapshotTensor& st, const Gro
 
 }  // namespace bitsandbytes_4bit
 
-const CheckpointScheme kBitsandbytes4bit{"bitsandbytes 4-bit", {"bitsandbytes"}, {".absmax", ".quant_map", ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"},
+const CheckpointScheme kBitsandbytes4bit{"bitsandbytes 4-bit", {"bitsandbytes"}, {std::begin(bitsandbytes_4bit::kBnbSuffixes), std::end(bitsandbytes_4bit::kBnbSuffixes)},
                                          true, bitsandbytes_4bit::group_of, bitsandbytes_4bit::group, bitsandbytes_4bit::check_unclaimed};
 
 }  // namespace iris::schemes
