@@ -41,6 +41,13 @@ CLI::App* add_convert_command(CLI::App& app, ConvertCommand& c) {
   convert->add_flag("--allow-nonfinite", c.options.allow_nonfinite, "Quantize tensors holding NaN or Inf instead of refusing");
   convert->add_flag("--allow-unscaled-fp8", c.options.allow_unscaled_fp8,
                     "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
+  convert->add_flag("--allow-suspect-scales", c.options.allow_packed.suspect_scales,
+                    "Decode GPTQ / AWQ / compressed-tensors integers whose group scales are zero or non-finite (their weights come out "
+                    "0, NaN or Inf, as the producing tool's do) instead of refusing");
+  convert->add_flag("--allow-g-idx-mismatch", c.options.allow_packed.g_idx_mismatch,
+                    "Decode by each column's g_idx even where it is not a permutation of whole groups or contradicts desc_act");
+  convert->add_flag("--allow-zero-convention-mismatch", c.options.allow_packed.zero_convention,
+                    "Decode GPTQ zero points by the declared checkpoint_format even where the stored ones follow the other convention");
   convert->add_flag("--dry-run", c.options.dry_run, "Print the per-tensor plan, the output size and the predicted peak memory; write nothing");
   c.max_rss_option = convert->add_option("--max-rss", c.max_rss,
                       "Memory budget (2GB, 512MiB, ...): smaller chunks are used to fit it, or the conversion is refused before it starts");

@@ -212,16 +212,20 @@ struct TensorStep {
   TensorOutcome outcome;
 };
 
+// Whether `st` goes into the archive byte for byte (its codes re-tiled): it is already in the
+// target's format, and its bytes are its values' (packed integers are always decoded).
+bool carried_as_stored(const SourceTensor& st, Target target) { return !st.packed && already_in_target(st.desc, target); }
+
 // `st` must outlive the writer that takes the step (its producers and record read it).
 Result<TensorStep> plan_tensor(const SourceTensor& st, const QuantPolicy::Decision& decision, const ConvertOptions& o,
                                const RequantOptions& ro) {
   TensorStep step;
   TensorOutcome& out = step.outcome;
   out.name = st.desc.name;
-  out.from = storage_name(st.desc);
+  out.from = st.packed ? st.packed->describe() : storage_name(st.desc);
   out.why = decision.why;
   TensorDesc& desc = step.desc;
-  if (already_in_target(st.desc, decision.target)) {
+  if (carried_as_stored(st, decision.target)) {
     step.cost = ProducerCost::kCopy;
     // Same format: carried over byte for byte, codes re-tiled.
     desc = st.desc;
@@ -234,7 +238,7 @@ Result<TensorStep> plan_tensor(const SourceTensor& st, const QuantPolicy::Decisi
     step.source_record.make = [record = std::move(plan.source_record)] { return record; };
     step.producers = std::move(plan.producers);
     out.requantized = true;
-    out.lossy_requant = is_quantized(st.desc.format) && is_quantized(desc.format);
+    out.lossy_requant = (is_quantized(st.desc.format) || st.packed) && is_quantized(desc.format);
     out.quality = plan.quality;
     step.late = plan.late;
   }
@@ -353,7 +357,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   if (!v1 && !o.config.empty()) return usage_error("--config applies to .iris v1 sources only (a snapshot carries its own config.json)");
   IRIS_ASSIGN_OR_RETURN(Snapshot snap, v1 ? Snapshot::open_v1(o.source, o.config)
                                           : archive ? Snapshot::open_archive(o.source) : Snapshot::open(o.source));
-  IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8}));
+  IRIS_ASSIGN_OR_RETURN(std::vector<SourceTensor> sources, group_source_tensors(snap, GroupingOptions{o.allow_unscaled_fp8, o.allow_packed}));
 
   if (o.part.active() && o.dry_run) return usage_error("--part with --dry-run: the plan is the whole conversion's; drop --part");
   if (o.max_file_size && (o.part.active() || o.segment.active))
@@ -402,7 +406,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   planned.reserve(sources.size());
   for (const auto& st : sources) {
     decisions.push_back(policy.decide(st.desc));
-    planned.push_back({&st, decisions.back().target, !already_in_target(st.desc, decisions.back().target)});
+    planned.push_back({&st, decisions.back().target, !carried_as_stored(st, decisions.back().target)});
   }
   // A --rule or --skip that matches nothing is reported now, before any tensor is decoded
   // (planning an NF4 target reads its whole source).

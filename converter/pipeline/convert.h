@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "converter/sources/packed_integers.h"
 #include "common/atomic_output.h"
 #include "common/status.h"
 #include "formats/iris_writer.h"
@@ -36,6 +37,7 @@ struct ConvertOptions {
   bool allow_unmatched = false;
   bool allow_nonfinite = false;
   bool allow_unscaled_fp8 = false;  // keep FP8 tensors without a scale raw (their values are the weights)
+  PackedIntegerAllowances allow_packed;  // GPTQ / AWQ / compressed-tensors findings accepted
   bool dry_run = false;
   std::string mxfp4_scale = "ocp";  // ocp | search
   std::string report_path;          // --report FILE.json

@@ -76,8 +76,12 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
   d.name = source.desc.name;
   d.shape = shape;
   d.dtype = source.desc.dtype == DType::kF16 || source.desc.dtype == DType::kF32 ? source.desc.dtype : DType::kBF16;
-  if (target == Target::kBf16) {
-    d.dtype = DType::kBF16;
+  // A source no archive format holds as stored (packed integers) is kept as its dequantized
+  // values, in the dtype the producing tool dequantizes to: exactly the tool's weights.
+  const bool decode_as_is = target == Target::kKeep && source.packed;
+  if (target == Target::kKeep && !decode_as_is) return internal_error("plan_requantize called for keep");
+  if (target == Target::kBf16 || decode_as_is) {
+    d.dtype = decode_as_is ? source.desc.dtype : DType::kBF16;
     d.format = Format::kRaw;
     j.k = j.decoder->k();
     j.n = j.decoder->rows();
@@ -180,18 +184,19 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       break;
     }
     case Target::kBf16:
-      parts.push_back(part("data", base, "BF16", shape));
-      plan.producers = {codes_producer(job, produce_bf16)};
+    case Target::kKeep:  // decode_as_is
+      parts.push_back(part("data", base, std::string(dtype_st_name(d.dtype)).c_str(), shape));
+      plan.producers = {codes_producer(job, produce_float)};
       break;
-    case Target::kKeep:
-      return internal_error("plan_requantize called for keep");
   }
   // The decoder is made again when the tensor's turn comes: between now and then it would
   // hold buffers for nothing while the other tensors are planned.
   j.decoder.reset();
   plan.desc = d;
-  plan.source_record = {{"tensors", parts}, {"requantized_from", is_quantized(source.desc.format) ? format_name(source.desc.format)
-                                                                                                 : std::string(dtype_archive_name(source.desc.dtype))}};
+  plan.source_record = {{"tensors", parts},
+                        {"requantized_from", source.packed                      ? source.packed->describe()
+                                             : is_quantized(source.desc.format) ? format_name(source.desc.format)
+                                                                                : std::string(dtype_archive_name(source.desc.dtype))}};
   plan.quality = j.quality;
   return plan;
 }

@@ -10,12 +10,11 @@ namespace {
 const CheckpointScheme kLlmInt8{"bitsandbytes LLM.int8 (int8 weights with SCB row scales)", {}, {".SCB", ".weight_format"}};
 const CheckpointScheme kModelOptNvfp4{"ModelOpt NVFP4 (weight_scale_2)", {}, {".weight_scale_2"}};
 const CheckpointScheme kCtNvfp4{"compressed-tensors nvfp4-pack-quantized (weight_global_scale)", {}, {".weight_global_scale"}};
-const CheckpointScheme kCtPacked{"compressed-tensors pack-quantized integers (weight_packed)", {}, {".weight_packed"}};
-const CheckpointScheme kCtZeroPoint{"compressed-tensors asymmetric integers (weight_zero_point)", {}, {".weight_zero_point"}};
-const CheckpointScheme kGptqAwq{"GPTQ or AWQ packed integers (qweight/qzeros/g_idx)", {"gptq", "awq"}, {".qweight", ".qzeros", ".g_idx"}};
 
-const CheckpointScheme* const kSchemes[] = {&schemes::kGptOssMxfp4, &schemes::kBitsandbytes4bit, &schemes::kFp8Scaled,
-                                            &kLlmInt8, &kModelOptNvfp4, &kCtNvfp4, &kCtPacked, &kCtZeroPoint, &kGptqAwq};
+// Packed integers before FP8: compressed-tensors' P.weight_scale belongs to P.weight_packed.
+const CheckpointScheme* const kSchemes[] = {&schemes::kGptOssMxfp4, &schemes::kBitsandbytes4bit, &schemes::kCompressedTensorsPacked,
+                                            &schemes::kGptqAwq,     &schemes::kFp8Scaled,        &kLlmInt8,
+                                            &kModelOptNvfp4,        &kCtNvfp4};
 
 }  // namespace
 

@@ -26,7 +26,8 @@ struct CheckpointScheme {
   // Decoded schemes. The logical weight whose group a tensor named `name` starts, "" when it
   // starts none; the group, checked, as one logical tensor (its codes part first).
   std::string (*group_of)(const Snapshot& snap, const std::string& name) = nullptr;
-  Result<SourceTensor> (*group)(const Snapshot& snap, const SnapshotTensor& first, const std::string& weight) = nullptr;
+  Result<SourceTensor> (*group)(const Snapshot& snap, const SnapshotTensor& first, const std::string& weight,
+                                const GroupingOptions& options) = nullptr;
   // A tensor no group claimed: an error when it is one of this scheme's companions alone.
   Status (*check_unclaimed)(const Snapshot& snap, const SnapshotTensor& t, const GroupingOptions& options) = nullptr;
 };
@@ -38,7 +39,7 @@ std::string undecoded_scheme_of(const Snapshot& snap, const std::string& name);
 
 namespace schemes {
 // Each decoded scheme (sources/schemes/*.cpp).
-extern const CheckpointScheme kGptOssMxfp4, kBitsandbytes4bit, kFp8Scaled;
+extern const CheckpointScheme kGptOssMxfp4, kBitsandbytes4bit, kFp8Scaled, kGptqAwq, kCompressedTensorsPacked;
 }  // namespace schemes
 
 }  // namespace iris

@@ -12,7 +12,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kNotDecoded = ": iris does not decode this scheme (it reads mxfp4, bitsandbytes 4-bit, fp8 and fbgemm_fp8, "
-                                    "compressed-tensors float-quantized FP8 and ModelOpt FP8)";
+                                    "gptq (v1, v2: 2, 3, 4, 8 bits), awq (GEMM), compressed-tensors float-quantized FP8 and "
+                                    "pack-quantized 2/4/8-bit integers, and ModelOpt FP8)";
 
 std::string string_at(const json& o, const char* key) {
   auto it = o.find(key);
@@ -25,11 +26,12 @@ bool true_at(const json& o, const char* key) {
 }
 
 // compressed-tensors: the global `format`, each config group's own `format` and its weights'
-// quantization args, and a sparsity config. Only FP8 weights stored as F8_E4M3 with float
-// scales (float-quantized, or naive-quantized floats) and dense ones are read.
+// quantization args, and a sparsity config. FP8 weights stored as F8_E4M3 with float scales
+// (float-quantized, or naive-quantized floats), integers of 2, 4 or 8 bits packed into int32
+// words (pack-quantized) and dense ones are read.
 Status check_compressed_tensors(const json& qc, const std::string& where) {
   auto refuse = [&](const std::string& what) { return unsupported(where + "compressed-tensors " + what + kNotDecoded); };
-  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "dense", ""};
+  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "pack-quantized", "dense", ""};
   const std::string global = string_at(qc, "format");
   if (!readable.count(global)) return refuse("format '" + global + "'");
   if (auto sp = qc.find("sparsity_config"); sp != qc.end() && sp->is_object()) {
@@ -49,7 +51,10 @@ Status check_compressed_tensors(const json& qc, const std::string& where) {
     const std::string type = string_at(*w, "type");
     auto bits = w->find("num_bits");
     const bool fp8 = type == "float" && bits != w->end() && bits->is_number_integer() && bits->get<int64_t>() == 8;
-    if (!fp8) {
+    const std::string packing = f.empty() ? global : f;
+    const bool packed_int = type == "int" && packing == "pack-quantized" && bits != w->end() && bits->is_number_integer() &&
+                            (bits->get<int64_t>() == 2 || bits->get<int64_t>() == 4 || bits->get<int64_t>() == 8);
+    if (!fp8 && !packed_int) {
       const std::string b = bits != w->end() ? bits->dump() : "?";
       return refuse(b + "-bit " + (type.empty() ? std::string("?") : type) + " weights (config group '" + name + "', format '" +
                     (f.empty() ? global : f) + "')");

@@ -209,6 +209,7 @@ class QuantizedDecoder final : public SourceDecoder {
 }  // namespace
 
 Result<std::unique_ptr<SourceDecoder>> SourceDecoder::create(const SourceTensor& s) {
+  if (s.packed) return make_packed_integer_decoder(s);
   if (s.desc.format == Format::kRaw) {
     if (!is_float_dtype(s.desc.dtype))
       return unsupported("tensor '" + s.desc.name + "': " + std::string(dtype_archive_name(s.desc.dtype)) + " values cannot be quantized");

@@ -16,6 +16,9 @@ namespace iris {
 struct DecodeScratch {
   std::vector<uint8_t> codes, aux, nested;
   TiledScratch tiled;  // an archive source's stripes, untiled into codes
+  // A packed-integer source's zero points and scales of the rows, unpacked (packed_integers.h).
+  std::vector<int32_t> zeros;
+  std::vector<float> scales;
 };
 
 class SourceDecoder {

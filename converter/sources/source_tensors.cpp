@@ -43,7 +43,7 @@ json SourceTensor::source_json() const {
   if (recorded_source) return recorded_source->json();
   json parts_j = json::array();
   for (const auto& p : parts)
-    parts_j.push_back({{"role", role_name(p.role)},
+    parts_j.push_back({{"role", p.label ? p.label : role_name(p.role)},
                        {"name", p.ref.tensor->name},
                        {"file", p.ref.file->file_name()},
                        {"dtype", std::string(dtype_st_name(p.ref.tensor->dtype))},
@@ -65,7 +65,7 @@ void SourceTensor::append_source_text(std::string& out, int depth) const {
     e.key("name");
     append_json_string(out, p.ref.tensor->name);
     e.key("role");
-    append_json_string(out, role_name(p.role));
+    append_json_string(out, p.label ? p.label : role_name(p.role));
     e.key("shape");
     append_json_uints(out, p.ref.tensor->shape, e.inner());
     e.close('}');
@@ -120,7 +120,7 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
       if (!scheme->decoded) continue;
       const std::string weight = scheme->group_of(snap, st.tensor->name);
       if (weight.empty()) continue;
-      IRIS_ASSIGN_OR_RETURN(SourceTensor t, scheme->group(snap, st, weight));
+      IRIS_ASSIGN_OR_RETURN(SourceTensor t, scheme->group(snap, st, weight, options));
       for (const auto& p : t.parts) consumed.insert(p.ref.tensor->name);
       position.push_back(size_t(snap.find(t.parts[0].ref.tensor->name) - snap.tensors().data()));
       out.push_back(std::move(t));

@@ -5,6 +5,9 @@
 //   bitsandbytes 4-bit P.weight U8 + P.weight.{absmax, quant_map, nested_absmax,
 //                      nested_quant_map, quant_state.bitsandbytes__nf4|fp4}          -> P.weight
 //   FP8 E4M3           P.weight F8_E4M3 + P.weight_scale_inv | P.weight_scale        -> P.weight
+//   GPTQ, AWQ          P.qweight + P.qzeros + P.scales [+ P.g_idx]                  -> P.weight
+//   compressed-tensors P.weight_packed + P.weight_scale [+ P.weight_zero_point,
+//   pack-quantized     P.weight_g_idx, P.weight_shape]                               -> P.weight
 //
 // Everything else is a raw tensor. A companion without its weight, or a set whose shapes
 // disagree, is an error naming the file and tensor.
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "converter/sources/packed_integers.h"
 #include "converter/sources/snapshot.h"
 #include "formats/manifest.h"
 #include "formats/tensor_desc.h"
@@ -35,6 +39,9 @@ struct SourcePart {
   Role role;  // the archive component it becomes
   SnapshotTensor ref;
   std::optional<TiledCodes> tiled = std::nullopt;  // an archive source's tiled codes; row-major bytes otherwise
+  // A checkpoint companion that no archive component stands for (a zero point, a g_idx): the
+  // role its record names instead of `role`'s.
+  const char* label = nullptr;
 };
 
 // A check run once, by whichever reader of a tensor's bytes comes first, from any thread: an
@@ -62,6 +69,10 @@ struct SourceTensor {
   // companions, FORMAT.md section 3), carried on as it is, parsed only if the tensor is
   // carried over (a requantized tensor gets a record of its own); empty for a checkpoint.
   std::optional<SourceRecord> recorded_source;
+  // Integer codes packed by GPTQ, AWQ or compressed-tensors (packed_integers.h): desc is the
+  // dequantized weight (format raw, the scale's dtype), which no archive format holds as
+  // stored, so the tensor is always decoded; parts list its checkpoint tensors, codes first.
+  std::shared_ptr<const PackedIntegers> packed;
   const SourcePart* part(Role role) const;
   nlohmann::json source_json() const;  // provenance: file and original tensors
   // append_json_text(source_json(), depth) (formats/manifest_entry_text.h) without the JSON:
@@ -73,6 +84,8 @@ struct GroupingOptions {
   // An F8_E4M3 / F8_E5M2 tensor with no scale companion is an error by default: storing it raw
   // silently assumes a scale of 1. True: keep it raw, its values being the weights themselves.
   bool allow_unscaled_fp8 = false;
+  // Packed-integer checkpoints' semantic checks (packed_integers.h) that may be accepted.
+  PackedIntegerAllowances packed;
 };
 
 // An archive source (Snapshot::open_archive) gives its stored tensors as they are, codes tiled.

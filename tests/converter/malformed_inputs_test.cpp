@@ -234,7 +234,7 @@ TEST(QuantizedLookingTensors, UnscaledFp8OnRequestAndUnknownSchemesRefused) {
   auto snap = Snapshot::open(d.path.string());
   ASSERT_TRUE(snap.is_ok()) << snap.status().message();
   EXPECT_FALSE(group_source_tensors(*snap).is_ok());
-  auto raw = group_source_tensors(*snap, GroupingOptions{true});
+  auto raw = group_source_tensors(*snap, GroupingOptions{true, {}});
   ASSERT_TRUE(raw.is_ok()) << raw.status().message();
   ASSERT_EQ(raw->size(), 1u);
   EXPECT_EQ((*raw)[0].desc.format, Format::kRaw);

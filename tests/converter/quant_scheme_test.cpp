@@ -1,8 +1,10 @@
 // Checkpoints in quantization schemes iris does not decode are refused with exit 7 and one
 // line naming the scheme, before any tensor is read, and leave no output (issue 24 item 4).
 // Each case is the header shape the producing tool writes (bitsandbytes LLM.int8,
-// compressed-tensors pack-quantized and nvfp4-pack-quantized, ModelOpt NVFP4, GPTQ), with
-// and without the config that declares it; readable schemes still convert.
+// compressed-tensors nvfp4-pack-quantized, ModelOpt NVFP4, and the GPTQ / AWQ /
+// compressed-tensors integer variants iris has no packing for), with and without the config
+// that declares it; readable schemes still convert. (The integer schemes iris reads are
+// checked against an oracle in python/tests/test_packed_integers.py.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +66,14 @@ std::vector<SchemeCase> cases() {
                          {{"targets", {"Linear"}},
                           {"format", "pack-quantized"},
                           {"weights", {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}}}}}}}};
+  auto w4a16_bits = [&](int bits) {
+    json j = w4a16;
+    j["config_groups"]["group_0"]["weights"]["num_bits"] = bits;
+    return j;
+  };
+  json int_quantized = w4a16;
+  int_quantized["format"] = "int-quantized";
+  int_quantized["config_groups"]["group_0"]["format"] = "int-quantized";
   json nvfp4 = w4a16;
   nvfp4["format"] = "nvfp4-pack-quantized";
   nvfp4["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized";
@@ -71,16 +81,18 @@ std::vector<SchemeCase> cases() {
   return {
       {"llm.int8 declared", int8, {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}, {"_load_in_8bit", true}}, "", "LLM.int8"},
       {"llm.int8 by its SCB", int8, nullptr, "", "LLM.int8"},
-      {"compressed-tensors W4A16 declared", packed, w4a16, "", "compressed-tensors format 'pack-quantized'"},
-      {"compressed-tensors W4A16 by its packing", packed, nullptr, "", "compressed-tensors pack-quantized"},
       {"compressed-tensors NVFP4 declared", ct_nvfp4, nvfp4, "", "compressed-tensors format 'nvfp4-pack-quantized'"},
       {"compressed-tensors NVFP4 by its global scale", ct_nvfp4, nullptr, "", "nvfp4-pack-quantized"},
       {"ModelOpt NVFP4 declared", mo_nvfp4, nullptr,
        R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}})",
        "ModelOpt quant_algo 'NVFP4'"},
       {"ModelOpt NVFP4 by its second scale", mo_nvfp4, nullptr, "", "ModelOpt NVFP4"},
-      {"GPTQ declared", gptq, {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}}, "", "quant_method 'gptq' (gptq, bits 4)"},
-      {"GPTQ by its qweight", gptq, nullptr, "", "GPTQ or AWQ"},
+      {"GPTQ or AWQ codes without a config to say which", gptq, nullptr, "", "GPTQ or AWQ"},
+      {"GPTQ in a width it has no packing for", gptq, {{"quant_method", "gptq"}, {"bits", 5}, {"group_size", 128}}, "", "GPTQ packs 2, 3, 4 or 8 bits"},
+      {"GPTQ packed in int16 words", gptq, {{"quant_method", "gptq"}, {"bits", 4}, {"pack_dtype", "int16"}}, "", "pack_dtype 'int16'"},
+      {"AWQ GEMV packing", gptq, {{"quant_method", "awq"}, {"bits", 4}, {"version", "gemv"}}, "", "version 'gemv'"},
+      {"compressed-tensors 3-bit packed integers", packed, w4a16_bits(3), "", "3-bit int weights"},
+      {"compressed-tensors integers stored int-quantized", packed, int_quantized, "", "format 'int-quantized'"},
       {"compressed-tensors int weights stored float-quantized", {{"m.p.weight", "BF16", {4, 8}, 64}},
        {{"quant_method", "compressed-tensors"},
         {"format", "float-quantized"},
@@ -153,7 +165,9 @@ TEST(CheckpointSchemes, EachIsDescribedWholeAndEachCompanionTellsOneScheme) {
   }
   for (size_t i = 0; i < suffixes.size(); ++i)
     for (size_t j = 0; j < suffixes.size(); ++j)
-      if (i != j) EXPECT_FALSE(suffixes[i].ends_with(suffixes[j])) << suffixes[i] << " also ends with " << suffixes[j];
+      if (i != j) {
+        EXPECT_FALSE(suffixes[i].ends_with(suffixes[j])) << suffixes[i] << " also ends with " << suffixes[j];
+      }
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ Status write_chunk(Job& j, Worker& w, ByteSink& sink);
 Status produce_mxfp4(Job& j, ByteSink& sink);
 Status produce_fp8(Job& j, ByteSink& sink);
 Status produce_nf4(Job& j, ByteSink& sink);
-Status produce_bf16(Job& j, ByteSink& sink);
+Status produce_float(Job& j, ByteSink& sink);
 // NF4's parameters for nested offset `off` (the quant_state JSON in the stash), and the offset
 // pass once (the codes producer calls it first; a dry run, through the tensor's LateDesc).
 void set_nf4_params(Job& j, float off);

@@ -122,7 +122,7 @@ std::string group_of(const Snapshot&, const std::string& name) {
   return state ? name.substr(0, name.size() - kStateSuffix) : "";
 }
 
-Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& state, const std::string& weight_name) {
+Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& state, const std::string& weight_name, const GroupingOptions&) {
   const bool nf4 = state.tensor->name.ends_with("__nf4");
   const SnapshotTensor* weight = snap.find(weight_name);
   if (!weight) return invalid_input(where(state) + "bitsandbytes quant_state without its weight '" + weight_name + "'");

@@ -76,13 +76,14 @@ Result<SourceTensor> group_fp8(const Snapshot& snap, const SnapshotTensor& weigh
   return t;
 }
 
-std::string group_of(const Snapshot&, const std::string& name) {
+std::string group_of(const Snapshot& snap, const std::string& name) {
   if (name.ends_with("_scale_inv")) return name.substr(0, name.size() - 10);
-  if (name.ends_with(".weight_scale")) return name.substr(0, name.size() - 6);
+  // (compressed-tensors' packed integers and NVFP4 have a weight_scale too: theirs)
+  if (name.ends_with(".weight_scale") && !snap.find(name.substr(0, name.size() - 6) + "_packed")) return name.substr(0, name.size() - 6);
   return "";
 }
 
-Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& scale, const std::string& weight_name) {
+Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& scale, const std::string& weight_name, const GroupingOptions&) {
   const std::string& name = scale.tensor->name;
   const bool inv = name.ends_with("_scale_inv");
   const SnapshotTensor* weight = snap.find(weight_name);

@@ -38,7 +38,7 @@ std::string group_of(const Snapshot&, const std::string& name) {
   return name.ends_with("_blocks") ? name.substr(0, name.size() - 7) : "";
 }
 
-Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& blocks, const std::string& base) {
+Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& blocks, const std::string& base, const GroupingOptions&) {
   const SnapshotTensor* scales = snap.find(base + "_scales");
   if (!scales) return invalid_input(where(blocks) + "MXFP4 blocks without their '" + base + "_scales' companion");
   return group_mxfp4(snap, base, blocks, *scales);

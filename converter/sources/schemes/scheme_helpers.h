@@ -21,5 +21,31 @@ inline DType logical_float_dtype(const Snapshot& snap) {
 }
 // config.json's quantization_config.quant_method, or "".
 std::string quant_method(const Snapshot& snap);
+// The logical tensor of a packed-integer weight (packed_integers.h): its dequantized values,
+// raw in the scale's dtype (F32 scales: the model's), checked first; its checkpoint tensors
+// the codes, the scales, then `companions` and a g_idx where it has one.
+inline Result<SourceTensor> packed_integer_tensor(const Snapshot& snap, const std::string& weight, std::shared_ptr<PackedIntegers> p,
+                                                  bool columns_in_order, bool symmetric, const GroupingOptions& options,
+                                                  std::vector<SourcePart> companions) {
+  IRIS_TRY(check_packed_integers(*p, columns_in_order, symmetric, options.packed));
+  SourceTensor t;
+  t.desc.name = weight;
+  t.desc.shape = {p->n, p->k};
+  t.desc.dtype = p->scale_dtype == DType::kF32 ? logical_float_dtype(snap) : p->scale_dtype;
+  t.desc.format = Format::kRaw;
+  t.parts = {{Role::kCodes, p->codes}, {Role::kScales, p->scales}};
+  for (auto& c : companions) t.parts.push_back(std::move(c));
+  if (p->g_idx.tensor) t.parts.push_back({Role::kData, p->g_idx, std::nullopt, "group_index"});
+  t.packed = std::move(p);
+  return t;
+}
+
+// A packed-integer weight's g_idx companion: I32 [k], one group a column.
+inline Status check_g_idx_shape(const SnapshotTensor& g_idx, uint64_t k) {
+  const auto& g = *g_idx.tensor;
+  if (g.dtype == DType::kI32 && g.shape == std::vector<uint64_t>{k}) return Status::ok();
+  return invalid_input(where(g_idx) + "g_idx must be I32 [" + std::to_string(k) + "], not " + std::string(dtype_st_name(g.dtype)) + " " +
+                       shape_str(g.shape));
+}
 
 }  // namespace iris::schemes

@@ -1,0 +1,2 @@
+"""Stand-in (see transformers/__init__.py)."""
+CONFIG_NAME = "config.json"

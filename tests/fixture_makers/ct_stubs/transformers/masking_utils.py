@@ -1,0 +1,2 @@
+"""Stand-in (see transformers/__init__.py)."""
+ALL_MASK_ATTENTION_FUNCTIONS = {}

@@ -1,0 +1,2 @@
+"""Stand-in (see transformers/__init__.py)."""
+from transformers import CompressedTensorsConfig  # noqa: F401
