@@ -104,6 +104,14 @@ void fill_tensor_info(const TensorDesc& d, size_t n_components, const char* name
         p.group_size = f->group_size;
       }
       break;
+    case Format::kIntGroup:
+      if (auto g = int_group_params(d); g.is_ok()) {
+        p.code_bits = g->bits;
+        p.scale_dtype = to_c(g->scale_dtype);
+        p.group_size = g->group_size;
+        p.int_group_flags = (g->zero_points ? IRIS_INT_GROUP_ZERO_POINTS : 0u) | (g->act_order ? IRIS_INT_GROUP_ACT_ORDER : 0u);
+      }
+      break;
     case Format::kRaw: break;
   }
 }
@@ -181,7 +189,7 @@ uint32_t iris_dtype_bits(iris_dtype d) {
 }
 
 const char* iris_format_name(iris_format f) {
-  if (int(f) < 0 || int(f) > int(IRIS_FORMAT_FP8_E4M3)) return "unknown";
+  if (int(f) < 0 || int(f) > int(IRIS_FORMAT_INT_GROUP)) return "unknown";
   return format_name(static_cast<Format>(int(f)));
 }
 

@@ -14,13 +14,14 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kRoleNames[kRoleCount] = {"data", "codes", "scales", "absmax", "nested_absmax", "code_table",
-                                                "nested_code_table", "quant_state"};
+                                                "nested_code_table", "quant_state", "zero_points", "permutation"};
 
 constexpr Role kRawRoles[] = {Role::kData};
 constexpr Role kMxfp4Roles[] = {Role::kCodes, Role::kScales};
 constexpr Role kBnbRoles[] = {Role::kCodes, Role::kAbsmax, Role::kNestedAbsmax, Role::kCodeTable, Role::kNestedCodeTable,
                               Role::kQuantState};
 constexpr Role kFp8Roles[] = {Role::kCodes, Role::kScales};
+constexpr Role kIntGroupRoles[] = {Role::kCodes, Role::kScales, Role::kZeroPoints, Role::kPermutation};
 
 constexpr ParamSpec kMxfp4Params[] = {
     {"block_size", ParamType::kUnsigned, true},
@@ -48,6 +49,14 @@ constexpr ParamSpec kFp8Params[] = {
     {"group_size", ParamType::kUnsigned, false},  // group only
 };
 
+constexpr ParamSpec kIntGroupParams[] = {
+    {"bits", ParamType::kUnsigned, true},
+    {"group_size", ParamType::kUnsigned, true},
+    {"scale_dtype", ParamType::kString, true},
+    {"zero_points", ParamType::kBool, true},
+    {"act_order", ParamType::kBool, true},
+};
+
 // NF4 code 7 is 0.0 (code 0 is -1.0); MXFP4, bnb FP4 and E4M3 code 0 is +0.
 constexpr FormatTraits kTraits[] = {
     {Format::kRaw, "raw", 0, 1, 0x00, kRawRoles, {}},
@@ -55,6 +64,9 @@ constexpr FormatTraits kTraits[] = {
     {Format::kNf4, "nf4", 4, 2, 0x77, kBnbRoles, kBnbParams},
     {Format::kBnbFp4, "bnb_fp4", 4, 2, 0x00, kBnbRoles, kBnbParams},
     {Format::kFp8E4M3, "fp8_e4m3", 8, 1, 0x00, kFp8Roles, kFp8Params},
+    // int_group: code_bits is the tensor's `bits` (tensor_desc.h: code_bits_of); rows are
+    // padded to 8 elements, whole bytes at any width. Padding codes are 0 (FORMAT.md 4.5).
+    {Format::kIntGroup, "int_group", 0, 8, 0x00, kIntGroupRoles, kIntGroupParams},
 };
 
 bool is_unsigned(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
@@ -224,6 +236,24 @@ Result<Fp8Params> fp8_params(const TensorDesc& d) {
   p.scale_dtype = *sdt;
   p.scale_shape = d.params["scale_shape"].get<std::vector<uint64_t>>();
   p.scale_name = d.params["scale_name"].get<std::string>();
+  return p;
+}
+
+Result<IntGroupParams> int_group_params(const TensorDesc& d) {
+  if (d.format != Format::kIntGroup) return internal_error(tensor_context(d) + "not an int_group tensor");
+  IRIS_TRY(check_param_keys(d));
+  IntGroupParams p;
+  const uint64_t bits = d.params["bits"].get<uint64_t>();
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8) return invalid_input(tensor_context(d) + "int_group bits " + std::to_string(bits) + " is not 2, 3, 4 or 8");
+  p.bits = uint32_t(bits);
+  p.group_size = d.params["group_size"].get<uint64_t>();
+  if (p.group_size == 0 || p.group_size > (uint64_t(1) << 40)) return invalid_input(tensor_context(d) + "int_group group_size out of range");
+  auto sdt = dtype_from_archive_name(d.params["scale_dtype"].get<std::string>());
+  if (!sdt || (*sdt != DType::kF32 && *sdt != DType::kBF16 && *sdt != DType::kF16))
+    return invalid_input(tensor_context(d) + "scale_dtype must be f32, bf16 or f16");
+  p.scale_dtype = *sdt;
+  p.zero_points = d.params["zero_points"].get<bool>();
+  p.act_order = d.params["act_order"].get<bool>();
   return p;
 }
 

@@ -19,14 +19,17 @@ namespace iris {
 
 struct TensorDesc;
 
-enum class Format { kRaw, kMxfp4, kNf4, kBnbFp4, kFp8E4M3 };
+enum class Format { kRaw, kMxfp4, kNf4, kBnbFp4, kFp8E4M3, kIntGroup };
 inline bool is_quantized(Format f) { return f != Format::kRaw; }
 
 // The components a tensor's bytes are split into, in archive order (FORMAT.md section 4).
-enum class Role : uint8_t { kData, kCodes, kScales, kAbsmax, kNestedAbsmax, kCodeTable, kNestedCodeTable, kQuantState };
-constexpr int kRoleCount = 8;
+enum class Role : uint8_t { kData, kCodes, kScales, kAbsmax, kNestedAbsmax, kCodeTable, kNestedCodeTable, kQuantState, kZeroPoints, kPermutation };
+constexpr int kRoleCount = 10;
 const char* role_name(Role r);
 std::optional<Role> role_from_name(std::string_view name);
+// A role a `source` record may name (FORMAT.md 3.1): a component's, or "companion", a
+// checkpoint tensor that no component holds as it is (a GPTQ g_idx, a weight_shape).
+inline bool source_role_ok(std::string_view name) { return name == "companion" || role_from_name(name).has_value(); }
 
 enum class ScaleGranularity { kTensor, kChannel, kBlock, kGroup };
 const char* scale_granularity_name(ScaleGranularity g);
@@ -79,11 +82,22 @@ struct Fp8Params {
   std::string scale_name;             // the source's scale suffix, e.g. "weight_scale_inv" (export)
 };
 
+// int_group (FORMAT.md 4.5): integer codes with a scale (and a zero point) per group of
+// columns, the columns optionally permuted so that groups are contiguous (act-order).
+struct IntGroupParams {
+  uint32_t bits = 4;        // 2, 3, 4 or 8
+  uint64_t group_size = 0;  // columns a group; >= K: one group a row
+  DType scale_dtype = DType::kF16;
+  bool zero_points = false;
+  bool act_order = false;
+};
+
 // Checks d.params against format_traits(d.format).params: no unknown key, every required key
 // present with its type, fixed strings as fixed.
 Status check_param_keys(const TensorDesc& d);
 Result<Mxfp4Params> mxfp4_params(const TensorDesc& d);
 Result<Bnb4Params> bnb4_params(const TensorDesc& d);
 Result<Fp8Params> fp8_params(const TensorDesc& d);
+Result<IntGroupParams> int_group_params(const TensorDesc& d);
 
 }  // namespace iris

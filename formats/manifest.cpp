@@ -96,6 +96,10 @@ uint64_t manifest_text_size(const Manifest& m) {
 }
 
 uint16_t manifest_minor_version(const Manifest& m) {
+  // The newest feature a file holds: 4 for an int_group tensor (FORMAT.md 4.5), then 3 a
+  // rank record, 2 a set's index or member, 1 a part; 0 for an archive with none of them.
+  for (const auto& t : m.tensors)
+    if (t.desc.format == Format::kIntGroup) return 4;
   if (!m.rank.is_null()) return 3;
   if (!m.set.is_null() || !m.set_member.is_null()) return 2;
   return m.part.is_null() ? kIrisVersionMinor : uint16_t(1);
@@ -247,7 +251,7 @@ static Status check_source_record(const json& s, const std::string& ctx) {
     const std::string pctx = ctx + "tensors[" + std::to_string(i) + "]: ";
     if (!p.is_object()) return invalid_input(pctx + "not an object");
     IRIS_ASSIGN_OR_RETURN(std::string role, get_str(p, "role", pctx));
-    if (!role_from_name(role)) return invalid_input(pctx + "unknown role '" + role + "'");
+    if (!source_role_ok(role)) return invalid_input(pctx + "unknown role '" + role + "'");
     IRIS_ASSIGN_OR_RETURN(std::string name, get_str(p, "name", pctx));
     IRIS_ASSIGN_OR_RETURN(std::string dtype, get_str(p, "dtype", pctx));
     IRIS_ASSIGN_OR_RETURN(auto shape, get_shape(p, "shape", pctx));

@@ -172,7 +172,7 @@ class FastReader {
     Dims dims;
     return c_.object([&](std::string_view key) {
       std::string_view s;
-      if (key == "role") return first_time(&seen, 1) && c_.string(&s) && role_from_name(s).has_value();
+      if (key == "role") return first_time(&seen, 1) && c_.string(&s) && source_role_ok(s);
       if (key == "name") return first_time(&seen, 2) && c_.string(&s);
       if (key == "dtype") return first_time(&seen, 4) && c_.string(&s);
       if (key == "shape") return first_time(&seen, 8) && shape(&dims);

@@ -5,6 +5,7 @@
 
 #include "common/float_bits.h"
 #include "formats/tile_layout.h"
+#include "quant/int_group.h"
 #include "quant/mxfp4.h"
 
 namespace iris {
@@ -102,6 +103,36 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
     case Format::kFp8E4M3: {
       IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(d));
       quant::fp8_decode_rows(row_codes, row0, row1, n, k, fp8_decode_scales(p, c[static_cast<int>(Role::kScales)].data()), out);
+      return Status::ok();
+    }
+    case Format::kIntGroup: {
+      IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
+      const uint64_t groups = ceil_div(k, p.group_size), es = dtype_bits(p.scale_dtype) / 8;
+      const uint8_t* perms = as<uint8_t>(c, Role::kPermutation);
+      // One matrix of the stack at a time: each has its own permutation, checked to be one
+      // before any value is placed by it (an archive's bytes are untrusted).
+      std::vector<uint8_t> seen;
+      for (uint64_t row = row0; row < row1;) {
+        const uint64_t m = row / n, end = std::min(row1, (m + 1) * n);
+        if (perms) {
+          const auto* perm = reinterpret_cast<const uint32_t*>(perms) + m * k;
+          seen.assign(k, 0);
+          for (uint64_t j = 0; j < k; ++j) {
+            if (perm[j] >= k || seen[perm[j]])
+              return invalid_input(tensor_context(d) + "permutation of matrix " + std::to_string(m) + " is not one: place " + std::to_string(j) +
+                                   " holds column " + std::to_string(perm[j]) + (perm[j] >= k ? " of " + std::to_string(k) : ", already placed"));
+            seen[perm[j]] = 1;
+          }
+        }
+        quant::IntGroupStored st{row_codes + (row - row0) * (ceil_div(k, 8) * 8 * p.bits / 8),
+                                 ceil_div(k, 8) * 8 * p.bits / 8,
+                                 as<uint8_t>(c, Role::kScales) + row * groups * es,
+                                 p.zero_points ? as<uint8_t>(c, Role::kZeroPoints) + row * groups : nullptr,
+                                 perms ? reinterpret_cast<const uint32_t*>(perms) + m * k : nullptr,
+                                 p.bits, end - row, k, p.group_size, groups, p.scale_dtype};
+        quant::int_group_decode_stored(st, out + (row - row0) * k);
+        row = end;
+      }
       return Status::ok();
     }
     case Format::kRaw: break;

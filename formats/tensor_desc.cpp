@@ -49,7 +49,14 @@ ComponentSpec spec(Role role, DType dt, std::vector<uint64_t> shape) {
   return c;
 }
 
-uint32_t code_bits(Format f) { return format_traits(f).code_bits; }
+// Bits per code: the format's, or an int_group tensor's own `bits` (0 when unreadable: the
+// descriptor's checks refuse it first).
+uint32_t code_bits(const TensorDesc& d) {
+  if (d.format != Format::kIntGroup) return format_traits(d.format).code_bits;
+  auto it = d.params.find("bits");
+  const bool ok = it != d.params.end() && it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= 8;
+  return ok ? uint32_t(it->get<int64_t>()) : 0;
+}
 uint64_t row_unit(const TensorDesc& d) { return format_traits(d.format).row_unit; }
 uint8_t pad_byte(Format f) { return format_traits(f).pad_byte; }
 
@@ -62,7 +69,8 @@ Result<MatrixGeometry> geometry_of(const TensorDesc& d) {
   if (tn == 0 || tk == 0 || tn > 4096 || tk > 65536)
     return invalid_input(tensor_context(d) + "tile " + std::to_string(tn) + "x" + std::to_string(tk) + " out of range");
   uint64_t align = std::lcm<uint64_t>(unit, format_block_size(d) ? format_block_size(d) : 1);
-  if (code_bits(d.format) == 4) align = std::lcm<uint64_t>(align, 2);
+  if (code_bits(d) == 0) return invalid_input(tensor_context(d) + "no code width");
+  if (code_bits(d) == 4) align = std::lcm<uint64_t>(align, 2);
   if (tk % align != 0)
     return invalid_input(tensor_context(d) + "tile_k " + std::to_string(tk) + " is not a multiple of " + std::to_string(align));
   MatrixGeometry g;
@@ -72,7 +80,7 @@ Result<MatrixGeometry> geometry_of(const TensorDesc& d) {
   g.stored_k = round_up(m.k, unit);
   g.padded_n = round_up(m.n, tn);
   g.padded_k = round_up(m.k, tk);
-  g.code_bits = code_bits(d.format);
+  g.code_bits = code_bits(d);
   g.pad_byte = pad_byte(d.format);
   return g;
 }
@@ -94,7 +102,7 @@ Status check_layout_json_free(const TensorDesc& d, bool tiled_allowed, bool flat
 
 Result<ComponentSpec> codes_spec(const TensorDesc& d, uint64_t numel) {
   if (d.layout.kind == LayoutKind::kFlat)
-    return spec(Role::kCodes, DType::kU8, {ceil_div(numel * code_bits(d.format), 8)});
+    return spec(Role::kCodes, DType::kU8, {ceil_div(numel * code_bits(d), 8)});
   IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, geometry_of(d));
   std::vector<uint64_t> shape(d.shape.begin(), d.shape.end() - 2);
   shape.push_back(g.padded_n);
@@ -151,6 +159,24 @@ Result<std::vector<ComponentSpec>> fp8_specs(const TensorDesc& d, uint64_t numel
   return std::vector<ComponentSpec>{codes, spec(Role::kScales, p.scale_dtype, p.scale_shape)};
 }
 
+// int_group: codes (tiled), scales [..., N, G] and, as the parameters say, zero points (u8,
+// the same shape) and the column permutation (u32 [..., K]).
+Result<std::vector<ComponentSpec>> int_group_specs(const TensorDesc& d, uint64_t numel) {
+  IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
+  IRIS_TRY(check_layout_json_free(d, true, false));
+  IRIS_ASSIGN_OR_RETURN(ComponentSpec codes, codes_spec(d, numel));
+  std::vector<uint64_t> gshape(d.shape.begin(), d.shape.end());
+  gshape.back() = ceil_div(d.shape.back(), p.group_size);
+  std::vector<ComponentSpec> out{codes, spec(Role::kScales, p.scale_dtype, gshape)};
+  if (p.zero_points) out.push_back(spec(Role::kZeroPoints, DType::kU8, gshape));
+  if (p.act_order) {
+    std::vector<uint64_t> pshape(d.shape.begin(), d.shape.end() - 2);
+    pshape.push_back(d.shape.back());
+    out.push_back(spec(Role::kPermutation, DType::kU32, pshape));
+  }
+  return out;
+}
+
 }  // namespace
 
 uint32_t format_block_size(const TensorDesc& d) {
@@ -181,6 +207,7 @@ Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d) {
     case Format::kNf4:
     case Format::kBnbFp4: return bnb_specs(d, numel);
     case Format::kFp8E4M3: return fp8_specs(d, numel);
+    case Format::kIntGroup: return int_group_specs(d, numel);
   }
   return internal_error("unknown format");
 }
@@ -198,7 +225,7 @@ Layout choose_layout(const TensorDesc& d, uint64_t tile_n, uint64_t tile_k) {
   const uint64_t n = d.shape[d.shape.size() - 2], k = d.shape.back();
   // Kernels load 16 bytes per thread: tiles are whole multiples of that (32 4-bit or 16
   // 8-bit elements) as well as of the format's block.
-  uint64_t align = std::max<uint64_t>(format_block_size(d), d.format == Format::kFp8E4M3 ? 16 : 32);
+  uint64_t align = std::max<uint64_t>(format_block_size(d), d.format == Format::kFp8E4M3 ? 16 : 32);  // int_group: 32 (12 bytes at 3 bits)
   // Small matrices get smaller tiles rather than mostly padding.
   uint64_t tk = std::min(tile_k, round_up(std::max<uint64_t>(k, 1), align));
   tk = round_up(tk, align);

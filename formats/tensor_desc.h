@@ -52,7 +52,7 @@ struct MatrixGeometry {
   uint64_t batch = 1, n = 0, k = 0;
   uint64_t stored_k = 0;           // k rounded up to the format's packing unit (the source row width)
   uint64_t padded_n = 0, padded_k = 0;
-  uint32_t code_bits = 0;          // 4 or 8
+  uint32_t code_bits = 0;          // 4 or 8 (int_group: 2, 3, 4 or 8)
   uint8_t pad_byte = 0;            // byte written into padding (decodes to zero)
   uint64_t row_bytes() const { return stored_k * code_bits / 8; }
   uint64_t padded_row_bytes() const { return padded_k * code_bits / 8; }

@@ -34,4 +34,36 @@ struct IntGroupRows {
 };
 void int_group_decode_rows(const IntGroupRows& r, float* out);
 
+// Code j of a row of int_group codes (FORMAT.md 4.5): `bits`-bit fields packed little-endian,
+// code j at bit bits * j of the row (a 3-bit code may straddle two bytes).
+inline uint32_t int_group_code(const uint8_t* row, uint32_t bits, uint64_t j) {
+  const uint64_t bit = uint64_t(bits) * j;
+  uint32_t v = row[bit >> 3] >> (bit & 7);
+  if ((bit & 7) + bits > 8) v |= uint32_t(row[(bit >> 3) + 1]) << (8 - (bit & 7));
+  return v & ((1u << bits) - 1u);
+}
+// Stores code v at place j of a zeroed row (the inverse of int_group_code).
+inline void int_group_put_code(uint8_t* row, uint32_t bits, uint64_t j, uint32_t v) {
+  const uint64_t bit = uint64_t(bits) * j;
+  row[bit >> 3] = uint8_t(row[bit >> 3] | (v << (bit & 7)));
+  if ((bit & 7) + bits > 8) row[(bit >> 3) + 1] = uint8_t(row[(bit >> 3) + 1] | (v >> (8 - (bit & 7))));
+}
+
+// Rows of an int_group tensor from its stored form: codes row-major (row_bytes a row), scales
+// as stored (scale_dtype), zero points u8 (null: every zero point is 2^(bits-1), the
+// symmetric codes' offset), and, with act-order, the permutation
+// (stored column j holds logical column perm[j]; null: none). Row r's group j / group_size.
+// out: [rows, k] FP32, logical column order.
+struct IntGroupStored {
+  const uint8_t* codes;
+  uint64_t row_bytes;
+  const uint8_t* scales;
+  const uint8_t* zeros;
+  const uint32_t* perm;
+  uint32_t bits;
+  uint64_t rows, k, group_size, groups;
+  DType scale_dtype;
+};
+void int_group_decode_stored(const IntGroupStored& s, float* out);
+
 }  // namespace iris::quant

@@ -63,6 +63,18 @@ ScaleCounts count_f32(std::span<const uint8_t> bytes) {
   return n;
 }
 
+// The counts of scales stored as `dtype` (F32, BF16 or F16).
+ScaleCounts count_scales(std::span<const uint8_t> s, DType dtype) {
+  if (dtype == DType::kF32) return count_f32(s);
+  ScaleCounts n;
+  for (size_t i = 0; i + 2 <= s.size(); i += 2) {
+    uint16_t h;
+    std::memcpy(&h, s.data() + i, 2);
+    n.add(dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h));
+  }
+  return n;
+}
+
 CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
   auto role = [&](Role r) { return c[static_cast<int>(r)]; };
   auto fail = [](const std::string& what) { return CheckResult{"values:scales", false, what}; };
@@ -87,19 +99,16 @@ CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
     case Format::kFp8E4M3: {
       auto p = fp8_params(t.desc);
       if (!p.is_ok()) return fail(p.status().message());
-      std::span<const uint8_t> s = role(Role::kScales);
-      ScaleCounts n;
-      if (p->scale_dtype == DType::kF32) {
-        n = count_f32(s);
-      } else {
-        for (size_t i = 0; i + 2 <= s.size(); i += 2) {
-          uint16_t h;
-          std::memcpy(&h, s.data() + i, 2);
-          n.add(p->scale_dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h));
-        }
-      }
+      const ScaleCounts n = count_scales(role(Role::kScales), p->scale_dtype);
       if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " FP8 scales are NaN or infinite");
       return pass(scale_warning(n, "FP8 scales are", false));
+    }
+    case Format::kIntGroup: {
+      auto p = int_group_params(t.desc);
+      if (!p.is_ok()) return fail(p.status().message());
+      const ScaleCounts n = count_scales(role(Role::kScales), p->scale_dtype);
+      if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " group scales are NaN or infinite");
+      return pass(scale_warning(n, "group scales are", false));
     }
     default: break;
   }

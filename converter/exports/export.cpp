@@ -85,6 +85,9 @@ ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor
 // The companion tensors a quantized tensor was converted from, rebuilt from its components.
 Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<SafetensorsEntry>* out) {
   const std::string ctx = a.path() + ": tensor '" + t.desc.name + "': ";
+  if (t.desc.format == Format::kIntGroup)
+    return unsupported(ctx + "is int_group; writing it back in its checkpoint's packing (GPTQ, AWQ, compressed-tensors) is not built yet: "
+                             "export it with --dtype bf16, f16 or f32");
   const nlohmann::json source = t.source.json();
   auto parts = source.find("tensors");
   if (parts == source.end() || !parts->is_array() || parts->empty())

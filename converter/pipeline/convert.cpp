@@ -1,5 +1,7 @@
 #include "converter/pipeline/convert.h"
 
+#include "converter/pipeline/carry_int_group.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -225,7 +227,16 @@ Result<TensorStep> plan_tensor(const SourceTensor& st, const QuantPolicy::Decisi
   out.from = st.packed ? st.packed->describe() : storage_name(st.desc);
   out.why = decision.why;
   TensorDesc& desc = step.desc;
-  if (carried_as_stored(st, decision.target)) {
+  std::optional<IntGroupCarry> carry;
+  if (st.packed && decision.target == Target::kKeep) {
+    IRIS_ASSIGN_OR_RETURN(carry, plan_int_group_carry(st, o.tile_n, o.tile_k));
+  }
+  if (carry) {
+    // GPTQ / AWQ / compressed-tensors integers as stored, in the archive's order.
+    desc = std::move(carry->desc);
+    step.producers = std::move(carry->producers);
+    step.source_record = {[&st] { return st.source_json(); }, [&st](std::string& text, int depth) { st.append_source_text(text, depth); }};
+  } else if (carried_as_stored(st, decision.target)) {
     step.cost = ProducerCost::kCopy;
     // Same format: carried over byte for byte, codes re-tiled.
     desc = st.desc;

@@ -19,6 +19,7 @@ double source_bits(const TensorDesc& d) {
     case Format::kNf4:
     case Format::kBnbFp4: return 4.125;
     case Format::kFp8E4M3: return 8;
+    case Format::kIntGroup: return 4.25;  // (the usual width; 2- to 8-bit codes, plus scales)
   }
   return 32;
 }

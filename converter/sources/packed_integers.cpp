@@ -75,6 +75,99 @@ Status unpack_awq(const SnapshotTensor& t, uint64_t lines, uint64_t n, uint64_t 
   return Status::ok();
 }
 
+// Codes of rows [r0, r1) into s.codes [rows, k].
+Status unpack_codes(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
+  const uint64_t rows = r1 - r0;
+  std::vector<uint8_t>& raw = s.aux;
+  const uint32_t mask = (1u << p.bits) - 1u;
+  switch (p.packing) {
+    case IntPacking::kGptq: {
+      // [K * bits / 32, N]: each word row's slice of columns [r0, r1).
+      const uint64_t word_rows = p.k * uint64_t(p.bits) / 32;
+      raw.resize(word_rows * rows * 4);
+      for (uint64_t i = 0; i < word_rows; ++i) IRIS_TRY(read_bytes(p.codes, (i * p.n + r0) * 4, rows * 4, raw.data() + i * rows * 4));
+      const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
+      for (uint64_t r = 0; r < rows; ++r)
+        for (uint64_t c = 0; c < p.k; ++c) s.codes[r * p.k + c] = uint8_t(stream_bits(words + r, rows, uint64_t(p.bits) * c, p.bits));
+      return Status::ok();
+    }
+    case IntPacking::kAwq:  // [K, N / 8]
+      return unpack_awq(p.codes, p.k, p.n, r0, r1, raw, [&](uint64_t r, uint64_t c, uint32_t v) { s.codes[r * p.k + c] = uint8_t(v); });
+    case IntPacking::kCompressedTensors: {
+      // [N, ceil(K / per_word)]: rows [r0, r1) are contiguous.
+      const uint64_t per_word = 32 / uint64_t(p.bits), row_words = (p.k + per_word - 1) / per_word;
+      raw.resize(rows * row_words * 4);
+      IRIS_TRY(read_bytes(p.codes, r0 * row_words * 4, rows * row_words * 4, raw.data()));
+      const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
+      for (uint64_t r = 0; r < rows; ++r)
+        for (uint64_t c = 0; c < p.k; ++c)
+          s.codes[r * p.k + c] = uint8_t((words[r * row_words + c / per_word] >> (uint32_t(p.bits) * uint32_t(c % per_word))) & mask);
+      return Status::ok();
+    }
+  }
+  return internal_error("unknown integer packing");
+}
+
+// Zero points of rows [r0, r1) into s.zeros [rows, groups].
+Status unpack_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
+  const uint64_t rows = r1 - r0;
+  std::vector<uint8_t>& raw = s.nested;
+  const uint32_t mask = (1u << p.bits) - 1u;
+  switch (p.packing) {
+    case IntPacking::kGptq: {
+      // [G, N * bits / 32]: row g's words covering bits [bits r0, bits r1).
+      const uint64_t row_words = p.n * uint64_t(p.bits) / 32;
+      const uint64_t w0 = uint64_t(p.bits) * r0 / 32, w1 = std::min(row_words, (uint64_t(p.bits) * r1 + 31) / 32), span = w1 - w0;
+      raw.resize(p.groups * (span + 1) * 4);
+      std::memset(raw.data(), 0, raw.size());
+      for (uint64_t g = 0; g < p.groups; ++g)
+        IRIS_TRY(read_bytes(p.zeros, (g * row_words + w0) * 4, span * 4, raw.data() + g * (span + 1) * 4));
+      auto* words = reinterpret_cast<uint32_t*>(raw.data());
+      if (p.gptq_v1)
+        for (uint64_t i = 0; i < p.groups * (span + 1); ++i) words[i] = v1_word_to_v2(words[i], p.bits);
+      for (uint64_t g = 0; g < p.groups; ++g)
+        for (uint64_t r = 0; r < rows; ++r)
+          s.zeros[r * p.groups + g] =
+              stored_zero(stream_bits(words + g * (span + 1), 1, uint64_t(p.bits) * (r0 + r) - 32 * w0, p.bits), p.gptq_v1, p.bits);
+      return Status::ok();
+    }
+    case IntPacking::kAwq:  // [G, N / 8]
+      return unpack_awq(p.zeros, p.groups, p.n, r0, r1, raw, [&](uint64_t r, uint64_t g, uint32_t v) { s.zeros[r * p.groups + g] = int32_t(v); });
+    case IntPacking::kCompressedTensors: {
+      // [ceil(N / per_word), G]: word rows [r0 / per_word, ceil(r1 / per_word)).
+      const uint64_t per_word = 32 / uint64_t(p.bits);
+      const uint64_t w0 = r0 / per_word, w1 = (r1 + per_word - 1) / per_word, span = w1 - w0;
+      raw.resize(span * p.groups * 4);
+      IRIS_TRY(read_bytes(p.zeros, w0 * p.groups * 4, span * p.groups * 4, raw.data()));
+      const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
+      for (uint64_t r = 0; r < rows; ++r) {
+        const uint64_t n = r0 + r;
+        const uint32_t shift = uint32_t(p.bits) * uint32_t(n % per_word);
+        for (uint64_t g = 0; g < p.groups; ++g)
+          s.zeros[r * p.groups + g] = int32_t((words[(n / per_word - w0) * p.groups + g] >> shift) & mask);
+      }
+      return Status::ok();
+    }
+  }
+  return internal_error("unknown integer packing");
+}
+
+// Scales of rows [r0, r1) into s.scales [rows, groups].
+Status read_scales(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
+  const uint64_t rows = r1 - r0, es = dtype_bits(p.scale_dtype) / 8;
+  std::vector<uint8_t> raw(rows * p.groups * es);
+  if (p.packing == IntPacking::kCompressedTensors) {
+    IRIS_TRY(read_bytes(p.scales, r0 * p.groups * es, rows * p.groups * es, raw.data()));
+    for (uint64_t i = 0; i < rows * p.groups; ++i) s.scales[i] = scale_value(raw.data() + i * es, p.scale_dtype);
+    return Status::ok();
+  }
+  // [G, N]: row g's slice of columns [r0, r1).
+  for (uint64_t g = 0; g < p.groups; ++g) IRIS_TRY(read_bytes(p.scales, (g * p.n + r0) * es, rows * es, raw.data() + g * rows * es));
+  for (uint64_t g = 0; g < p.groups; ++g)
+    for (uint64_t r = 0; r < rows; ++r) s.scales[r * p.groups + g] = scale_value(raw.data() + (g * rows + r) * es, p.scale_dtype);
+  return Status::ok();
+}
+
 class PackedIntegerDecoder final : public SourceDecoder {
  public:
   explicit PackedIntegerDecoder(std::shared_ptr<const PackedIntegers> p) : p_(std::move(p)) {}
@@ -83,142 +176,63 @@ class PackedIntegerDecoder final : public SourceDecoder {
     const PackedIntegers& p = *p_;
     rows_ = p.n;
     k_ = p.k;
-    group_of_.resize(p.k);
-    if (p.g_idx.tensor) {
-      std::vector<int32_t> g(p.k);
-      IRIS_TRY(read_bytes(p.g_idx, 0, p.k * 4, g.data()));
-      for (uint64_t c = 0; c < p.k; ++c) {
-        if (g[c] < 0 || uint64_t(g[c]) >= p.groups)
-          return invalid_input(where(p.g_idx) + "column " + std::to_string(c) + " names group " + std::to_string(g[c]) + " of " +
-                               std::to_string(p.groups));
-        group_of_[c] = uint32_t(g[c]);
-      }
-    } else {
-      for (uint64_t c = 0; c < p.k; ++c) group_of_[c] = uint32_t(c / p.group);
-    }
+    IRIS_ASSIGN_OR_RETURN(group_of_, packed_group_of(p));
     return Status::ok();
   }
 
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& s) const override {
     const PackedIntegers& p = *p_;
-    const uint64_t rows = r1 - r0;
-    s.codes.resize(rows * p.k);
-    s.zeros.assign(p.zeros.tensor ? rows * p.groups : 0, 0);
-    s.scales.resize(rows * p.groups);
-    IRIS_TRY(unpack_codes(r0, r1, s));
-    if (p.zeros.tensor) IRIS_TRY(unpack_zeros(r0, r1, s));
-    IRIS_TRY(read_scales(r0, r1, s));
-    // Without zero points, the implicit one is folded into the codes' offset: q - z with z fixed.
-    const int32_t implicit = p.zeros.tensor ? 0 : p.implicit_zero;
-    if (implicit) s.zeros.assign(rows * p.groups, implicit);
-    quant::int_group_decode_rows({s.codes.data(), s.zeros.empty() ? nullptr : s.zeros.data(), s.scales.data(), group_of_.data(), rows,
-                                  p.k, p.groups, p.scale_dtype},
-                                 out);
+    IRIS_TRY(unpack_packed_rows(p, r0, r1, s));
+    quant::int_group_decode_rows({s.codes.data(), s.zeros.data(), s.scales.data(), group_of_.data(), r1 - r0, p.k, p.groups, p.scale_dtype}, out);
     return Status::ok();
   }
 
  private:
-  // Codes of rows [r0, r1) into s.codes [rows, k].
-  Status unpack_codes(uint64_t r0, uint64_t r1, DecodeScratch& s) const {
-    const PackedIntegers& p = *p_;
-    const uint64_t rows = r1 - r0;
-    std::vector<uint8_t>& raw = s.aux;
-    const uint32_t mask = (1u << p.bits) - 1u;
-    switch (p.packing) {
-      case IntPacking::kGptq: {
-        // [K * bits / 32, N]: each word row's slice of columns [r0, r1).
-        const uint64_t word_rows = p.k * uint64_t(p.bits) / 32;
-        raw.resize(word_rows * rows * 4);
-        for (uint64_t i = 0; i < word_rows; ++i) IRIS_TRY(read_bytes(p.codes, (i * p.n + r0) * 4, rows * 4, raw.data() + i * rows * 4));
-        const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
-        for (uint64_t r = 0; r < rows; ++r)
-          for (uint64_t c = 0; c < p.k; ++c) s.codes[r * p.k + c] = uint8_t(stream_bits(words + r, rows, uint64_t(p.bits) * c, p.bits));
-        return Status::ok();
-      }
-      case IntPacking::kAwq:  // [K, N / 8]
-        return unpack_awq(p.codes, p.k, p.n, r0, r1, raw, [&](uint64_t r, uint64_t c, uint32_t v) { s.codes[r * p.k + c] = uint8_t(v); });
-      case IntPacking::kCompressedTensors: {
-        // [N, ceil(K / per_word)]: rows [r0, r1) are contiguous.
-        const uint64_t per_word = 32 / uint64_t(p.bits), row_words = (p.k + per_word - 1) / per_word;
-        raw.resize(rows * row_words * 4);
-        IRIS_TRY(read_bytes(p.codes, r0 * row_words * 4, rows * row_words * 4, raw.data()));
-        const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
-        for (uint64_t r = 0; r < rows; ++r)
-          for (uint64_t c = 0; c < p.k; ++c)
-            s.codes[r * p.k + c] = uint8_t((words[r * row_words + c / per_word] >> (uint32_t(p.bits) * uint32_t(c % per_word))) & mask);
-        return Status::ok();
-      }
-    }
-    return internal_error("unknown integer packing");
-  }
-
-  // Zero points of rows [r0, r1) into s.zeros [rows, groups].
-  Status unpack_zeros(uint64_t r0, uint64_t r1, DecodeScratch& s) const {
-    const PackedIntegers& p = *p_;
-    const uint64_t rows = r1 - r0;
-    std::vector<uint8_t>& raw = s.nested;
-    const uint32_t mask = (1u << p.bits) - 1u;
-    switch (p.packing) {
-      case IntPacking::kGptq: {
-        // [G, N * bits / 32]: row g's words covering bits [bits r0, bits r1).
-        const uint64_t row_words = p.n * uint64_t(p.bits) / 32;
-        const uint64_t w0 = uint64_t(p.bits) * r0 / 32, w1 = std::min(row_words, (uint64_t(p.bits) * r1 + 31) / 32), span = w1 - w0;
-        raw.resize(p.groups * (span + 1) * 4);
-        std::memset(raw.data(), 0, raw.size());
-        for (uint64_t g = 0; g < p.groups; ++g)
-          IRIS_TRY(read_bytes(p.zeros, (g * row_words + w0) * 4, span * 4, raw.data() + g * (span + 1) * 4));
-        auto* words = reinterpret_cast<uint32_t*>(raw.data());
-        if (p.gptq_v1)
-          for (uint64_t i = 0; i < p.groups * (span + 1); ++i) words[i] = v1_word_to_v2(words[i], p.bits);
-        for (uint64_t g = 0; g < p.groups; ++g)
-          for (uint64_t r = 0; r < rows; ++r)
-            s.zeros[r * p.groups + g] =
-                stored_zero(stream_bits(words + g * (span + 1), 1, uint64_t(p.bits) * (r0 + r) - 32 * w0, p.bits), p.gptq_v1, p.bits);
-        return Status::ok();
-      }
-      case IntPacking::kAwq:  // [G, N / 8]
-        return unpack_awq(p.zeros, p.groups, p.n, r0, r1, raw, [&](uint64_t r, uint64_t g, uint32_t v) { s.zeros[r * p.groups + g] = int32_t(v); });
-      case IntPacking::kCompressedTensors: {
-        // [ceil(N / per_word), G]: word rows [r0 / per_word, ceil(r1 / per_word)).
-        const uint64_t per_word = 32 / uint64_t(p.bits);
-        const uint64_t w0 = r0 / per_word, w1 = (r1 + per_word - 1) / per_word, span = w1 - w0;
-        raw.resize(span * p.groups * 4);
-        IRIS_TRY(read_bytes(p.zeros, w0 * p.groups * 4, span * p.groups * 4, raw.data()));
-        const auto* words = reinterpret_cast<const uint32_t*>(raw.data());
-        for (uint64_t r = 0; r < rows; ++r) {
-          const uint64_t n = r0 + r;
-          const uint32_t shift = uint32_t(p.bits) * uint32_t(n % per_word);
-          for (uint64_t g = 0; g < p.groups; ++g)
-            s.zeros[r * p.groups + g] = int32_t((words[(n / per_word - w0) * p.groups + g] >> shift) & mask);
-        }
-        return Status::ok();
-      }
-    }
-    return internal_error("unknown integer packing");
-  }
-
-  // Scales of rows [r0, r1) into s.scales [rows, groups].
-  Status read_scales(uint64_t r0, uint64_t r1, DecodeScratch& s) const {
-    const PackedIntegers& p = *p_;
-    const uint64_t rows = r1 - r0, es = dtype_bits(p.scale_dtype) / 8;
-    std::vector<uint8_t> raw(rows * p.groups * es);
-    if (p.packing == IntPacking::kCompressedTensors) {
-      IRIS_TRY(read_bytes(p.scales, r0 * p.groups * es, rows * p.groups * es, raw.data()));
-      for (uint64_t i = 0; i < rows * p.groups; ++i) s.scales[i] = scale_value(raw.data() + i * es, p.scale_dtype);
-      return Status::ok();
-    }
-    // [G, N]: row g's slice of columns [r0, r1).
-    for (uint64_t g = 0; g < p.groups; ++g) IRIS_TRY(read_bytes(p.scales, (g * p.n + r0) * es, rows * es, raw.data() + g * rows * es));
-    for (uint64_t g = 0; g < p.groups; ++g)
-      for (uint64_t r = 0; r < rows; ++r) s.scales[r * p.groups + g] = scale_value(raw.data() + (g * rows + r) * es, p.scale_dtype);
-    return Status::ok();
-  }
-
   std::shared_ptr<const PackedIntegers> p_;
   std::vector<uint32_t> group_of_;
 };
-
 }  // namespace
+
+Status unpack_packed_rows(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
+  const uint64_t rows = r1 - r0;
+  s.codes.resize(rows * p.k);
+  s.scales.resize(rows * p.groups);
+  IRIS_TRY(unpack_codes(p, r0, r1, s));
+  IRIS_TRY(unpack_packed_zeros(p, r0, r1, s));
+  return read_scales(p, r0, r1, s);
+}
+
+Status unpack_packed_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
+  s.zeros.assign((r1 - r0) * p.groups, p.zeros.tensor ? 0 : p.implicit_zero);
+  return p.zeros.tensor ? unpack_zeros(p, r0, r1, s) : Status::ok();
+}
+
+Result<std::vector<uint8_t>> packed_scale_bytes(const PackedIntegers& p) {
+  const uint64_t es = dtype_bits(p.scale_dtype) / 8;
+  std::vector<uint8_t> stored(p.n * p.groups * es);
+  IRIS_TRY(read_bytes(p.scales, 0, stored.size(), stored.data()));
+  if (p.packing == IntPacking::kCompressedTensors) return stored;
+  std::vector<uint8_t> out(stored.size());  // [G, N] -> [N, G]
+  for (uint64_t g = 0; g < p.groups; ++g)
+    for (uint64_t n = 0; n < p.n; ++n) std::memcpy(out.data() + (n * p.groups + g) * es, stored.data() + (g * p.n + n) * es, es);
+  return out;
+}
+
+Result<std::vector<uint32_t>> packed_group_of(const PackedIntegers& p) {
+  std::vector<uint32_t> group_of(p.k);
+  if (!p.g_idx.tensor) {
+    for (uint64_t c = 0; c < p.k; ++c) group_of[c] = uint32_t(c / p.group);
+    return group_of;
+  }
+  std::vector<int32_t> g(p.k);
+  IRIS_TRY(read_bytes(p.g_idx, 0, p.k * 4, g.data()));
+  for (uint64_t c = 0; c < p.k; ++c) {
+    if (g[c] < 0 || uint64_t(g[c]) >= p.groups)
+      return invalid_input(where(p.g_idx) + "column " + std::to_string(c) + " names group " + std::to_string(g[c]) + " of " + std::to_string(p.groups));
+    group_of[c] = uint32_t(g[c]);
+  }
+  return group_of;
+}
 
 std::string PackedIntegers::describe() const {
   std::string s = scheme + " int" + std::to_string(bits);

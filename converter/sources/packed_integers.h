@@ -28,6 +28,7 @@
 namespace iris {
 
 class SourceDecoder;
+struct DecodeScratch;
 struct SourceTensor;
 
 enum class IntPacking { kGptq, kAwq, kCompressedTensors };
@@ -53,6 +54,17 @@ struct PackedIntegers {
   // Short text for reports: "GPTQ v1 int4 g128".
   std::string describe() const;
 };
+
+// Rows [r0, r1) unpacked: scratch.codes [rows, k] the codes as stored (unsigned), .zeros
+// [rows, groups] each group's zero point (the implicit one where none is stored), .scales
+// [rows, groups] the scales widened to FP32. The weight is (code - zero) * scale.
+Status unpack_packed_rows(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& scratch);
+// Only scratch.zeros of the same.
+Status unpack_packed_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& scratch);
+// The scales as stored, as [n, groups] in p.scale_dtype (GPTQ's and AWQ's [groups, n] transposed).
+Result<std::vector<uint8_t>> packed_scale_bytes(const PackedIntegers& p);
+// The group of each column: g_idx's (checked to be groups), else k / group.
+Result<std::vector<uint32_t>> packed_group_of(const PackedIntegers& p);
 
 // The decoder of a packed-integer source tensor (its `packed` set).
 Result<std::unique_ptr<SourceDecoder>> make_packed_integer_decoder(const SourceTensor& source);

@@ -8,6 +8,7 @@
 #include "common/float_bits.h"
 #include "common/parallel_for.h"
 #include "quant/fp8.h"
+#include "quant/int_group.h"
 #include "quant/mxfp4.h"
 #include "quant/nf4.h"
 #include "quant/tables.h"
@@ -114,6 +115,26 @@ class QuantizedDecoder final : public SourceDecoder {
       for (Role r : {Role::kCodeTable, Role::kNestedCodeTable})
         if (refs_[int(r)].tensor) IRIS_TRY(read_whole(r, &small_[int(r)]));
     }
+    if (d_.format == Format::kIntGroup) {
+      IRIS_ASSIGN_OR_RETURN(int_group_, int_group_params(d_));
+      // The permutation (4 bytes a column a matrix) is read whole and checked to be one.
+      if (int_group_.act_order) {
+        std::vector<uint8_t> bytes;
+        IRIS_TRY(read_whole(Role::kPermutation, &bytes));
+        perm_.resize(bytes.size() / 4);
+        std::memcpy(perm_.data(), bytes.data(), perm_.size() * 4);
+        if (perm_.size() != (n_ ? rows_ / n_ : 0) * k_) return invalid_input(tensor_context(d_) + "permutation of the wrong size");
+        std::vector<uint8_t> seen;
+        for (uint64_t m = 0; m < perm_.size() / std::max<uint64_t>(k_, 1); ++m) {
+          seen.assign(k_, 0);
+          for (uint64_t j = 0; j < k_; ++j) {
+            const uint32_t c = perm_[m * k_ + j];
+            if (c >= k_ || seen[c]) return invalid_input(tensor_context(d_) + "permutation of matrix " + std::to_string(m) + " is not one");
+            seen[c] = 1;
+          }
+        }
+      }
+    }
     if (d_.format == Format::kFp8E4M3) {
       IRIS_ASSIGN_OR_RETURN(Fp8Params fp, fp8_params(d_));
       // FP8 scales are at most one per 128 elements in practice (per block), and every row
@@ -141,6 +162,7 @@ class QuantizedDecoder final : public SourceDecoder {
         quant::fp8_decode_rows(scratch.codes.data(), r0, r1, n_, k_, s_, out);  // one scale lookup per run of columns
         return Status::ok();
       }
+      case Format::kIntGroup: return decode_int_group(r0, r1, out, scratch);
       default: return internal_error("not a quantized source");
     }
   }
@@ -169,6 +191,25 @@ class QuantizedDecoder final : public SourceDecoder {
     bytes[int(Role::kAbsmax)] = aux;
     const quant::Bnb4bitParams p = bnb4_decode_params(bnb_, bytes);
     quant::bnb4_decode_window(codes.data(), first, i0 - e0, i1 - e0, p, out);
+    return Status::ok();
+  }
+
+  // Rows [r0, r1) of an int_group tensor (FORMAT.md 4.5), one matrix of the stack at a time.
+  Status decode_int_group(uint64_t r0, uint64_t r1, float* out, DecodeScratch& scratch) const {
+    const IntGroupParams& p = int_group_;
+    const uint64_t row_bytes = (k_ + 7) / 8 * 8 * p.bits / 8, groups = (k_ + p.group_size - 1) / p.group_size;
+    const uint64_t es = dtype_bits(p.scale_dtype) / 8;
+    IRIS_TRY(read_codes(r0 * row_bytes, (r1 - r0) * row_bytes, scratch));
+    IRIS_TRY(read_slice(Role::kScales, r0 * groups * es, (r1 - r0) * groups * es, &scratch.aux));
+    if (p.zero_points) IRIS_TRY(read_slice(Role::kZeroPoints, r0 * groups, (r1 - r0) * groups, &scratch.nested));
+    for (uint64_t row = r0; row < r1;) {
+      const uint64_t m = row / n_, end = std::min(r1, (m + 1) * n_), at = row - r0;
+      quant::IntGroupStored st{scratch.codes.data() + at * row_bytes, row_bytes, scratch.aux.data() + at * groups * es,
+                               p.zero_points ? scratch.nested.data() + at * groups : nullptr, p.act_order ? perm_.data() + m * k_ : nullptr,
+                               p.bits, end - row, k_, p.group_size, groups, p.scale_dtype};
+      quant::int_group_decode_stored(st, out + at * k_);
+      row = end;
+    }
     return Status::ok();
   }
 
@@ -204,6 +245,8 @@ class QuantizedDecoder final : public SourceDecoder {
   uint64_t n_ = 1;
   Bnb4Params bnb_;
   quant::Fp8Scales s_;
+  IntGroupParams int_group_;
+  std::vector<uint32_t> perm_;  // int_group with act_order: every matrix's
 };
 
 }  // namespace

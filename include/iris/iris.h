@@ -104,6 +104,7 @@ typedef enum iris_format {
   IRIS_FORMAT_NF4 = 2,      /* bitsandbytes NF4, optionally double-quantized absmax */
   IRIS_FORMAT_BNB_FP4 = 3,  /* bitsandbytes FP4 */
   IRIS_FORMAT_FP8_E4M3 = 4,  /* FP8 E4M3 with tensor / channel / block / group scales */
+  IRIS_FORMAT_INT_GROUP = 5, /* 2/3/4/8-bit integer codes, a scale (and zero point) per group of columns (GPTQ, AWQ, compressed-tensors) */
   IRIS_FORMAT_INT_MIN_ = -0x7fffffff - 1,
   IRIS_FORMAT_INT_MAX_ = 0x7fffffff
 } iris_format;
@@ -137,6 +138,8 @@ typedef enum iris_role {
   IRIS_ROLE_CODE_TABLE = 5,        /* bitsandbytes 16-entry code book (F32) */
   IRIS_ROLE_NESTED_CODE_TABLE = 6, /* bitsandbytes 256-entry absmax code book (F32) */
   IRIS_ROLE_QUANT_STATE = 7,        /* bitsandbytes quant_state JSON bytes, kept for export */
+  IRIS_ROLE_ZERO_POINTS = 8,        /* int_group: U8 zero point per group */
+  IRIS_ROLE_PERMUTATION = 9,        /* int_group with act_order: U32 [K], stored column j is logical column perm[j] */
   IRIS_ROLE_INT_MIN_ = -0x7fffffff - 1,
   IRIS_ROLE_INT_MAX_ = 0x7fffffff
 } iris_role;
@@ -163,9 +166,15 @@ typedef struct iris_format_params {
   iris_scale_granularity granularity;
   iris_dtype scale_dtype;     /* F32, BF16 or F16 */
   uint64_t block_n, block_k;  /* IRIS_SCALE_BLOCK */
-  uint64_t group_size;        /* IRIS_SCALE_GROUP */
-  uint64_t reserved[4];
+  uint64_t group_size;        /* IRIS_SCALE_GROUP; int_group: columns a group */
+  /* int_group (scale_dtype and group_size above) */
+  uint32_t code_bits;         /* 2, 3, 4 or 8 */
+  uint32_t int_group_flags;   /* IRIS_INT_GROUP_ZERO_POINTS | IRIS_INT_GROUP_ACT_ORDER */
+  uint64_t reserved[3];
 } iris_format_params;
+
+#define IRIS_INT_GROUP_ZERO_POINTS 1u /* an IRIS_ROLE_ZERO_POINTS component; else every zero point is 2^(bits-1) */
+#define IRIS_INT_GROUP_ACT_ORDER 2u   /* an IRIS_ROLE_PERMUTATION component */
 
 typedef struct iris_tensor_info {
   const char* name;           /* NUL-terminated, owned by the archive */

@@ -134,6 +134,42 @@ def _fp8_scales(t, s: np.ndarray, r0: int, r1: int) -> np.ndarray:
     return grid[rows][:, np.arange(k) // p["group_size"]]
 
 
+def _int_group_rows(t, c, r0: int, r1: int) -> np.ndarray:
+    """int_group (section 4.5): (code - zero) * scale, the product rounded once to the scale's
+    dtype, placed at the permutation's columns."""
+    p = t._typed
+    k, bits, gs = t.shape[-1], p["bits"], p["group_size"]
+    n = t.shape[-2]
+    rows = untile(t, c["codes"], r0, r1)
+    bitpos = np.arange(k, dtype=np.int64) * bits
+    lo = rows[:, bitpos >> 3].astype(np.uint32)
+    hi = np.concatenate([rows, np.zeros((rows.shape[0], 1), np.uint8)], axis=1)[:, (bitpos >> 3) + 1].astype(np.uint32)
+    q = (((lo | (hi << 8)) >> (bitpos & 7).astype(np.uint32)) & ((1 << bits) - 1)).astype(np.int64)
+    groups = -(-k // gs)
+    gi = np.arange(k) // gs
+    zeros = (c["zero_points"].reshape(-1, groups)[r0:r1].astype(np.int64) if p["zero_points"]
+             else np.full((r1 - r0, groups), 1 << (bits - 1), np.int64))
+    diff = q - zeros[:, gi]
+    raw = c["scales"].reshape(-1, groups)[r0:r1][:, gi]
+    if p["scale_dtype"] == "f16":
+        vals = (raw.astype(np.float16) * diff.astype(np.float16)).astype(np.float32)
+    elif p["scale_dtype"] == "bf16":
+        vals = _f32(to_bf16(_f32(raw.astype(np.uint32) << 16) * diff.astype(np.float32)).astype(np.uint32) << 16)
+    else:
+        vals = raw.astype(np.float32) * diff.astype(np.float32)
+    if not p["act_order"]:
+        return vals
+    perm = c["permutation"].reshape(-1, k)
+    out = np.empty_like(vals)
+    for m in range(r0 // n, (r1 - 1) // n + 1):
+        a, b = max(r0, m * n) - r0, min(r1, (m + 1) * n) - r0
+        pm = perm[m].astype(np.int64)
+        if pm.max(initial=0) >= k or len(np.unique(pm)) != k:
+            raise IrisError(f"tensor '{t.name}': permutation of matrix {m} is not one")
+        out[a:b][:, pm] = vals[a:b]
+    return out
+
+
 def decode_rows_f32(t, r0: int, r1: int) -> np.ndarray:
     """Rows [r0, r1) of the tensor viewed as [rows, K] (rows_of), as FP32 [r1 - r0, K], each
     value one FP32 operation per section 4; only what those rows need is read."""
@@ -155,6 +191,8 @@ def decode_rows_f32(t, r0: int, r1: int) -> np.ndarray:
         elif t.format == "fp8_e4m3":
             q = e4m3_table()[untile(t, c["codes"], r0, r1)[:, :k]]
             out = q * _fp8_scales(t, c["scales"], r0, r1)
+        elif t.format == "int_group":
+            out = _int_group_rows(t, c, r0, r1)
         else:
             raise IrisError(f"tensor '{t.name}': {t.format} is not a quantized format")
     return _canonical(np.ascontiguousarray(out, dtype=np.float32)).reshape(r1 - r0, k)

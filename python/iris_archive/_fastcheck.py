@@ -31,7 +31,7 @@ from ._jsontext import measure
 _ENTRY = itemgetter("name", "shape", "dtype", "format", "layout", "components")
 _COMPONENT = itemgetter("role", "dtype", "shape", "bytes", "offset", "xxh3")
 _PART = itemgetter("role", "name", "dtype", "shape")
-_ROLES = frozenset(_format.ROLES)
+_ROLES = frozenset(_format.SOURCE_ROLES)  # (source records only)
 
 
 class Slow(Exception):

@@ -19,10 +19,10 @@ DTYPES = {
     "f64": (64, "<f8"), "i64": (64, "<i8"), "u64": (64, "<u8"),
 }
 
-FORMATS = ("mxfp4", "nf4", "bnb_fp4", "fp8_e4m3")
-CODE_BITS = {"mxfp4": 4, "nf4": 4, "bnb_fp4": 4, "fp8_e4m3": 8}
-ROW_UNIT = {"mxfp4": 32, "nf4": 2, "bnb_fp4": 2, "fp8_e4m3": 1}
-PAD_BYTE = {"mxfp4": 0x00, "nf4": 0x77, "bnb_fp4": 0x00, "fp8_e4m3": 0x00}
+FORMATS = ("mxfp4", "nf4", "bnb_fp4", "fp8_e4m3", "int_group")
+CODE_BITS = {"mxfp4": 4, "nf4": 4, "bnb_fp4": 4, "fp8_e4m3": 8}  # int_group: its `bits` parameter
+ROW_UNIT = {"mxfp4": 32, "nf4": 2, "bnb_fp4": 2, "fp8_e4m3": 1, "int_group": 8}
+PAD_BYTE = {"mxfp4": 0x00, "nf4": 0x77, "bnb_fp4": 0x00, "fp8_e4m3": 0x00, "int_group": 0x00}
 ALIGNMENT = 4096  # of the data section and of every component and embedded file in it
 MAX_DIMS = 16
 MAX_DIM = 1 << 48
@@ -46,12 +46,19 @@ PARAMS = {
         "scale_shape": ("shape", True, None), "scale_name": ("str", True, None),
         "block_n": ("uint", False, None), "block_k": ("uint", False, None), "group_size": ("uint", False, None),
     },
+    "int_group": {
+        "bits": ("uint", True, None), "group_size": ("uint", True, None), "scale_dtype": ("str", True, None),
+        "zero_points": ("bool", True, None), "act_order": ("bool", True, None),
+    },
 }
 PARAMS["bnb_fp4"] = PARAMS["nf4"]
 
 
 # Component roles (FORMAT.md section 4), as the manifest and the source record name them.
-ROLES = ("data", "codes", "scales", "absmax", "nested_absmax", "code_table", "nested_code_table", "quant_state")
+ROLES = ("data", "codes", "scales", "absmax", "nested_absmax", "code_table", "nested_code_table", "quant_state",
+         "zero_points", "permutation")
+# What a source record may name besides: a checkpoint tensor no component holds as it is.
+SOURCE_ROLES = ROLES + ("companion",)
 
 def is_uint(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -154,6 +161,14 @@ def check_params(ctx: str, fmt: str, p) -> dict:
                 raise IrisError(f"{ctx}nested_offset_f32_bits {p['nested_offset_f32_bits']} disagrees with nested_offset ({bits})")
         out.update(nested_block_size=nbs, nested_offset=off)
         return out
+    if fmt == "int_group":
+        if p["bits"] not in (2, 3, 4, 8):
+            raise IrisError(f"{ctx}int_group bits {p['bits']} is not 2, 3, 4 or 8")
+        if not p["group_size"] or p["group_size"] > (1 << 40):
+            raise IrisError(f"{ctx}int_group group_size out of range")
+        if p["scale_dtype"] not in ("f32", "bf16", "f16"):
+            raise IrisError(f"{ctx}scale_dtype must be f32, bf16 or f16")
+        return dict(p)
     # fp8_e4m3
     g = p["scale_granularity"]
     if g not in ("tensor", "channel", "block", "group"):
@@ -176,7 +191,7 @@ def check_params(ctx: str, fmt: str, p) -> dict:
     return out
 
 
-def geometry(ctx: str, fmt: str, shape, layout, block_size: int) -> dict:
+def geometry(ctx: str, fmt: str, shape, layout, block_size: int, bits: int = None) -> dict:
     """The tiled geometry of FORMAT.md section 5 (validated)."""
     if len(shape) < 2:
         raise IrisError(f"{ctx}a {fmt} weight needs rank >= 2 for a tiled layout")
@@ -184,14 +199,14 @@ def geometry(ctx: str, fmt: str, shape, layout, block_size: int) -> dict:
     if tn == 0 or tk == 0 or tn > 4096 or tk > 65536:
         raise IrisError(f"{ctx}tile {tn}x{tk} out of range")
     unit = ROW_UNIT[fmt]
+    bits = bits if fmt == "int_group" else CODE_BITS[fmt]
     align = math.lcm(unit, block_size or 1)
-    if CODE_BITS[fmt] == 4:
+    if bits == 4:
         align = math.lcm(align, 2)
     if tk % align:
         raise IrisError(f"{ctx}tile_k {tk} is not a multiple of {align}")
     batch = numel(shape[:-2])
     n, k = shape[-2], shape[-1]
-    bits = CODE_BITS[fmt]
     return {
         "batch": batch, "n": n, "k": k, "stored_k": round_up(k, unit), "tile_n": tn, "tile_k": tk,
         "padded_n": round_up(n, tn), "padded_k": round_up(k, tk), "bits": bits,
@@ -213,7 +228,7 @@ def components(ctx: str, t: dict) -> list:
     kind = layout["kind"]
     if kind == "row_major":
         raise IrisError(f"{ctx}quantized codes need a tiled or flat layout")
-    bits = CODE_BITS[fmt]
+    bits = p["bits"] if fmt == "int_group" else CODE_BITS[fmt]
 
     def codes():
         if kind == "flat":
@@ -227,6 +242,17 @@ def components(ctx: str, t: dict) -> list:
             raise IrisError(f"{ctx}layout 'flat' is not valid for this tensor")
         ss = list(shape[:-1]) + [ceil_div(shape[-1], 32)]
         return [codes(), ("scales", "u8", ss, numel(ss))]
+    if fmt == "int_group":
+        if kind != "tiled":
+            raise IrisError(f"{ctx}layout 'flat' is not valid for this tensor")
+        gs = list(shape[:-1]) + [ceil_div(shape[-1], p["group_size"])]
+        out = [codes(), ("scales", p["scale_dtype"], gs, numel(gs) * DTYPES[p["scale_dtype"]][0] // 8)]
+        if p["zero_points"]:
+            out.append(("zero_points", "u8", gs, numel(gs)))
+        if p["act_order"]:
+            ps = list(shape[:-2]) + [shape[-1]]
+            out.append(("permutation", "u32", ps, 4 * numel(ps)))
+        return out
     if fmt in ("nf4", "bnb_fp4"):
         bs = p["block_size"]
         if kind == "tiled" and not (len(shape) >= 2 and shape[-1] % bs == 0):

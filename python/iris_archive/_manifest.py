@@ -66,7 +66,7 @@ def _is_plain_file_name(name: str) -> bool:
 
 
 _HEX16 = re.compile("[0-9a-f]{16}").fullmatch
-_ROLE_SET = frozenset(_format.ROLES)
+_ROLE_SET = frozenset(_format.SOURCE_ROLES)  # (source records only)
 
 
 def _check_dims(ctx: str, key: str, s) -> list:
@@ -373,7 +373,7 @@ class ManifestReader:
                 if not _format.is_uint(lj.get(k)):
                     raise IrisError(ctx + f"layout: '{k}' missing or not an unsigned integer")
                 layout[k] = lj[k]
-            geometry = _format.geometry(ctx, fmt, shape, layout, typed.get("block_size", 0))
+            geometry = _format.geometry(ctx, fmt, shape, layout, typed.get("block_size", 0), typed.get("bits"))
             if (geometry["padded_n"], geometry["padded_k"]) != (layout["padded_n"], layout["padded_k"]):
                 raise IrisError(ctx + f"layout padding {layout['padded_n']}x{layout['padded_k']} disagrees with shape and tile")
             descriptor["geometry"] = geometry

@@ -226,12 +226,22 @@ def test_decoded_weights_are_the_oracle_s_bit_for_bit(tmp_path, case):
     a = iris.open(tmp_path / "a.iris")
     a.verify()
     t = a.tensors["m.p.weight"]
-    assert not t.quantized and list(t.shape) == list(expected.shape)
-    got = t.numpy()
-    got32 = got.astype(np.float32) if got.dtype == np.float16 else (got.astype(np.uint32) << 16).view(np.float32)
-    same = (got32.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got32) & np.isnan(expected))
-    assert same.all(), f"{case}: {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
+    # carried as stored: int_group (FORMAT.md 4.5), decoded by the numpy reader and by libiris
+    assert t.format == "int_group" and list(t.shape) == list(expected.shape)
+    for backend in ("numpy", "native"):
+        got32 = t.dequantize(backend=backend)
+        same = (got32.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got32) & np.isnan(expected))
+        assert same.all(), f"{case} ({backend}): {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
     assert not any(name.startswith("m.p.q") or "weight_packed" in name for name in a.tensors)  # the companions became the weight
+    # and the same values through a requantization's decoder: --quant bf16 is the oracle rounded once
+    r = convert(tmp_path / "snap", tmp_path / "b.iris", "--quant", "bf16")
+    assert r.returncode == 0, r.stderr
+    bf = iris.open(tmp_path / "b.iris").tensors["m.p.weight"].numpy()
+    assert (bf == _bf16_bits(expected)).all(), case
+
+
+def _bf16_bits(x32):
+    return bf16_bits_round(x32)
 
 
 @pytest.mark.parametrize("case", ["gptq-4bit-g128-sym-v1", "awq-g128", "ct-w4-g64-asym-n70"])
@@ -263,7 +273,7 @@ def test_suspect_scales_are_refused_unless_allowed(tmp_path, value, word):
     extra = () if value == 0 else ("--allow-nonfinite",)
     r = convert(tmp_path / "snap", tmp_path / "allowed.iris", "--allow-suspect-scales", *extra)
     assert r.returncode == 0, r.stderr
-    w = iris.open(tmp_path / "allowed.iris").tensors["m.p.weight"].numpy().astype(np.float32)
+    w = iris.open(tmp_path / "allowed.iris").tensors["m.p.weight"].dequantize()
     row = w[5, 128:]  # group 1 of row 5, as the tool decodes it
     if np.isnan(value):
         assert np.isnan(row).all()
@@ -274,10 +284,15 @@ def test_suspect_scales_are_refused_unless_allowed(tmp_path, value, word):
 def test_huge_scales_overflow_as_the_tool_s_float16_does(tmp_path):
     tensors, qc, _ = gptq_case(4, 128, True, False, False)
     tensors["m.p.scales"][:] = np.float16(60000)
-    refused(tmp_path, tensors, qc, "non-finite")  # the pipeline's guard: the weights themselves overflow
-    assert convert(tmp_path / "snap", tmp_path / "a.iris", "--allow-nonfinite").returncode == 0
-    w = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].numpy()
-    assert np.isinf(w).any() and not np.isnan(w).any()
+    # Carried as stored, the archive holds the tool's scales and codes: decoding overflows as the
+    # tool's float16 does. Decoded to requantize, the pipeline's guard refuses the infinities.
+    write_snapshot(tmp_path / "snap", tensors, qc)
+    assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
+    for backend in ("numpy", "native"):
+        w = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].dequantize(backend=backend)
+        assert np.isinf(w).any() and not np.isnan(w).any()
+    refused(tmp_path, tensors, qc, "non-finite", options=("--quant", "bf16"))
+    assert convert(tmp_path / "snap", tmp_path / "b.iris", "--quant", "bf16", "--allow-nonfinite").returncode == 0
 
 
 def test_g_idx_not_a_permutation_of_groups_is_refused(tmp_path):
@@ -348,7 +363,7 @@ def test_compressed_tensors_without_config_is_read_from_its_shapes(tmp_path):
     write_snapshot(tmp_path / "snap", tensors, None)
     r = convert(tmp_path / "snap", tmp_path / "a.iris")
     assert r.returncode == 0, r.stderr
-    got = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].numpy().astype(np.float32)
+    got = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].dequantize()
     assert (got.view(np.uint32) == expected.view(np.uint32)).all()
 
 
@@ -362,8 +377,8 @@ def test_compressed_tensors_g_idx_holding_minus_one_means_column_order(tmp_path)
     write_snapshot(tmp_path / "snap", tensors, qc)
     r = convert(tmp_path / "snap", tmp_path / "a.iris")
     assert r.returncode == 0, r.stderr
-    got = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].numpy()
-    assert ((got.astype(np.uint32) << 16).view(np.float32).view(np.uint32) == expected.view(np.uint32)).all()
+    got = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].dequantize()
+    assert (got.view(np.uint32) == expected.view(np.uint32)).all()
 
 
 # --- the producing tools' own checkpoints (tests/data/fixtures, README-gptq-awq.md and
@@ -388,7 +403,57 @@ def test_tool_fixtures_decode_as_the_tool_dequantized_them(tmp_path, fixture):
     refs = read_safetensors(ref_path)
     assert refs
     for name, want in refs.items():
-        got = a.tensors[name].numpy()
-        assert got.dtype.itemsize == want.dtype.itemsize == 2, name
-        same = got.view(np.uint16) == want.view(np.uint16)
-        assert same.all(), f"{fixture} {name}: {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
+        t = a.tensors[name]
+        assert t.format == "int_group", name  # carried as stored
+        want32 = want.astype(np.float32) if want.dtype == np.float16 else (want.astype(np.uint32) << 16).view(np.float32)
+        for backend in ("numpy", "native"):
+            got = t.dequantize(backend=backend)
+            same = got.view(np.uint32) == want32.view(np.uint32)
+            assert same.all(), f"{fixture} {name} ({backend}): {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
+    # kept as the tool's dequantized values, where asked to requantize to the tool's own dtype
+    r = convert(FIXTURES / fixture, tmp_path / "f.iris", "--quant", "bf16")
+    assert r.returncode == 0, r.stderr
+
+
+def test_uneven_groups_allowed_are_kept_as_the_tool_s_values(tmp_path):
+    # A g_idx whose groups are not whole runs of group_size columns cannot be an int_group;
+    # accepted with --allow-g-idx-mismatch, the weight is kept as the tool decodes it, in F16.
+    tensors, qc, _ = gptq_case(4, 64, True, False, True)
+    g = tensors["m.p.g_idx"]
+    g[:10] = 0  # group 0 gets 10 more columns, others fewer
+    s = np.ascontiguousarray(tensors["m.p.scales"].T).astype(np.float16)  # [N, G]
+    write_snapshot(tmp_path / "snap", tensors, qc)
+    refused(tmp_path, tensors, qc, "not a permutation of groups")
+    r = convert(tmp_path / "snap", tmp_path / "a.iris", "--allow-g-idx-mismatch")
+    assert r.returncode == 0, r.stderr
+    t = iris.open(tmp_path / "a.iris").tensors["m.p.weight"]
+    assert not t.quantized and t.dtype == "f16"
+    # the oracle: unpack with this file's packers' inverse and decode by g_idx
+    words = tensors["m.p.qweight"].view(np.uint32)
+    codes = np.stack([(words[k // 8] >> np.uint32(4 * (k % 8))) & 15 for k in range(256)], axis=1).astype(np.int64)  # [N, K]
+    zw = tensors["m.p.qzeros"].view(np.uint32)  # v2
+    zeros = np.stack([(zw[:, n // 8] >> np.uint32(4 * (n % 8))) & 15 for n in range(64)], axis=1).astype(np.int64)  # [G, N]
+    want = dequantize(codes, zeros.T[:, g], s[:, g], "F16")
+    assert (t.numpy().astype(np.float32).view(np.uint32) == want.view(np.uint32)).all()
+
+
+def test_a_permutation_that_is_not_one_is_refused_by_every_reader(tmp_path):
+    tensors, qc, _ = gptq_case(4, 64, True, False, True)
+    write_snapshot(tmp_path / "snap", tensors, qc)
+    assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
+    inspected = json.loads(subprocess.run([IRIS, "inspect", str(tmp_path / "a.iris"), "--json"], capture_output=True, text=True,
+                                          check=True).stdout)
+    (t,) = [t for t in inspected["tensors"] if t["name"] == "m.p.weight"]
+    (perm,) = [c for c in t["components"] if c["role"] == "permutation"]
+    data = bytearray((tmp_path / "a.iris").read_bytes())
+    at = perm["offset"]  # (inspect --json gives components' offsets in the file)
+    data[at + 4 : at + 8] = data[at : at + 4]  # place 1 names place 0's column again
+    (tmp_path / "bad.iris").write_bytes(bytes(data))
+    bad = iris.open(tmp_path / "bad.iris")
+    for backend in ("numpy", "native"):
+        with pytest.raises(iris.IrisError, match="permutation"):
+            bad.tensors["m.p.weight"].dequantize(backend=backend)
+    r = subprocess.run([IRIS, "export", str(tmp_path / "bad.iris"), "-o", str(tmp_path / "x.safetensors"), "--dtype", "f16"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and not (tmp_path / "x.safetensors").exists()
+    assert subprocess.run([IRIS, "verify", str(tmp_path / "bad.iris")], capture_output=True, text=True).returncode != 0

@@ -183,7 +183,7 @@ Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& packed, c
   }
   p->codes = packed;
   p->scales = *scale;
-  std::vector<SourcePart> companions = {{Role::kData, *shape_t, std::nullopt, "shape"}};
+  std::vector<SourcePart> companions = {{Role::kData, *shape_t, std::nullopt, "companion"}};
   if (zero) companions.push_back({Role::kData, *zero, std::nullopt, "zero_points"});
   return packed_integer_tensor(snap, weight, std::move(p), !args->actorder, args->symmetric, options, std::move(companions));
 }

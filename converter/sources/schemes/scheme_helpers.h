@@ -35,7 +35,7 @@ inline Result<SourceTensor> packed_integer_tensor(const Snapshot& snap, const st
   t.desc.format = Format::kRaw;
   t.parts = {{Role::kCodes, p->codes}, {Role::kScales, p->scales}};
   for (auto& c : companions) t.parts.push_back(std::move(c));
-  if (p->g_idx.tensor) t.parts.push_back({Role::kData, p->g_idx, std::nullopt, "group_index"});
+  if (p->g_idx.tensor) t.parts.push_back({Role::kData, p->g_idx, std::nullopt, "companion"});
   t.packed = std::move(p);
   return t;
 }
