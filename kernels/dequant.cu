@@ -6,6 +6,7 @@
 #include "kernels/fast_div.h"
 #include "kernels/tuning.h"
 #include "kernels/fp8.cuh"
+#include "kernels/int_group.h"
 #include "kernels/kernels.h"
 #include "kernels/launch_cache.h"
 #include "kernels/mxfp4.cuh"
@@ -248,6 +249,7 @@ Status cuda_dequantize(const QuantView& v, void* out, DType dt, void* stream, co
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, out, dt, s, c);
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, out, dt, s, c);
     case ViewFormat::kFp8: return launch<dev::Fp8>(v, out, dt, s, c);
+    case ViewFormat::kIntGroup: return cuda_int_group_dequantize(v, out, dt, s, c.sm_count);
   }
   return unsupported("dequantize: unknown format");
 }

@@ -6,6 +6,7 @@
 #include "kernels/arch.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8.cuh"
+#include "kernels/int_group.h"
 #include "kernels/gemv_mma.h"
 #include "kernels/gemv_cuda_cores.h"
 #include "kernels/tuning.h"
@@ -51,6 +52,7 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
     IRIS_CUDA_TRY(cudaMemsetAsync(y, 0, uint64_t(batch) * v.rows * (f32 ? 4 : 2), s));
     return Status::ok();
   }
+  if (v.format == ViewFormat::kIntGroup) return cuda_int_group_gemv(v, x, batch, y, f32, s);  // (no tensor-core path yet)
   if (cuda_gemv_uses_tensor_cores(v, batch, c)) return cuda_gemv_mma(v, x, batch, y, f32, stream, c);
   switch (v.format) {
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);

@@ -183,6 +183,7 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kFp8: return launch<dev::Fp8>(args, stripes_path, per_pair, f32, s);
+    case ViewFormat::kIntGroup: return unsupported("expert gemv: no grouped kernel for int_group yet");
   }
   return unsupported("expert gemv: unknown format");
 }

@@ -1488,6 +1488,7 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
         case 2: return v.block_k % MmaFp8<false>::kChunk == 0;    // block
         default: return v.group_size % MmaFp8<false>::kChunk == 0;  // group
       }
+    case ViewFormat::kIntGroup: return false;  // (kernels/int_group.cu: CUDA cores only, for now)
   }
   return false;
 }

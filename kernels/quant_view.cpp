@@ -22,6 +22,7 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
     case Format::kNf4:
     case Format::kBnbFp4: v.format = ViewFormat::kNf4; break;  // one kernel: the 16-value code book is a component
     case Format::kFp8E4M3: v.format = ViewFormat::kFp8; break;
+    case Format::kIntGroup: v.format = ViewFormat::kIntGroup; break;
     default: return unsupported(ctx + "no GPU kernel for format " + format_name(d.format));
   }
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
@@ -31,7 +32,7 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   v.tiled = d.layout.kind == LayoutKind::kTiled;
   if (v.tiled) {
     IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
-    const uint64_t item = v.format == ViewFormat::kFp8 ? 16 : 32;
+    const uint64_t item = v.format == ViewFormat::kFp8 ? 16 : v.format == ViewFormat::kIntGroup ? 8 : 32;
     if (d.layout.tile_k % item != 0)
       return unsupported(ctx + "tile_k " + std::to_string(d.layout.tile_k) + " is not a multiple of " + std::to_string(item) +
                          " elements; the kernels read 16-byte units");
@@ -53,6 +54,14 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   if (v.format == ViewFormat::kMxfp4) {
     v.scales = get(Role::kScales);
     v.scale_type = ScaleType::kU8;
+  } else if (v.format == ViewFormat::kIntGroup) {
+    IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
+    v.code_bits = p.bits;
+    v.group_size = p.group_size;
+    v.scales = get(Role::kScales);
+    v.scale_type = p.scale_dtype == DType::kBF16 ? ScaleType::kBf16 : p.scale_dtype == DType::kF16 ? ScaleType::kF16 : ScaleType::kF32;
+    v.zero_points = p.zero_points ? static_cast<const uint8_t*>(get(Role::kZeroPoints)) : nullptr;
+    v.permutation = p.act_order ? static_cast<const uint32_t*>(get(Role::kPermutation)) : nullptr;
   } else if (v.format == ViewFormat::kFp8) {
     IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(d));
     v.scales = get(Role::kScales);
@@ -86,7 +95,10 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   return v;
 }
 
-uint64_t matrix_code_bytes(const QuantView& v) { return v.padded_n * v.padded_k * (v.format == ViewFormat::kFp8 ? 8 : 4) / 8; }
+uint64_t matrix_code_bytes(const QuantView& v) {
+  const uint64_t bits = v.format == ViewFormat::kFp8 ? 8 : v.format == ViewFormat::kIntGroup ? v.code_bits : 4;
+  return v.padded_n * v.padded_k * bits / 8;
+}
 uint64_t mxfp4_matrix_scale_bytes(const QuantView& v) { return v.n * ((v.k + 31) / 32); }
 
 Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
@@ -109,6 +121,13 @@ Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
       if (s.granularity == 2) per = ((s.n + s.block_n - 1) / s.block_n) * ((s.k + s.block_k - 1) / s.block_k);
       if (s.granularity == 3) per = s.n * ((s.k + s.group_size - 1) / s.group_size);
       v.scales = advance(s.scales, m * per * scale_bytes);
+      break;
+    }
+    case ViewFormat::kIntGroup: {
+      const uint64_t groups = (s.k + s.group_size - 1) / s.group_size;
+      v.scales = advance(s.scales, m * s.n * groups * scale_bytes);
+      if (s.zero_points) v.zero_points = s.zero_points + m * s.n * groups;
+      if (s.permutation) v.permutation = s.permutation + m * s.k;
       break;
     }
     case ViewFormat::kNf4: {

@@ -13,7 +13,7 @@ namespace iris {
 
 // kNf4 covers both bitsandbytes 4-bit formats (nf4 and bnb_fp4): they differ only in the
 // 16-value code book, which the kernels read from the tensor's code_table component.
-enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3 };
+enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3, kIntGroup = 4 };
 enum class ScaleType : uint32_t { kU8 = 0, kF32 = 1, kBf16 = 2, kF16 = 3 };
 
 struct QuantView {
@@ -50,6 +50,12 @@ struct QuantView {
   // cuda_mxfp4_to_planes, which rearranges the words; the tensor-core GEMVs take only such
   // views, the dequant and CUDA-core kernels either order.
   bool codes_planes;
+  // int_group (FORMAT.md 4.5; group_size above, scale_type the scales'): the code width, the
+  // zero points (u8 [rows, groups]; null: every one 2^(code_bits-1)) and the permutation (u32
+  // [matrices, k]; null: none).
+  uint32_t code_bits;
+  const uint8_t* zero_points;
+  const uint32_t* permutation;
 };
 
 // The device address of each component of a tensor, indexed by Role (nullptr: none).

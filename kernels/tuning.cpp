@@ -29,6 +29,7 @@ int dequant_words(const KernelVariants& variants, const QuantView& v) {
     case ViewFormat::kNf4: return v.block_size % 16 == 0 ? 2 : 1;  // and the flat index of a run is 16-aligned
     case ViewFormat::kFp8:  // tensor and channel scales; block and group scales whose width 16 divides
       return v.granularity < 2 || (v.granularity == 2 ? v.block_k % 16 == 0 : v.group_size % 16 == 0) ? 2 : 1;
+    case ViewFormat::kIntGroup: return 1;  // (its own kernel: kernels/int_group.cu)
   }
   return 1;
 }

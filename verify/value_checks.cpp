@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,8 @@ CheckResult padding_check(const ArchiveTensor& t, const ComponentBytes& c) {
   if (!g.is_ok()) return {"values:padding", false, g.status().message()};
   std::span<const uint8_t> codes = c[static_cast<int>(Role::kCodes)];
   const uint64_t tile_n = t.desc.layout.tile_n, tile_k = t.desc.layout.tile_k;
-  const uint64_t unit = g->code_bits == 4 ? 2 : 1;  // elements per byte
+  // Elements of the smallest whole-byte run: 1 at 8 bits, 2 at 4, 4 at 2, 8 at 3 (int_group).
+  const uint64_t unit = 8 / std::gcd<uint64_t>(g->code_bits, 8);
   uint64_t bad = 0;
   for (uint64_t b = 0; b < g->batch; ++b)
     for (uint64_t r = 0; r < g->padded_n; ++r) {
@@ -130,7 +132,7 @@ CheckResult padding_check(const ArchiveTensor& t, const ComponentBytes& c) {
         // Runs within one tile row are contiguous: check them a tile row at a time.
         const uint64_t run = std::min(g->padded_k, (col / tile_k + 1) * tile_k) - col;
         const uint64_t off = tiled_byte_offset(*g, tile_n, tile_k, b, r, col);
-        const uint64_t nbytes = run / unit;
+        const uint64_t nbytes = run * g->code_bits / 8;
         if (off + nbytes > codes.size()) return {"values:padding", false, "codes shorter than the layout"};
         for (uint64_t i = 0; i < nbytes; ++i) bad += codes[off + i] != g->pad_byte;
         col += run - unit;
