@@ -10,15 +10,6 @@
 
 namespace iris {
 
-namespace {
-
-// A producer of bytes made whole in memory (the small components).
-ComponentProducer bytes_producer(std::shared_ptr<const std::vector<uint8_t>> bytes) {
-  return [bytes](ByteSink& sink) { return sink.write({bytes->data(), bytes->size()}); };
-}
-
-}  // namespace
-
 Result<std::optional<IntGroupCarry>> plan_int_group_carry(const SourceTensor& st, uint64_t tile_n, uint64_t tile_k) {
   if (!st.packed) return internal_error("tensor '" + st.desc.name + "' is not packed integers");
   const PackedIntegers& p = *st.packed;
@@ -36,22 +27,22 @@ Result<std::optional<IntGroupCarry>> plan_int_group_carry(const SourceTensor& st
     act_order |= perm[j] != j;
   }
 
-  // Zero points: one u8 a group; none where every group's is the symmetric 2^(bits-1).
-  DecodeScratch scratch;
-  auto zeros = std::make_shared<std::vector<uint8_t>>(p.n * p.groups);
+  // Zero points: one u8 a group; none where every group's is the symmetric 2^(bits-1). Only
+  // decided here (a pass over the zero points, kept nowhere): the components are made when the
+  // tensor's turn comes, so that planning a model holds none of its side tables.
   bool symmetric = true;
-  constexpr uint64_t kRowsAtOnce = 4096;
-  for (uint64_t r0 = 0; r0 < p.n; r0 += kRowsAtOnce) {
-    const uint64_t r1 = std::min(p.n, r0 + kRowsAtOnce);
-    IRIS_TRY(unpack_packed_zeros(p, r0, r1, scratch));
-    for (uint64_t i = 0; i < (r1 - r0) * p.groups; ++i) {
-      const int32_t z = scratch.zeros[i];
-      if (z < 0 || z > 255) return std::optional<IntGroupCarry>();
-      (*zeros)[r0 * p.groups + i] = uint8_t(z);
-      symmetric &= uint32_t(z) == half;
+  {
+    DecodeScratch scratch;
+    constexpr uint64_t kRowsAtOnce = 4096;
+    for (uint64_t r0 = 0; r0 < p.n; r0 += kRowsAtOnce) {
+      const uint64_t r1 = std::min(p.n, r0 + kRowsAtOnce);
+      IRIS_TRY(unpack_packed_zeros(p, r0, r1, scratch));
+      for (int32_t z : scratch.zeros) {
+        if (z < 0 || z > 255) return std::optional<IntGroupCarry>();
+        symmetric &= uint32_t(z) == half;
+      }
     }
   }
-  IRIS_ASSIGN_OR_RETURN(std::vector<uint8_t> scales, packed_scale_bytes(p));
 
   IntGroupCarry c;
   TensorDesc& d = c.desc;
@@ -83,13 +74,28 @@ Result<std::optional<IntGroupCarry>> plan_int_group_carry(const SourceTensor& st
     return Status::ok();
   };
   c.producers.push_back(tile_producer(std::move(read), g, d.layout));
-  c.producers.push_back(bytes_producer(std::make_shared<const std::vector<uint8_t>>(std::move(scales))));
-  if (!symmetric) c.producers.push_back(bytes_producer(zeros));
-  if (act_order) {
-    auto bytes = std::make_shared<std::vector<uint8_t>>(p.k * 4);
-    std::memcpy(bytes->data(), perm_shared->data(), bytes->size());
-    c.producers.push_back(bytes_producer(bytes));
-  }
+  c.producers.push_back([source](ByteSink& sink) -> Status {
+    IRIS_ASSIGN_OR_RETURN(std::vector<uint8_t> scales, packed_scale_bytes(*source));
+    return sink.write({scales.data(), scales.size()});
+  });
+  if (!symmetric)
+    c.producers.push_back([source](ByteSink& sink) -> Status {
+      const PackedIntegers& q = *source;
+      DecodeScratch scratch;
+      std::vector<uint8_t> zeros;
+      constexpr uint64_t kRowsAtOnce = 4096;
+      for (uint64_t r0 = 0; r0 < q.n; r0 += kRowsAtOnce) {
+        const uint64_t r1 = std::min(q.n, r0 + kRowsAtOnce);
+        IRIS_TRY(unpack_packed_zeros(q, r0, r1, scratch));
+        zeros.assign(scratch.zeros.begin(), scratch.zeros.end());  // each within 0..255: checked when planned
+        IRIS_TRY(sink.write({zeros.data(), zeros.size()}));
+      }
+      return Status::ok();
+    });
+  if (act_order)
+    c.producers.push_back([perm_shared](ByteSink& sink) {
+      return sink.write({reinterpret_cast<const uint8_t*>(perm_shared->data()), perm_shared->size() * 4});
+    });
   return std::optional<IntGroupCarry>(std::move(c));
 }
 
