@@ -109,21 +109,11 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
       IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
       const uint64_t groups = ceil_div(k, p.group_size), es = dtype_bits(p.scale_dtype) / 8;
       const uint8_t* perms = as<uint8_t>(c, Role::kPermutation);
-      // One matrix of the stack at a time: each has its own permutation, checked to be one
-      // before any value is placed by it (an archive's bytes are untrusted).
-      std::vector<uint8_t> seen;
+      // Checked to be one before any value is placed by it (an archive's bytes are untrusted).
+      if (p.act_order) IRIS_TRY(check_int_group_permutation(d, c[static_cast<int>(Role::kPermutation)]));
+      // One matrix of the stack at a time: each has its own permutation.
       for (uint64_t row = row0; row < row1;) {
         const uint64_t m = row / n, end = std::min(row1, (m + 1) * n);
-        if (perms) {
-          const auto* perm = reinterpret_cast<const uint32_t*>(perms) + m * k;
-          seen.assign(k, 0);
-          for (uint64_t j = 0; j < k; ++j) {
-            if (perm[j] >= k || seen[perm[j]])
-              return invalid_input(tensor_context(d) + "permutation of matrix " + std::to_string(m) + " is not one: place " + std::to_string(j) +
-                                   " holds column " + std::to_string(perm[j]) + (perm[j] >= k ? " of " + std::to_string(k) : ", already placed"));
-            seen[perm[j]] = 1;
-          }
-        }
         quant::IntGroupStored st{row_codes + (row - row0) * (ceil_div(k, 8) * 8 * p.bits / 8),
                                  ceil_div(k, 8) * 8 * p.bits / 8,
                                  as<uint8_t>(c, Role::kScales) + row * groups * es,
@@ -141,6 +131,25 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
 }
 
 }  // namespace
+
+Status check_int_group_permutation(const TensorDesc& d, std::span<const uint8_t> bytes) {
+  const uint64_t k = d.shape.empty() ? 0 : d.shape.back();
+  if (k == 0) return Status::ok();
+  if (bytes.size() % (4 * k) != 0) return invalid_input(tensor_context(d) + "permutation of " + std::to_string(bytes.size()) + " bytes");
+  std::vector<uint8_t> seen;
+  for (uint64_t m = 0; m < bytes.size() / (4 * k); ++m) {
+    seen.assign(k, 0);
+    for (uint64_t j = 0; j < k; ++j) {
+      uint32_t col;
+      std::memcpy(&col, bytes.data() + 4 * (m * k + j), 4);
+      if (col >= k || seen[col])
+        return invalid_input(tensor_context(d) + "permutation of matrix " + std::to_string(m) + " is not one: place " + std::to_string(j) +
+                             " holds column " + std::to_string(col) + (col >= k ? " of " + std::to_string(k) : ", already placed"));
+      seen[col] = 1;
+    }
+  }
+  return Status::ok();
+}
 
 std::vector<uint8_t> untile_codes(const TensorDesc& d, std::span<const uint8_t> tiled) {
   if (d.layout.kind != LayoutKind::kTiled) return {tiled.begin(), tiled.end()};

@@ -22,6 +22,11 @@ using ComponentBytes = std::array<std::span<const uint8_t>, kRoleCount>;
 quant::Bnb4bitParams bnb4_decode_params(const Bnb4Params& p, const ComponentBytes& components);
 quant::Fp8Scales fp8_decode_scales(const Fp8Params& p, const void* scales);
 
+// An int_group tensor's permutation component (FORMAT.md 4.5: u32 [..., K], one per matrix)
+// checked to be one: every matrix's K entries a permutation of 0..K-1. Every reader checks it
+// before placing a value by it (the CPU decoders, libiris's GPU upload).
+Status check_int_group_permutation(const TensorDesc& desc, std::span<const uint8_t> permutation);
+
 // Row-major codes (what the source checkpoint held) from the archive's tiled codes.
 std::vector<uint8_t> untile_codes(const TensorDesc& desc, std::span<const uint8_t> tiled);
 

@@ -1,5 +1,7 @@
 #include "kernels/device_archive.h"
 
+#include "formats/tensor_decode.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -199,6 +201,13 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
   for (auto& t : out.tensors_) {
     if (!is_quantized(t.desc.format)) continue;
     t.view = make_quant_view(t.desc, t.pointers);
+    // An int_group permutation indexes the kernels' writes and reads: one that is not one
+    // leaves the tensor without a view (each use of it then fails, naming why).
+    if (t.view.is_ok() && t.view->permutation) {
+      const ArchiveTensor& held = all[t.archive_index];
+      Status perm = check_int_group_permutation(held.desc, a.component_bytes(held)[static_cast<int>(Role::kPermutation)]);
+      if (!perm.is_ok()) t.view = Result<QuantView>(perm);
+    }
     if (t.view.is_ok() && t.view->format == ViewFormat::kMxfp4 && takes_planes(*t.view, out.launch_config())) {
       IRIS_TRY(cuda_mxfp4_to_planes(*t.view, s_->stream));
       rearranged = true;

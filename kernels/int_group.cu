@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(kThreads) dequant_int_group(const QuantView v,
     const uint64_t row = i / v.k, j = i - row * v.k;
     const float w = weight_at(v, row, j, groups);
     const uint64_t col = v.permutation ? v.permutation[(row / v.n) * v.k + j] : j;
+    if (col >= v.k) continue;  // (uploads check the permutation; a view made by hand may not)
     const uint64_t o = row * v.k + col;
     if constexpr (OutKind == 0) static_cast<uint16_t*>(out)[o] = f32_to_bf16(w);
     else if constexpr (OutKind == 1) static_cast<uint16_t*>(out)[o] = f32_to_f16(w);
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(kThreads) gemv_int_group(const QuantView v, co
   for (uint64_t j = lane; j < v.k; j += 32) {
     const float w = weight_at(v, row, j, groups);
     const uint64_t col = perm ? perm[j] : j;
+    if (col >= v.k) continue;  // (as in the dequantization)
     for (int b = 0; b < batch; ++b) acc[b] = fmaf(w, bf16_to_f32(x[uint64_t(b) * v.k + col]), acc[b]);
   }
   for (int b = 0; b < batch; ++b) {

@@ -124,15 +124,7 @@ class QuantizedDecoder final : public SourceDecoder {
         perm_.resize(bytes.size() / 4);
         std::memcpy(perm_.data(), bytes.data(), perm_.size() * 4);
         if (perm_.size() != (n_ ? rows_ / n_ : 0) * k_) return invalid_input(tensor_context(d_) + "permutation of the wrong size");
-        std::vector<uint8_t> seen;
-        for (uint64_t m = 0; m < perm_.size() / std::max<uint64_t>(k_, 1); ++m) {
-          seen.assign(k_, 0);
-          for (uint64_t j = 0; j < k_; ++j) {
-            const uint32_t c = perm_[m * k_ + j];
-            if (c >= k_ || seen[c]) return invalid_input(tensor_context(d_) + "permutation of matrix " + std::to_string(m) + " is not one");
-            seen[c] = 1;
-          }
-        }
+        IRIS_TRY(check_int_group_permutation(d_, bytes));
       }
     }
     if (d_.format == Format::kFp8E4M3) {

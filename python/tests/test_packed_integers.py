@@ -236,7 +236,7 @@ def test_decoded_weights_are_the_oracle_s_bit_for_bit(tmp_path, case):
     # and the same values through a requantization's decoder: --quant bf16 is the oracle rounded once
     r = convert(tmp_path / "snap", tmp_path / "b.iris", "--quant", "bf16")
     assert r.returncode == 0, r.stderr
-    bf = iris.open(tmp_path / "b.iris").tensors["m.p.weight"].numpy()
+    bf = iris.open(tmp_path / "b.iris").tensors["m.p.weight"].numpy().view(np.uint16)  # (ml_dtypes bfloat16 or uint16 bits)
     assert (bf == _bf16_bits(expected)).all(), case
 
 
