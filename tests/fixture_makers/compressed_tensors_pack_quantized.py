@@ -697,7 +697,7 @@ def main():
     ap.add_argument("--tool-src", required=True, help="compressed-tensors source tree (repo root or src/)")
     ap.add_argument("--llmc-src", required=True, help="llm-compressor source tree (repo root)")
     ap.add_argument("--tool-version", default=None, help="compressed_tensors.__version__ when src has no version.py")
-    ap.add_argument("--source-llama", default="/work/shared/fixtures/llama-bf16")
+    ap.add_argument("--source-llama", default=os.path.join(REPO, "tests", "data", "fixtures", "llama-bf16"))
     ap.add_argument("--fixtures-out", default=os.path.join(REPO, "tests", "data", "fixtures"))
     ap.add_argument("--refs-out", default=os.path.join(REPO, "tests", "data", "fixtures", "refs"))
     ap.add_argument("--variants", default="all", help="comma-separated variant names, or all")
