@@ -112,6 +112,11 @@ void fill_tensor_info(const TensorDesc& d, size_t n_components, const char* name
         p.int_group_flags = (g->zero_points ? IRIS_INT_GROUP_ZERO_POINTS : 0u) | (g->act_order ? IRIS_INT_GROUP_ACT_ORDER : 0u);
       }
       break;
+    case Format::kNvfp4:
+      p.block_size = 16;
+      if (auto v = nvfp4_params(d); v.is_ok())
+        p.nvfp4_flags = (v->tensor_scale_divides ? IRIS_NVFP4_TENSOR_SCALE_DIVIDES : 0u) | (v->negative_zero ? IRIS_NVFP4_NEGATIVE_ZERO : 0u);
+      break;
     case Format::kRaw: break;
   }
 }
@@ -189,7 +194,7 @@ uint32_t iris_dtype_bits(iris_dtype d) {
 }
 
 const char* iris_format_name(iris_format f) {
-  if (int(f) < 0 || int(f) > int(IRIS_FORMAT_INT_GROUP)) return "unknown";
+  if (int(f) < 0 || int(f) > int(IRIS_FORMAT_NVFP4)) return "unknown";
   return format_name(static_cast<Format>(int(f)));
 }
 

@@ -14,7 +14,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kRoleNames[kRoleCount] = {"data", "codes", "scales", "absmax", "nested_absmax", "code_table",
-                                                "nested_code_table", "quant_state", "zero_points", "permutation"};
+                                                "nested_code_table", "quant_state", "zero_points", "permutation", "tensor_scale"};
 
 constexpr Role kRawRoles[] = {Role::kData};
 constexpr Role kMxfp4Roles[] = {Role::kCodes, Role::kScales};
@@ -22,6 +22,7 @@ constexpr Role kBnbRoles[] = {Role::kCodes, Role::kAbsmax, Role::kNestedAbsmax, 
                               Role::kQuantState};
 constexpr Role kFp8Roles[] = {Role::kCodes, Role::kScales};
 constexpr Role kIntGroupRoles[] = {Role::kCodes, Role::kScales, Role::kZeroPoints, Role::kPermutation};
+constexpr Role kNvfp4Roles[] = {Role::kCodes, Role::kScales, Role::kTensorScale};
 
 constexpr ParamSpec kMxfp4Params[] = {
     {"block_size", ParamType::kUnsigned, true},
@@ -57,6 +58,17 @@ constexpr ParamSpec kIntGroupParams[] = {
     {"act_order", ParamType::kBool, true},
 };
 
+constexpr ParamSpec kNvfp4Params[] = {
+    {"block_size", ParamType::kUnsigned, true},
+    {"element", ParamType::kString, true, "e2m1"},
+    {"scale_encoding", ParamType::kString, true, "e4m3"},
+    {"nibble_order", ParamType::kString, true, "low_first"},
+    {"tensor_scale", ParamType::kString, true},     // "multiplies" or "divides"
+    {"negative_zero", ParamType::kBool, true},
+    {"tensor_scale_shape", ParamType::kShape, true},
+    {"scale_rule", ParamType::kString, false},  // requantized archives: "modelopt"
+};
+
 // NF4 code 7 is 0.0 (code 0 is -1.0); MXFP4, bnb FP4 and E4M3 code 0 is +0.
 constexpr FormatTraits kTraits[] = {
     {Format::kRaw, "raw", 0, 1, 0x00, kRawRoles, {}},
@@ -67,6 +79,7 @@ constexpr FormatTraits kTraits[] = {
     // int_group: code_bits is the tensor's `bits` (tensor_desc.h: code_bits_of); rows are
     // padded to 8 elements, whole bytes at any width. Padding codes are 0 (FORMAT.md 4.5).
     {Format::kIntGroup, "int_group", 0, 8, 0x00, kIntGroupRoles, kIntGroupParams},
+    {Format::kNvfp4, "nvfp4", 4, 16, 0x00, kNvfp4Roles, kNvfp4Params},
 };
 
 bool is_unsigned(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
@@ -254,6 +267,23 @@ Result<IntGroupParams> int_group_params(const TensorDesc& d) {
   p.scale_dtype = *sdt;
   p.zero_points = d.params["zero_points"].get<bool>();
   p.act_order = d.params["act_order"].get<bool>();
+  return p;
+}
+
+Result<Nvfp4Params> nvfp4_params(const TensorDesc& d) {
+  if (d.format != Format::kNvfp4) return internal_error(tensor_context(d) + "not an nvfp4 tensor");
+  IRIS_TRY(check_param_keys(d));
+  if (d.params["block_size"].get<uint64_t>() != 16) return invalid_input(tensor_context(d) + "nvfp4 block_size must be 16");
+  Nvfp4Params p;
+  const std::string op = d.params["tensor_scale"].get<std::string>();
+  if (op != "multiplies" && op != "divides") return invalid_input(tensor_context(d) + "nvfp4 tensor_scale '" + op + "' is neither multiplies nor divides");
+  p.tensor_scale_divides = op == "divides";
+  p.negative_zero = d.params["negative_zero"].get<bool>();
+  p.tensor_scale_shape = d.params["tensor_scale_shape"].get<std::vector<uint64_t>>();
+  if (present(d, "scale_rule")) {
+    p.scale_rule = d.params["scale_rule"].get<std::string>();
+    if (p.scale_rule != "modelopt") return invalid_input(tensor_context(d) + "unknown nvfp4 scale_rule '" + p.scale_rule + "' (modelopt)");
+  }
   return p;
 }
 

@@ -19,12 +19,12 @@ namespace iris {
 
 struct TensorDesc;
 
-enum class Format { kRaw, kMxfp4, kNf4, kBnbFp4, kFp8E4M3, kIntGroup };
+enum class Format { kRaw, kMxfp4, kNf4, kBnbFp4, kFp8E4M3, kIntGroup, kNvfp4 };
 inline bool is_quantized(Format f) { return f != Format::kRaw; }
 
 // The components a tensor's bytes are split into, in archive order (FORMAT.md section 4).
-enum class Role : uint8_t { kData, kCodes, kScales, kAbsmax, kNestedAbsmax, kCodeTable, kNestedCodeTable, kQuantState, kZeroPoints, kPermutation };
-constexpr int kRoleCount = 10;
+enum class Role : uint8_t { kData, kCodes, kScales, kAbsmax, kNestedAbsmax, kCodeTable, kNestedCodeTable, kQuantState, kZeroPoints, kPermutation, kTensorScale };
+constexpr int kRoleCount = 11;
 const char* role_name(Role r);
 std::optional<Role> role_from_name(std::string_view name);
 // A role a `source` record may name (FORMAT.md 3.1): a component's, or "companion", a
@@ -92,6 +92,15 @@ struct IntGroupParams {
   bool act_order = false;
 };
 
+// nvfp4 (FORMAT.md 4.6): E2M1 codes, an E4M3 scale per 16 elements of a row and an FP32
+// scale per matrix, decoded as the producing tool decodes (quant/nvfp4.h).
+struct Nvfp4Params {
+  bool tensor_scale_divides = false;  // "divides" (compressed-tensors) or "multiplies" (ModelOpt)
+  bool negative_zero = false;         // code 8 decodes to -0.0 (compressed-tensors) or +0.0 (ModelOpt)
+  std::vector<uint64_t> tensor_scale_shape;  // as the source stored it ([] or [1] a matrix; [E] a stack)
+  std::string scale_rule;             // "" (as the source had it) or "modelopt" (requantized with ModelOpt's arithmetic)
+};
+
 // Checks d.params against format_traits(d.format).params: no unknown key, every required key
 // present with its type, fixed strings as fixed.
 Status check_param_keys(const TensorDesc& d);
@@ -99,5 +108,6 @@ Result<Mxfp4Params> mxfp4_params(const TensorDesc& d);
 Result<Bnb4Params> bnb4_params(const TensorDesc& d);
 Result<Fp8Params> fp8_params(const TensorDesc& d);
 Result<IntGroupParams> int_group_params(const TensorDesc& d);
+Result<Nvfp4Params> nvfp4_params(const TensorDesc& d);
 
 }  // namespace iris

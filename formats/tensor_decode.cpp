@@ -7,6 +7,7 @@
 #include "formats/tile_layout.h"
 #include "quant/int_group.h"
 #include "quant/mxfp4.h"
+#include "quant/nvfp4.h"
 
 namespace iris {
 
@@ -121,6 +122,19 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
                                  perms ? reinterpret_cast<const uint32_t*>(perms) + m * k : nullptr,
                                  p.bits, end - row, k, p.group_size, groups, p.scale_dtype};
         quant::int_group_decode_stored(st, out + (row - row0) * k);
+        row = end;
+      }
+      return Status::ok();
+    }
+    case Format::kNvfp4: {
+      IRIS_ASSIGN_OR_RETURN(Nvfp4Params p, nvfp4_params(d));
+      const uint8_t* t = as<uint8_t>(c, Role::kTensorScale);
+      for (uint64_t row = row0; row < row1;) {  // one matrix (one tensor scale) at a time
+        const uint64_t m = row / n, end = std::min(row1, (m + 1) * n);
+        float tm;
+        std::memcpy(&tm, t + 4 * m, 4);
+        quant::nvfp4_decode_rows(row_codes + (row - row0) * quant::nvfp4_row_bytes(k), as<uint8_t>(c, Role::kScales) + row * quant::nvfp4_row_scales(k),
+                                 tm, end - row, k, {p.tensor_scale_divides, p.negative_zero}, out + (row - row0) * k);
         row = end;
       }
       return Status::ok();

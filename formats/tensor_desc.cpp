@@ -177,11 +177,28 @@ Result<std::vector<ComponentSpec>> int_group_specs(const TensorDesc& d, uint64_t
   return out;
 }
 
+// nvfp4: codes (tiled), E4M3 scales [..., N, ceil(K/16)] and one FP32 tensor scale per matrix,
+// stored in the shape the source gave it (tensor_scale_shape).
+Result<std::vector<ComponentSpec>> nvfp4_specs(const TensorDesc& d, uint64_t numel) {
+  IRIS_ASSIGN_OR_RETURN(Nvfp4Params p, nvfp4_params(d));
+  IRIS_TRY(check_layout_json_free(d, true, false));
+  IRIS_ASSIGN_OR_RETURN(ComponentSpec codes, codes_spec(d, numel));
+  IRIS_ASSIGN_OR_RETURN(Matrix m, as_matrix(d));
+  std::vector<uint64_t> sshape(d.shape.begin(), d.shape.end());
+  sshape.back() = ceil_div(d.shape.back(), 16);
+  auto tn = checked_numel(p.tensor_scale_shape);
+  if (!tn || *tn != m.batch)
+    return invalid_input(tensor_context(d) + "tensor_scale_shape " + nlohmann::json(p.tensor_scale_shape).dump() + " does not hold one scale for each of its " +
+                         std::to_string(m.batch) + " matrices");
+  return std::vector<ComponentSpec>{codes, spec(Role::kScales, DType::kU8, sshape), spec(Role::kTensorScale, DType::kF32, p.tensor_scale_shape)};
+}
+
 }  // namespace
 
 uint32_t format_block_size(const TensorDesc& d) {
   switch (d.format) {
     case Format::kMxfp4: return 32;
+    case Format::kNvfp4: return 16;
     case Format::kNf4:
     case Format::kBnbFp4: {
       auto it = d.params.find("block_size");
@@ -208,6 +225,7 @@ Result<std::vector<ComponentSpec>> component_specs(const TensorDesc& d) {
     case Format::kBnbFp4: return bnb_specs(d, numel);
     case Format::kFp8E4M3: return fp8_specs(d, numel);
     case Format::kIntGroup: return int_group_specs(d, numel);
+    case Format::kNvfp4: return nvfp4_specs(d, numel);
   }
   return internal_error("unknown format");
 }

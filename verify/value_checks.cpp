@@ -1,5 +1,9 @@
 #include "verify/value_checks.h"
 
+#include <unordered_map>
+
+#include "formats/fused_projections.h"
+
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -111,6 +115,18 @@ CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
       if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " group scales are NaN or infinite");
       return pass(scale_warning(n, "group scales are", false));
     }
+    case Format::kNvfp4: {
+      auto p = nvfp4_params(t.desc);
+      if (!p.is_ok()) return fail(p.status().message());
+      uint64_t nan = 0;
+      for (uint8_t b : role(Role::kScales)) nan += (b & 0x7F) == 0x7F;
+      if (nan) return fail(std::to_string(nan) + " E4M3 block scales are NaN");
+      const ScaleCounts n = count_f32(role(Role::kTensorScale));
+      if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " tensor scales are NaN or infinite");
+      // A tensor scale that divides must not be 0 (compressed-tensors' weight_global_scale).
+      if (p->tensor_scale_divides && n.zero) return fail(std::to_string(n.zero) + " tensor scales are 0 and divide");
+      return pass(scale_warning(n, "tensor scales are", false));
+    }
     default: break;
   }
   return pass("");
@@ -146,6 +162,34 @@ CheckResult padding_check(const ArchiveTensor& t, const ComponentBytes& c) {
 
 }  // namespace
 
+// NVFP4 projections that engines fuse (q/k/v, gate/up, w1/w3) should share their global
+// scales, as both producing tools write them: an engine that fuses them otherwise uses one for
+// all (vllm-project/vllm#54974). `convert` refuses such a checkpoint unless asked to keep it;
+// here it is a warning on the archive, naming the first pair found.
+static void fused_scales_lint(const IrisArchive& a, VerifyReport* report) {
+  const auto& tensors = a.manifest().tensors;
+  std::unordered_map<std::string, const ArchiveTensor*> nvfp4;
+  for (const auto& t : tensors)
+    if (t.desc.format == Format::kNvfp4) nvfp4[t.desc.name] = &t;
+  if (nvfp4.empty()) return;
+  std::string warning;
+  uint64_t pairs = 0;
+  for (const auto& [name, t] : nvfp4) {
+    const auto mine = a.component_bytes(*t)[static_cast<int>(Role::kTensorScale)];
+    for (const std::string& sibling : fused_sibling_names(name)) {
+      auto it = nvfp4.find(sibling);
+      if (it == nvfp4.end() || name > sibling) continue;  // each pair once
+      const auto theirs = a.component_bytes(*it->second)[static_cast<int>(Role::kTensorScale)];
+      const bool same_convention = t->desc.params.value("tensor_scale", "") == it->second->desc.params.value("tensor_scale", "");
+      if (same_convention && mine.size() == theirs.size() && std::equal(mine.begin(), mine.end(), theirs.begin())) continue;
+      ++pairs;
+      if (warning.empty()) warning = "NVFP4 tensors '" + name + "' and '" + sibling + "' are fused by engines but have different global scales";
+    }
+  }
+  if (pairs > 1) warning += " (and " + std::to_string(pairs - 1) + " more pairs)";
+  report->archive.push_back({"lint:fused-scales", true, "", warning});
+}
+
 void verify_values(const IrisArchive& a, VerifyReport* report) {
   const auto& tensors = a.manifest().tensors;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -161,6 +205,7 @@ void verify_values(const IrisArchive& a, VerifyReport* report) {
     row->checks.push_back(scales_check(t, comps));
     if (t.desc.layout.kind == LayoutKind::kTiled) row->checks.push_back(padding_check(t, comps));
   }
+  fused_scales_lint(a, report);
 }
 
 }  // namespace iris

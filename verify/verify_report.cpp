@@ -23,17 +23,21 @@ size_t VerifyReport::warnings() const {
   size_t n = 0;
   for (const auto& t : tensors)
     for (const auto& c : t.checks) n += c.ok && !c.warning.empty();
+  for (const auto& c : archive) n += c.ok && !c.warning.empty();  // (a lint of the whole archive)
   return n;
 }
 
 void VerifyReport::fail_on_warnings() {
+  auto strict = [](CheckResult& c) {
+    if (c.ok && !c.warning.empty()) {
+      c.ok = false;
+      c.detail = c.warning + " (--strict)";
+      c.warning.clear();
+    }
+  };
   for (auto& t : tensors)
-    for (auto& c : t.checks)
-      if (c.ok && !c.warning.empty()) {
-        c.ok = false;
-        c.detail = c.warning + " (--strict)";
-        c.warning.clear();
-      }
+    for (auto& c : t.checks) strict(c);
+  for (auto& c : archive) strict(c);
 }
 
 namespace {

@@ -31,8 +31,8 @@ CLI::App* add_convert_command(CLI::App& app, ConvertCommand& c) {
                     "through for --report");
   convert->add_option("--tile-n", c.options.tile_n, "Rows per tile of quantized codes")->capture_default_str();
   convert->add_option("--tile-k", c.options.tile_k, "Widest tile of quantized codes, in columns (multiple of 64); a narrower one (down to 128) where it pads a row less")->capture_default_str();
-  convert->add_option("--quant", c.options.quant, "Target format of weight matrices: mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep")
-      ->check(CLI::IsMember({"mxfp4", "nf4", "fp8", "fp8-channel", "fp8-block", "bf16", "keep"}))->capture_default_str();
+  convert->add_option("--quant", c.options.quant, "Target format of weight matrices: mxfp4, nf4, nvfp4 (ModelOpt arithmetic), fp8, fp8-channel, fp8-block, bf16, keep")
+      ->check(CLI::IsMember({"mxfp4", "nf4", "nvfp4", "fp8", "fp8-channel", "fp8-block", "bf16", "keep"}))->capture_default_str();
   convert->add_option("--rule", c.options.rules, "REGEX=FORMAT for matching tensors (first match wins; repeatable)");
   convert->add_option("--skip", c.options.skips, "REGEX of tensors kept as they are (repeatable)");
   convert->add_option("--mxfp4-scale", c.options.mxfp4_scale, "MXFP4 scale choice: ocp (floor rule) or search (per-block least error)")
@@ -42,10 +42,14 @@ CLI::App* add_convert_command(CLI::App& app, ConvertCommand& c) {
   convert->add_flag("--allow-unscaled-fp8", c.options.allow_unscaled_fp8,
                     "Keep FP8 tensors that have no scale companion raw (their values are the weights) instead of refusing");
   convert->add_flag("--allow-suspect-scales", c.options.allow_packed.suspect_scales,
-                    "Decode GPTQ / AWQ / compressed-tensors integers whose group scales are zero or non-finite (their weights come out "
+                    "Decode GPTQ / AWQ / compressed-tensors integers whose group scales, or NVFP4 weights whose scales, are zero, NaN or "
+                    "non-finite (their weights come out "
                     "0, NaN or Inf, as the producing tool's do) instead of refusing");
   convert->add_flag("--allow-g-idx-mismatch", c.options.allow_packed.g_idx_mismatch,
                     "Decode by each column's g_idx even where it is not a permutation of whole groups or contradicts desc_act");
+  convert->add_flag("--allow-fused-scale-mismatch", c.options.allow_packed.fused_scale_mismatch,
+                    "Keep NVFP4 projections that engines fuse (q/k/v, gate/up) whose global scales differ, each with its own, "
+                    "instead of refusing");
   convert->add_flag("--allow-zero-convention-mismatch", c.options.allow_packed.zero_convention,
                     "Decode GPTQ zero points by the declared checkpoint_format even where the stored ones follow the other convention");
   convert->add_flag("--dry-run", c.options.dry_run, "Print the per-tensor plan, the output size and the predicted peak memory; write nothing");

@@ -36,7 +36,10 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
   const std::vector<std::string> unquantized_linears = unquantized_linear_modules(a);
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
-      methods.insert(t.desc.format == Format::kMxfp4 ? "mxfp4" : t.desc.format == Format::kFp8E4M3 ? "fp8" : "bitsandbytes");
+      methods.insert(t.desc.format == Format::kMxfp4     ? "mxfp4"
+                     : t.desc.format == Format::kFp8E4M3 ? "fp8"
+                     : t.desc.format == Format::kNvfp4   ? (t.desc.params.value("tensor_scale", "") == "divides" ? "compressed-tensors" : "modelopt")
+                                                         : "bitsandbytes");
       if (!first) first = &t.desc;
     }
   }
@@ -48,6 +51,12 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
   const std::string method = *methods.begin();
   if (string_member(source, "quant_method") == method) return source;  // as the checkpoint said it
   if (method == "mxfp4") return json{{"quant_method", "mxfp4"}, {"modules_to_not_convert", unquantized_linears}};
+  // NVFP4 written by convert --quant nvfp4: ModelOpt's unified checkpoint config (FORMATS.md 7.4).
+  if (method == "modelopt")
+    return json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}, {"kv_cache_quant_algo", nullptr},
+                {"exclude_modules", unquantized_linears}, {"producer", {{"name", "iris"}, {"version", IRIS_VERSION}}}};
+  if (method == "compressed-tensors")
+    return unsupported(ctx + "its compressed-tensors NVFP4 tensors came without the checkpoint's quantization_config; export --dtype bf16");
   if (method == "bitsandbytes") {
     const bool dq = first->params.value("double_quant", false);
     return json{{"quant_method", "bitsandbytes"},

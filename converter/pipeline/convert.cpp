@@ -16,6 +16,7 @@
 #include "converter/pipeline/memory_plan.h"
 #include "converter/pipeline/temp_folder.h"
 #include "converter/pipeline/requantize.h"
+#include "converter/pipeline/requant/fused_amax.h"
 #include "converter/pipeline/resume.h"
 #include "converter/shard/shard.h"
 #include "converter/sources/snapshot.h"
@@ -381,7 +382,7 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
                                 " without a scale, stored raw (its values are the weights, as asked)");
   report.source_bytes = snap.total_tensor_bytes();
   auto target = target_from_name(o.quant);
-  if (!target) return usage_error("--quant '" + o.quant + "': expected mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16 or keep");
+  if (!target) return usage_error("--quant '" + o.quant + "': expected mxfp4, nf4, nvfp4, fp8, fp8-channel, fp8-block, bf16 or keep");
   if (o.mxfp4_scale != "ocp" && o.mxfp4_scale != "search") return usage_error("--mxfp4-scale must be ocp or search");
   IRIS_ASSIGN_OR_RETURN(QuantPolicy policy, QuantPolicy::create(*target, o.rules, o.skips, snap.config().skip_modules));
   RequantOptions ro;
@@ -437,6 +438,12 @@ Result<ConvertReport> run_convert(const ConvertOptions& o) {
   ro.chunk_floats = memory.chunk_floats;
   ro.workers = memory.workers;
   planned = {};
+  // NVFP4's global scales: shared by fused siblings, each amax found once (requant/fused_amax.h).
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (decisions[i].target != Target::kNvfp4 || carried_as_stored(sources[i], Target::kNvfp4)) continue;
+    if (!ro.nvfp4_amax) ro.nvfp4_amax = std::make_shared<FusedAmax>();
+    ro.nvfp4_amax->add(&sources[i]);
+  }
   report.outcomes.reserve(sources.size());
   // Parts and resumable runs identify the conversion by its plan (converter/pipeline/parts.h).
   std::optional<PlanFingerprint> plan;

@@ -20,6 +20,7 @@ double source_bits(const TensorDesc& d) {
     case Format::kBnbFp4: return 4.125;
     case Format::kFp8E4M3: return 8;
     case Format::kIntGroup: return 4.25;  // (the usual width; 2- to 8-bit codes, plus scales)
+    case Format::kNvfp4: return 4.5;
   }
   return 32;
 }
@@ -28,6 +29,7 @@ double source_bits(const TensorDesc& d) {
 double target_bits(Target t) {
   switch (t) {
     case Target::kMxfp4:
+    case Target::kNvfp4:
     case Target::kNf4: return 4;
     case Target::kFp8Tensor:
     case Target::kFp8Channel:

@@ -11,7 +11,7 @@ struct Named {
 constexpr Named kTargets[] = {{Target::kKeep, "keep"},         {Target::kBf16, "bf16"},
                               {Target::kMxfp4, "mxfp4"},       {Target::kNf4, "nf4"},
                               {Target::kFp8Tensor, "fp8"},     {Target::kFp8Channel, "fp8-channel"},
-                              {Target::kFp8Block, "fp8-block"}};
+                              {Target::kFp8Block, "fp8-block"}, {Target::kNvfp4, "nvfp4"}};
 
 
 // `seg` (no dots) against a glob segment where '*' matches any run of characters: the
@@ -90,6 +90,7 @@ std::optional<Target> target_from_name(const std::string& s) {
 Format target_format(Target t) {
   switch (t) {
     case Target::kMxfp4: return Format::kMxfp4;
+    case Target::kNvfp4: return Format::kNvfp4;
     case Target::kNf4: return Format::kNf4;
     case Target::kFp8Tensor:
     case Target::kFp8Channel:
@@ -103,6 +104,7 @@ bool already_in_target(const TensorDesc& d, Target t) {
     case Target::kKeep: return true;
     case Target::kBf16: return d.format == Format::kRaw && d.dtype == DType::kBF16;
     case Target::kMxfp4: return d.format == Format::kMxfp4;
+    case Target::kNvfp4: return d.format == Format::kNvfp4;  // (either tool's convention: decoded as stored)
     case Target::kNf4: {
       if (d.format != Format::kNf4) return false;
       auto p = bnb4_params(d);
@@ -146,7 +148,7 @@ Result<QuantPolicy> QuantPolicy::create(Target default_target, const std::vector
     if (eq == std::string::npos || eq == 0) return usage_error("--rule '" + r + "': expected REGEX=FORMAT");
     std::string pat = r.substr(0, eq), fmt = r.substr(eq + 1);
     auto t = target_from_name(fmt);
-    if (!t) return usage_error("--rule '" + r + "': unknown format '" + fmt + "' (mxfp4, nf4, fp8, fp8-channel, fp8-block, bf16, keep)");
+    if (!t) return usage_error("--rule '" + r + "': unknown format '" + fmt + "' (mxfp4, nf4, nvfp4, fp8, fp8-channel, fp8-block, bf16, keep)");
     try {
       p.rules_.push_back({pat, std::regex(pat), *t, 0});
     } catch (const std::regex_error& e) {

@@ -14,7 +14,7 @@
 
 namespace iris {
 
-enum class Target { kKeep, kBf16, kMxfp4, kNf4, kFp8Tensor, kFp8Channel, kFp8Block };
+enum class Target { kKeep, kBf16, kMxfp4, kNf4, kFp8Tensor, kFp8Channel, kFp8Block, kNvfp4 };
 
 const char* target_name(Target t);
 std::optional<Target> target_from_name(const std::string& s);  // "mxfp4", "fp8-block", ...

@@ -113,6 +113,25 @@ Result<RequantPlan> plan_requantize(const SourceTensor& source, Target target, c
       plan.producers = {codes_producer(job, produce_mxfp4), stash_bytes(job, [](Stash& x) -> auto& { return x.mxfp4_scales; })};
       break;
     }
+    case Target::kNvfp4: {
+      // ModelOpt's layout and names: P.weight U8 [..., N, K/2] (K padded to 16), P.weight_scale
+      // F8_E4M3 [..., N, K/16], P.weight_scale_2 F32, one a matrix ([] for one matrix).
+      d.format = Format::kNvfp4;
+      d.params = {{"block_size", 16},  {"element", "e2m1"},       {"scale_encoding", "e4m3"},      {"nibble_order", "low_first"},
+                  {"tensor_scale", "multiplies"}, {"negative_zero", false}, {"tensor_scale_shape", prefix}, {"scale_rule", "modelopt"}};
+      d.layout = choose_layout(d, o.tile_n, o.tile_k);
+      auto codes_shape = prefix;
+      codes_shape.insert(codes_shape.end(), {j.n, ceil_div(j.k, 16) * 8});
+      auto scales_shape = prefix;
+      scales_shape.insert(scales_shape.end(), {j.n, ceil_div(j.k, 16)});
+      const std::string stem = base.size() > 7 && base.ends_with(".weight") ? base : base + ".weight";
+      parts.push_back(part("codes", base, "U8", codes_shape));
+      parts.push_back(part("scales", stem + "_scale", "F8_E4M3", scales_shape));
+      parts.push_back(part("tensor_scale", stem + "_scale_2", "F32", prefix));
+      plan.producers = {codes_producer(job, produce_nvfp4), stash_bytes(job, [](Stash& x) -> auto& { return x.nvfp4_scales; }),
+                        stash_bytes(job, [](Stash& x) -> auto& { return x.nvfp4_tensor_scales; })};
+      break;
+    }
     case Target::kFp8Tensor:
     case Target::kFp8Channel:
     case Target::kFp8Block: {

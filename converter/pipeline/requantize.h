@@ -20,6 +20,8 @@
 
 namespace iris {
 
+class FusedAmax;  // converter/pipeline/requant/fused_amax.h
+
 struct RequantOptions {
   uint64_t tile_n = kDefaultTileN, tile_k = kDefaultTileK;
   quant::Mxfp4ScaleRule mxfp4_rule = quant::Mxfp4ScaleRule::kOcpFloor;
@@ -33,6 +35,9 @@ struct RequantOptions {
   // order (converter/pipeline/requantize.cpp): 0 = one per core. Every worker holds its own chunk
   // buffers, which the memory plan counts.
   int workers = 0;
+  // NVFP4: the amax behind each tensor's global scale, shared by the projections that read the
+  // same input, as ModelOpt's export shares it (null: each tensor's own).
+  std::shared_ptr<FusedAmax> nvfp4_amax;
 };
 
 // The workers `o` asks for: o.workers, or the OpenMP thread count when it is 0.

@@ -154,6 +154,8 @@ Result<CutUnits> cut_units(const TensorDesc& d) {
 }
 
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box) {
+  if (t.desc.format == Format::kNvfp4)
+    return unsupported(tensor_context(t.desc) + "nvfp4 tensors are not cut into ranks yet (convert with --quant mxfp4 to shard it)");
   if (t.desc.format == Format::kIntGroup)
     return unsupported(tensor_context(t.desc) + "int_group tensors are not cut into ranks yet (convert the checkpoint with --quant to shard it)");
   const auto& shape = t.desc.shape;

@@ -74,6 +74,7 @@ struct PackedIntegerAllowances {
   bool suspect_scales = false;  // zero or non-finite group scales
   bool g_idx_mismatch = false;  // a g_idx that is not each group's whole share of columns, or contradicts desc_act
   bool zero_convention = false;  // GPTQ zeros that contradict the checkpoint_format the config declares
+  bool fused_scale_mismatch = false;  // NVFP4 projections fused by engines (q/k/v, gate/up) with different global scales
 };
 
 // Reads the tensor's scales, zero points and g_idx (never its codes: they are 8-32x larger)

@@ -12,8 +12,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kNotDecoded = ": iris does not decode this scheme (it reads mxfp4, bitsandbytes 4-bit, fp8 and fbgemm_fp8, "
-                                    "gptq (v1, v2: 2, 3, 4, 8 bits), awq (GEMM), compressed-tensors float-quantized FP8 and "
-                                    "pack-quantized 2/4/8-bit integers, and ModelOpt FP8)";
+                                    "gptq (v1, v2: 2, 3, 4, 8 bits), awq (GEMM), compressed-tensors float-quantized FP8, "
+                                    "pack-quantized 2/4/8-bit integers and nvfp4-pack-quantized, and ModelOpt FP8 and NVFP4)";
 
 std::string string_at(const json& o, const char* key) {
   auto it = o.find(key);
@@ -31,7 +31,7 @@ bool true_at(const json& o, const char* key) {
 // words (pack-quantized) and dense ones are read.
 Status check_compressed_tensors(const json& qc, const std::string& where) {
   auto refuse = [&](const std::string& what) { return unsupported(where + "compressed-tensors " + what + kNotDecoded); };
-  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "pack-quantized", "dense", ""};
+  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "pack-quantized", "nvfp4-pack-quantized", "dense", ""};
   const std::string global = string_at(qc, "format");
   if (!readable.count(global)) return refuse("format '" + global + "'");
   if (auto sp = qc.find("sparsity_config"); sp != qc.end() && sp->is_object()) {
@@ -54,7 +54,10 @@ Status check_compressed_tensors(const json& qc, const std::string& where) {
     const std::string packing = f.empty() ? global : f;
     const bool packed_int = type == "int" && packing == "pack-quantized" && bits != w->end() && bits->is_number_integer() &&
                             (bits->get<int64_t>() == 2 || bits->get<int64_t>() == 4 || bits->get<int64_t>() == 8);
-    if (!fp8 && !packed_int) {
+    auto group_size = w->find("group_size");
+    const bool nvfp4 = type == "float" && packing == "nvfp4-pack-quantized" && bits != w->end() && bits->is_number_integer() &&
+                       bits->get<int64_t>() == 4 && group_size != w->end() && group_size->is_number_integer() && group_size->get<int64_t>() == 16;
+    if (!fp8 && !packed_int && !nvfp4) {
       const std::string b = bits != w->end() ? bits->dump() : "?";
       return refuse(b + "-bit " + (type.empty() ? std::string("?") : type) + " weights (config group '" + name + "', format '" +
                     (f.empty() ? global : f) + "')");
@@ -64,7 +67,7 @@ Status check_compressed_tensors(const json& qc, const std::string& where) {
 }
 
 Status check_modelopt_algo(const std::string& algo, const std::string& where) {
-  if (algo.empty() || algo == "FP8") return Status::ok();
+  if (algo.empty() || algo == "FP8" || algo == "NVFP4") return Status::ok();
   return unsupported(where + "ModelOpt quant_algo '" + algo + "'" + kNotDecoded);
 }
 

@@ -10,6 +10,7 @@
 #include "quant/fp8.h"
 #include "quant/int_group.h"
 #include "quant/mxfp4.h"
+#include "quant/nvfp4.h"
 #include "quant/nf4.h"
 #include "quant/tables.h"
 #include "formats/tensor_decode.h"
@@ -127,6 +128,17 @@ class QuantizedDecoder final : public SourceDecoder {
         IRIS_TRY(check_int_group_permutation(d_, bytes));
       }
     }
+    if (d_.format == Format::kNvfp4) {
+      IRIS_ASSIGN_OR_RETURN(Nvfp4Params np, nvfp4_params(d_));
+      nvfp4_ = {np.tensor_scale_divides, np.negative_zero};
+      if (k_ % 16 != 0 && !tiled_codes_) return invalid_input(tensor_context(d_) + "NVFP4 rows of a checkpoint must be whole 16-element blocks");
+      // One FP32 scale a matrix: read whole.
+      std::vector<uint8_t> bytes;
+      IRIS_TRY(read_whole(Role::kTensorScale, &bytes));
+      if (bytes.size() != 4 * (n_ ? rows_ / n_ : 0)) return invalid_input(tensor_context(d_) + "tensor scales of the wrong size");
+      tensor_scales_.resize(bytes.size() / 4);
+      std::memcpy(tensor_scales_.data(), bytes.data(), bytes.size());
+    }
     if (d_.format == Format::kFp8E4M3) {
       IRIS_ASSIGN_OR_RETURN(Fp8Params fp, fp8_params(d_));
       // FP8 scales are at most one per 128 elements in practice (per block), and every row
@@ -155,6 +167,18 @@ class QuantizedDecoder final : public SourceDecoder {
         return Status::ok();
       }
       case Format::kIntGroup: return decode_int_group(r0, r1, out, scratch);
+      case Format::kNvfp4: {
+        const uint64_t rb = quant::nvfp4_row_bytes(k_), nb = quant::nvfp4_row_scales(k_);
+        IRIS_TRY(read_codes(r0 * rb, (r1 - r0) * rb, scratch));
+        IRIS_TRY(read_slice(Role::kScales, r0 * nb, (r1 - r0) * nb, &scratch.aux));
+        for (uint64_t row = r0; row < r1;) {  // one matrix (one tensor scale) at a time
+          const uint64_t m = row / n_, end = std::min(r1, (m + 1) * n_), at = row - r0;
+          quant::nvfp4_decode_rows(scratch.codes.data() + at * rb, scratch.aux.data() + at * nb, tensor_scales_[m], end - row, k_, nvfp4_,
+                                   out + at * k_);
+          row = end;
+        }
+        return Status::ok();
+      }
       default: return internal_error("not a quantized source");
     }
   }
@@ -239,6 +263,8 @@ class QuantizedDecoder final : public SourceDecoder {
   quant::Fp8Scales s_;
   IntGroupParams int_group_;
   std::vector<uint32_t> perm_;  // int_group with act_order: every matrix's
+  quant::Nvfp4Convention nvfp4_;
+  std::vector<float> tensor_scales_;  // nvfp4: one a matrix
 };
 
 }  // namespace

@@ -105,6 +105,7 @@ typedef enum iris_format {
   IRIS_FORMAT_BNB_FP4 = 3,  /* bitsandbytes FP4 */
   IRIS_FORMAT_FP8_E4M3 = 4,  /* FP8 E4M3 with tensor / channel / block / group scales */
   IRIS_FORMAT_INT_GROUP = 5, /* 2/3/4/8-bit integer codes, a scale (and zero point) per group of columns (GPTQ, AWQ, compressed-tensors) */
+  IRIS_FORMAT_NVFP4 = 6,     /* NVFP4: E2M1 codes, E4M3 scales per 16, an F32 scale per matrix (ModelOpt, compressed-tensors) */
   IRIS_FORMAT_INT_MIN_ = -0x7fffffff - 1,
   IRIS_FORMAT_INT_MAX_ = 0x7fffffff
 } iris_format;
@@ -140,6 +141,7 @@ typedef enum iris_role {
   IRIS_ROLE_QUANT_STATE = 7,        /* bitsandbytes quant_state JSON bytes, kept for export */
   IRIS_ROLE_ZERO_POINTS = 8,        /* int_group: U8 zero point per group */
   IRIS_ROLE_PERMUTATION = 9,        /* int_group with act_order: U32 [K], stored column j is logical column perm[j] */
+  IRIS_ROLE_TENSOR_SCALE = 10,      /* nvfp4: F32, one per matrix (multiplied or divided: IRIS_NVFP4_*) */
   IRIS_ROLE_INT_MIN_ = -0x7fffffff - 1,
   IRIS_ROLE_INT_MAX_ = 0x7fffffff
 } iris_role;
@@ -170,11 +172,16 @@ typedef struct iris_format_params {
   /* int_group (scale_dtype and group_size above) */
   uint32_t code_bits;         /* 2, 3, 4 or 8 */
   uint32_t int_group_flags;   /* IRIS_INT_GROUP_ZERO_POINTS | IRIS_INT_GROUP_ACT_ORDER */
-  uint64_t reserved[3];
+  /* nvfp4 (block_size above: 16) */
+  uint32_t nvfp4_flags;       /* IRIS_NVFP4_TENSOR_SCALE_DIVIDES | IRIS_NVFP4_NEGATIVE_ZERO */
+  uint32_t reserved32;
+  uint64_t reserved[2];
 } iris_format_params;
 
 #define IRIS_INT_GROUP_ZERO_POINTS 1u /* an IRIS_ROLE_ZERO_POINTS component; else every zero point is 2^(bits-1) */
 #define IRIS_INT_GROUP_ACT_ORDER 2u   /* an IRIS_ROLE_PERMUTATION component */
+#define IRIS_NVFP4_TENSOR_SCALE_DIVIDES 1u /* block scale = e4m3 / tensor_scale (compressed-tensors); else e4m3 * tensor_scale (ModelOpt) */
+#define IRIS_NVFP4_NEGATIVE_ZERO 2u        /* code 8 decodes to -0.0 (compressed-tensors); else +0.0 (ModelOpt) */
 
 typedef struct iris_tensor_info {
   const char* name;           /* NUL-terminated, owned by the archive */

@@ -170,6 +170,25 @@ def _int_group_rows(t, c, r0: int, r1: int) -> np.ndarray:
     return out
 
 
+def _nvfp4_rows(t, c, r0: int, r1: int, k: int) -> np.ndarray:
+    """nvfp4 (section 4.6): s = e4m3(scale) * t (or / t), then e2m1(code) * s, each one FP32
+    rounding; code 8 is +0 unless negative_zero."""
+    p = t._typed
+    rows = untile(t, c["codes"], r0, r1)
+    nib = np.empty((rows.shape[0], rows.shape[1] * 2), dtype=np.uint8)
+    nib[:, 0::2] = rows & 15  # element 2j in the LOW nibble
+    nib[:, 1::2] = rows >> 4
+    table = e2m1_table()
+    if not p["negative_zero"]:
+        table[8] = np.float32(0.0)
+    vals = table[nib[:, :k]]
+    n = t.shape[-2]
+    ts = c["tensor_scale"].reshape(-1).astype(np.float32)[np.arange(r0, r1) // n][:, None]
+    e = e4m3_table()[c["scales"].reshape(-1, c["scales"].shape[-1])[r0:r1]]
+    s = (e / ts if p["divides"] else e * ts).astype(np.float32)
+    return vals * np.repeat(s, 16, axis=1)[:, :k]
+
+
 def decode_rows_f32(t, r0: int, r1: int) -> np.ndarray:
     """Rows [r0, r1) of the tensor viewed as [rows, K] (rows_of), as FP32 [r1 - r0, K], each
     value one FP32 operation per section 4; only what those rows need is read."""
@@ -193,6 +212,8 @@ def decode_rows_f32(t, r0: int, r1: int) -> np.ndarray:
             out = q * _fp8_scales(t, c["scales"], r0, r1)
         elif t.format == "int_group":
             out = _int_group_rows(t, c, r0, r1)
+        elif t.format == "nvfp4":
+            out = _nvfp4_rows(t, c, r0, r1, k)
         else:
             raise IrisError(f"tensor '{t.name}': {t.format} is not a quantized format")
     return _canonical(np.ascontiguousarray(out, dtype=np.float32)).reshape(r1 - r0, k)

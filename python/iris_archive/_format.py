@@ -19,10 +19,10 @@ DTYPES = {
     "f64": (64, "<f8"), "i64": (64, "<i8"), "u64": (64, "<u8"),
 }
 
-FORMATS = ("mxfp4", "nf4", "bnb_fp4", "fp8_e4m3", "int_group")
-CODE_BITS = {"mxfp4": 4, "nf4": 4, "bnb_fp4": 4, "fp8_e4m3": 8}  # int_group: its `bits` parameter
-ROW_UNIT = {"mxfp4": 32, "nf4": 2, "bnb_fp4": 2, "fp8_e4m3": 1, "int_group": 8}
-PAD_BYTE = {"mxfp4": 0x00, "nf4": 0x77, "bnb_fp4": 0x00, "fp8_e4m3": 0x00, "int_group": 0x00}
+FORMATS = ("mxfp4", "nf4", "bnb_fp4", "fp8_e4m3", "int_group", "nvfp4")
+CODE_BITS = {"mxfp4": 4, "nf4": 4, "bnb_fp4": 4, "fp8_e4m3": 8, "nvfp4": 4}  # int_group: its `bits` parameter
+ROW_UNIT = {"mxfp4": 32, "nf4": 2, "bnb_fp4": 2, "fp8_e4m3": 1, "int_group": 8, "nvfp4": 16}
+PAD_BYTE = {"mxfp4": 0x00, "nf4": 0x77, "bnb_fp4": 0x00, "fp8_e4m3": 0x00, "int_group": 0x00, "nvfp4": 0x00}
 ALIGNMENT = 4096  # of the data section and of every component and embedded file in it
 MAX_DIMS = 16
 MAX_DIM = 1 << 48
@@ -46,6 +46,12 @@ PARAMS = {
         "scale_shape": ("shape", True, None), "scale_name": ("str", True, None),
         "block_n": ("uint", False, None), "block_k": ("uint", False, None), "group_size": ("uint", False, None),
     },
+    "nvfp4": {
+        "block_size": ("uint", True, None), "element": ("str", True, "e2m1"),
+        "scale_encoding": ("str", True, "e4m3"), "nibble_order": ("str", True, "low_first"),
+        "tensor_scale": ("str", True, None), "negative_zero": ("bool", True, None),
+        "tensor_scale_shape": ("shape", True, None), "scale_rule": ("str", False, None),
+    },
     "int_group": {
         "bits": ("uint", True, None), "group_size": ("uint", True, None), "scale_dtype": ("str", True, None),
         "zero_points": ("bool", True, None), "act_order": ("bool", True, None),
@@ -56,7 +62,7 @@ PARAMS["bnb_fp4"] = PARAMS["nf4"]
 
 # Component roles (FORMAT.md section 4), as the manifest and the source record name them.
 ROLES = ("data", "codes", "scales", "absmax", "nested_absmax", "code_table", "nested_code_table", "quant_state",
-         "zero_points", "permutation")
+         "zero_points", "permutation", "tensor_scale")
 # What a source record may name besides: a checkpoint tensor no component holds as it is.
 SOURCE_ROLES = ROLES + ("companion",)
 
@@ -161,6 +167,15 @@ def check_params(ctx: str, fmt: str, p) -> dict:
                 raise IrisError(f"{ctx}nested_offset_f32_bits {p['nested_offset_f32_bits']} disagrees with nested_offset ({bits})")
         out.update(nested_block_size=nbs, nested_offset=off)
         return out
+    if fmt == "nvfp4":
+        if p["block_size"] != 16:
+            raise IrisError(f"{ctx}nvfp4 block_size must be 16")
+        if p["tensor_scale"] not in ("multiplies", "divides"):
+            raise IrisError(f"{ctx}nvfp4 tensor_scale {p['tensor_scale']!r} is neither multiplies nor divides")
+        if "scale_rule" in p and p["scale_rule"] != "modelopt":
+            raise IrisError(f"{ctx}unknown nvfp4 scale_rule {p['scale_rule']!r}")
+        return {"block_size": 16, "divides": p["tensor_scale"] == "divides", "negative_zero": p["negative_zero"],
+                "tensor_scale_shape": list(p["tensor_scale_shape"])}
     if fmt == "int_group":
         if p["bits"] not in (2, 3, 4, 8):
             raise IrisError(f"{ctx}int_group bits {p['bits']} is not 2, 3, 4 or 8")
@@ -242,6 +257,14 @@ def components(ctx: str, t: dict) -> list:
             raise IrisError(f"{ctx}layout 'flat' is not valid for this tensor")
         ss = list(shape[:-1]) + [ceil_div(shape[-1], 32)]
         return [codes(), ("scales", "u8", ss, numel(ss))]
+    if fmt == "nvfp4":
+        if kind != "tiled":
+            raise IrisError(f"{ctx}layout 'flat' is not valid for this tensor")
+        ss = list(shape[:-1]) + [ceil_div(shape[-1], 16)]
+        ts = p["tensor_scale_shape"]
+        if numel(ts) != numel(shape[:-2]):
+            raise IrisError(f"{ctx}tensor_scale_shape {ts} does not hold one scale for each of its {numel(shape[:-2])} matrices")
+        return [codes(), ("scales", "u8", ss, numel(ss)), ("tensor_scale", "f32", list(ts), 4 * numel(ts))]
     if fmt == "int_group":
         if kind != "tiled":
             raise IrisError(f"{ctx}layout 'flat' is not valid for this tensor")

@@ -25,6 +25,25 @@ def run_iris(*args):
     return r
 
 
+ST_DTYPES = {np.dtype("<i4"): "I32", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32", np.dtype("<i8"): "I64", np.dtype("uint8"): "U8"}
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> numpy array, or (array, safetensors dtype) for bit patterns held in
+    another numpy type (BF16 as uint16, F8_E4M3 as uint8); in the given order, header padded
+    to 8 bytes: a writer written here from the safetensors format."""
+    header, blobs, offset = {}, [], 0
+    for name, value in tensors.items():
+        array, st = value if isinstance(value, tuple) else (value, ST_DTYPES[value.dtype])
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": st, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    Path(path).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
 def read_safetensors(path):
     """name -> numpy array of the raw little-endian values (BF16 as uint16): a reader written
     here from the safetensors format, so tests do not need the safetensors package."""

@@ -1,9 +1,9 @@
 // Checkpoints in quantization schemes iris does not decode are refused with exit 7 and one
 // line naming the scheme, before any tensor is read, and leave no output (issue 24 item 4).
 // Each case is the header shape the producing tool writes (bitsandbytes LLM.int8,
-// compressed-tensors nvfp4-pack-quantized, ModelOpt NVFP4, and the GPTQ / AWQ /
+// compressed-tensors mxfp4-pack-quantized, ModelOpt W4A8_AWQ, and the GPTQ / AWQ /
 // compressed-tensors integer variants iris has no packing for), with and without the config
-// that declares it; readable schemes still convert. (The integer schemes iris reads are
+// that declares it; readable schemes still convert (NVFP4 among them since 2026-11-30). (The integer schemes iris reads are
 // checked against an oracle in python/tests/test_packed_integers.py.)
 #include <gtest/gtest.h>
 
@@ -78,15 +78,17 @@ std::vector<SchemeCase> cases() {
   nvfp4["format"] = "nvfp4-pack-quantized";
   nvfp4["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized";
   nvfp4["config_groups"]["group_0"]["weights"] = {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}, {"group_size", 16}};
+  json mxfp4 = nvfp4;
+  mxfp4["format"] = "mxfp4-pack-quantized";
+  mxfp4["config_groups"]["group_0"]["format"] = "mxfp4-pack-quantized";
+  mxfp4["config_groups"]["group_0"]["weights"]["group_size"] = 32;
   return {
       {"llm.int8 declared", int8, {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}, {"_load_in_8bit", true}}, "", "LLM.int8"},
       {"llm.int8 by its SCB", int8, nullptr, "", "LLM.int8"},
-      {"compressed-tensors NVFP4 declared", ct_nvfp4, nvfp4, "", "compressed-tensors format 'nvfp4-pack-quantized'"},
-      {"compressed-tensors NVFP4 by its global scale", ct_nvfp4, nullptr, "", "nvfp4-pack-quantized"},
-      {"ModelOpt NVFP4 declared", mo_nvfp4, nullptr,
-       R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}})",
-       "ModelOpt quant_algo 'NVFP4'"},
-      {"ModelOpt NVFP4 by its second scale", mo_nvfp4, nullptr, "", "ModelOpt NVFP4"},
+      {"compressed-tensors MXFP4 declared", ct_nvfp4, mxfp4, "", "compressed-tensors format 'mxfp4-pack-quantized'"},
+      {"ModelOpt W4A8_AWQ declared", mo_nvfp4, nullptr,
+       R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "W4A8_AWQ", "group_size": 128}})",
+       "ModelOpt quant_algo 'W4A8_AWQ'"},
       {"GPTQ or AWQ codes without a config to say which", gptq, nullptr, "", "GPTQ or AWQ"},
       {"GPTQ in a width it has no packing for", gptq, {{"quant_method", "gptq"}, {"bits", 5}, {"group_size", 128}}, "", "GPTQ packs 2, 3, 4 or 8 bits"},
       {"GPTQ packed in int16 words", gptq, {{"quant_method", "gptq"}, {"bits", 4}, {"pack_dtype", "int16"}}, "", "pack_dtype 'int16'"},
@@ -125,6 +127,41 @@ TEST_P(UndecodableScheme, IsRefusedWithExit7NamingItAndNoOutput) {
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, UndecodableScheme, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<SchemeCase>& i) { return "case" + std::to_string(i.index); });
+
+// NVFP4 in both tools' layouts, declared or known by its companions alone, converts (its
+// values are checked against the tools' own in python/tests/test_nvfp4.py).
+TEST(ReadableScheme, Nvfp4OfBothToolsConverts) {
+  const std::vector<Tensor> ct_nvfp4 = {{"m.p.weight_packed", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
+                                        {"m.p.weight_global_scale", "F32", {1}, 4}, {"m.p.input_global_scale", "F32", {1}, 4}};
+  const std::vector<Tensor> mo_nvfp4 = {{"m.p.weight", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
+                                        {"m.p.weight_scale_2", "F32", {}, 4}, {"m.p.input_scale", "F32", {}, 4}};
+  const json ct_config = {{"quant_method", "compressed-tensors"},
+                          {"format", "nvfp4-pack-quantized"},
+                          {"config_groups",
+                           {{"group_0",
+                             {{"format", "nvfp4-pack-quantized"},
+                              {"weights", {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}, {"group_size", 16}}}}}}}};
+  const std::string mo_hf = R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}})";
+  struct Case {
+    const char* label;
+    std::vector<Tensor> tensors;
+    json qc;
+    std::string hf;
+  };
+  for (const Case& c : {Case{"ct declared", ct_nvfp4, ct_config, ""}, Case{"ct by its global scale", ct_nvfp4, nullptr, ""},
+                        Case{"modelopt declared", mo_nvfp4, nullptr, mo_hf}, Case{"modelopt by its second scale", mo_nvfp4, nullptr, ""}}) {
+    TempDir d;
+    write_checkpoint(d / "snap", c.tensors);
+    json config = {{"model_type", "llama"}};
+    if (!c.qc.is_null()) config["quantization_config"] = c.qc;
+    write_bytes(d / "snap/config.json", config.dump());
+    if (!c.hf.empty()) write_bytes(d / "snap/hf_quant_config.json", c.hf);
+    auto r = run("convert " + d / "snap" + " -o " + d / "out.iris -q");
+    EXPECT_EQ(r.rc, 0) << c.label << ": " << r.out;
+    r = run("inspect " + d / "out.iris");
+    EXPECT_NE(r.out.find("nvfp4"), std::string::npos) << c.label << ": " << r.out;
+  }
+}
 
 // The schemes iris reads are not refused by the same check: compressed-tensors FP8
 // (float-quantized, channel scales) and a ModelOpt FP8 hf_quant_config.

@@ -54,6 +54,7 @@ _ST_DTYPES = {
     "I32": ("int32", 4),
     "I64": ("int64", 8),
     "BOOL": ("bool", 1),
+    "F8_E4M3": ("float8_e4m3fn", 1),
 }
 
 
@@ -76,6 +77,8 @@ def read_safetensors(path):
         if tname == "bfloat16":
             arr = np.frombuffer(buf, dtype="<i2").copy()
             t = torch.from_numpy(arr).view(torch.bfloat16)
+        elif tname == "float8_e4m3fn":
+            t = torch.from_numpy(np.frombuffer(buf, dtype=np.uint8).copy()).view(torch.float8_e4m3fn)
         else:
             arr = np.frombuffer(buf, dtype=np.dtype(tname).newbyteorder("<")).copy()
             t = torch.from_numpy(arr)
@@ -110,6 +113,7 @@ def _st_dtype(t):
         torch.int32: "I32",
         torch.int64: "I64",
         torch.bool: "BOOL",
+        **({torch.float8_e4m3fn: "F8_E4M3"} if hasattr(torch.float8_e4m3fn, "itemsize") else {}),
     }[t.dtype]
 
 
@@ -119,6 +123,8 @@ def _tensor_bytes(t):
     t = t.detach().contiguous().cpu()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().astype("<i2").tobytes()
+    if str(t.dtype) == "torch.float8_e4m3fn":
+        return t.view(torch.uint8).numpy().tobytes()
     return t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
 
 
@@ -455,6 +461,15 @@ def variant_specs():
         "moe-ct-w4a16-g128": dict(
             model="moe", scheme=lambda: preset_name_to_scheme("W4A16", ["Linear"]), gptq=False
         ),
+        # NVFP4 weights (nvfp4-pack-quantized): E2M1 codes, E4M3 scales per 16, a global scale
+        # shared by fused q/k/v and gate/up as llm-compressor links their observers
+        # (fuse_weight_observers). Needs torch with float8_e4m3fn (>= 2.1): run on the GPU machine.
+        "llama-ct-nvfp4a16": dict(
+            model="llama", scheme=lambda: preset_name_to_scheme("NVFP4A16", ["Linear"]), gptq=False, fuse=True
+        ),
+        "moe-ct-nvfp4a16": dict(
+            model="moe", scheme=lambda: preset_name_to_scheme("NVFP4A16", ["Linear"]), gptq=False, fuse=True
+        ),
     }
 
 
@@ -468,6 +483,7 @@ REF_SUBSET = {
     "moe": [
         "model.layers.0.self_attn.k_proj.weight",  # N=128, K=256
         "model.layers.1.block_sparse_moe.experts.3.w2.weight",  # N=256, K=512 (an expert)
+        "model.layers.0.block_sparse_moe.experts.1.w1.weight",  # an expert of layer 0, the one trim_fixture keeps
     ],
 }
 
@@ -495,10 +511,17 @@ def make_variant(name, spec, args, calib, gptq_mod, out_fixtures, out_refs, llam
     apply_quantization_config(model, qconfig)
     quantized = [(n, m) for n, m in model.named_modules() if is_module_quantized(m)]
 
-    # 3. llm-compressor: calibrate the weights (memoryless_minmax observer), or GPTQ
+    # 3. llm-compressor: calibrate the weights (memoryless_minmax observer), or GPTQ. NVFP4:
+    #    every observer first, then the fused groups linked (llm-compressor's order), then
+    #    observation, so that q/k/v and gate/up take one global scale.
     ko = None
     for mname, module in quantized:
         calib.initialize_observer(module, "weight")
+    if spec.get("fuse"):
+        from llmcompressor.observers.helpers import fuse_weight_observers
+
+        fuse_weight_observers(model)
+    for mname, module in quantized:
         calib.observe(module, "weight")
         if not spec["gptq"]:
             calib.update_qparams(module, "weight")
@@ -599,7 +622,7 @@ def make_variant(name, spec, args, calib, gptq_mod, out_fixtures, out_refs, llam
     ref_path = os.path.join(out_refs, f"{name}.dequant.compressed-tensors.safetensors")
     write_safetensors(ref_path, refs, metadata={"format": "pt"})
 
-    facts = independent_check(back, raw, scheme_obj, param_names)
+    facts = independent_check(back, raw, scheme_obj, param_names) if scheme_obj.weights.type == "int" else {}
     return out_dir, ref_path, facts, qcfg_dict
 
 

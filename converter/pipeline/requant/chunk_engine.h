@@ -26,6 +26,8 @@ namespace iris::requant {
 struct Stash {
   std::vector<uint8_t> mxfp4_scales;
   std::vector<float> fp8_scales;
+  std::vector<uint8_t> nvfp4_scales;        // E4M3, row-major
+  std::vector<float> nvfp4_tensor_scales;   // one a matrix
   quant::Nf4DoubleQuant nf4;
   std::string quant_state;
 };
@@ -200,6 +202,7 @@ Status write_chunk(Job& j, Worker& w, ByteSink& sink);
 Status produce_mxfp4(Job& j, ByteSink& sink);
 Status produce_fp8(Job& j, ByteSink& sink);
 Status produce_nf4(Job& j, ByteSink& sink);
+Status produce_nvfp4(Job& j, ByteSink& sink);
 Status produce_float(Job& j, ByteSink& sink);
 // NF4's parameters for nested offset `off` (the quant_state JSON in the stash), and the offset
 // pass once (the codes producer calls it first; a dry run, through the tensor's LateDesc).
