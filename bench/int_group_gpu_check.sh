@@ -18,14 +18,7 @@ mkdir -p "$OUT/archives"
 I="$PWD/$B/iris"
 export PYTHONPATH="$PWD/python"
 rc=0
-verify() {  # NAME ARCHIVE
-  if "$I" verify "$2" --device cuda --json > "$OUT/$1.verify.json" 2> "$OUT/$1.verify.err"; then
-    echo "ok   $1: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("device"), sum(len(t.get("checks", [])) for t in d.get("tensors", [])), "checks")' "$OUT/$1.verify.json")"
-  else
-    rc=1
-    echo "FAIL $1: $(tail -c 600 "$OUT/$1.verify.err") $(grep -o '"detail": "[^"]*"' "$OUT/$1.verify.json" | grep -v '""' | head -3)"
-  fi
-}
+. bench/gpu_verify.sh
 for f in tests/data/fixtures/llama-gptq-* tests/data/fixtures/llama-awq-* tests/data/fixtures/llama-ct-*; do
   name=$(basename "$f")
   "$I" convert "$f" -o "$OUT/archives/$name.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }

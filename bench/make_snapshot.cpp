@@ -406,8 +406,8 @@ std::pair<iris::TensorDesc, std::vector<iris::ComponentProducer>> nf4_linear(con
 // the snapshot: BF16 raw, gpt-oss experts MXFP4 as shipped; with QUANT (mxfp4 or nf4) the
 // linear layers' weights in it, random codes and scales. Returns the exit code.
 int make_archive(const std::string& out, const std::string& config_path, const std::string& quant) {
-  if (!quant.empty() && quant != "mxfp4" && quant != "nf4") {
-    std::fprintf(stderr, "--quant %s: the archive writer makes mxfp4 or nf4\n", quant.c_str());
+  if (!quant.empty() && quant != "mxfp4" && quant != "nf4" && quant != "nvfp4") {
+    std::fprintf(stderr, "--quant %s: the archive writer makes mxfp4, nf4 or nvfp4\n", quant.c_str());
     return 2;
   }
   iris::IrisWriter writer;
@@ -442,8 +442,41 @@ int make_archive(const std::string& out, const std::string& config_path, const s
     seed += 2;
   };
   m.mxfp4 = [&](const std::string& name, uint64_t e, uint64_t n, uint64_t k) { mxfp4(name, {e, n, k}, false); };
+  // NVFP4 as `convert --quant nvfp4` writes it (ModelOpt's convention): random codes, E4M3 block
+  // scales in [0.5, 2) and one FP32 tensor scale of 1/2688 (a weight amax of 1).
+  auto nvfp4 = [&](const std::string& name, uint64_t n, uint64_t k) {
+    iris::TensorDesc d{name, {n, k}, iris::DType::kBF16, iris::Format::kNvfp4,
+                       {{"block_size", 16}, {"element", "e2m1"}, {"nibble_order", "low_first"}, {"scale_encoding", "e4m3"},
+                        {"tensor_scale", "multiplies"}, {"negative_zero", false}, {"tensor_scale_shape", std::vector<uint64_t>{}},
+                        {"scale_rule", "modelopt"}}, {}};
+    d.layout = iris::choose_layout(d, iris::kDefaultTileN, iris::kDefaultTileK);
+    auto g = iris::matrix_geometry(d);
+    auto specs = iris::component_specs(d);
+    if (!g.is_ok() || !specs.is_ok() || specs->size() != 3) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), (g.is_ok() ? specs.status() : g.status()).message().c_str());
+      bad = 3;
+      return;
+    }
+    const uint64_t scale_bytes = (*specs)[1].bytes, s0 = seed;
+    iris::ComponentProducer scales = [scale_bytes, s0](iris::ByteSink& sink) {
+      std::vector<uint8_t> b(scale_bytes);
+      uint64_t z = s0 * 0x9e3779b97f4a7c15ull;
+      for (auto& x : b) {
+        z ^= z >> 29, z *= 0xbf58476d1ce4e5b9ull;
+        x = uint8_t(0x30 + (z >> 60));  // E4M3 0x30..0x3F: 0.5 .. 1.875
+      }
+      return sink.write(b);
+    };
+    iris::ComponentProducer tensor_scale = [](iris::ByteSink& sink) {
+      const float t = 1.0f / 2688.0f;
+      return sink.write({reinterpret_cast<const uint8_t*>(&t), 4});
+    };
+    writer.add_tensor(d, source, {random_tiled_codes(*g, d.layout.tile_n, d.layout.tile_k, seed), std::move(scales), std::move(tensor_scale)});
+    seed += 2;
+  };
   m.linear = [&](const std::string& name, uint64_t n, uint64_t k) {
     if (quant == "mxfp4" && k % 32 == 0) return mxfp4(name, {n, k}, true);
+    if (quant == "nvfp4" && k % 16 == 0) return nvfp4(name, n, k);
     if (quant == "nf4" && k % 64 == 0) {
       auto [d, producers] = nf4_linear(name, n, k, seed);
       seed += 2;
@@ -478,13 +511,13 @@ int make_archive(const std::string& out, const std::string& config_path, const s
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4]]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4|nvfp4]]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }
   const std::string out = argv[1];
   if (out.empty() || out[0] == '-') {  // `--help` is not a folder to fill with gigabytes
-    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4]]\n",
+    std::fprintf(stderr, "usage: %s OUT_DIR [TOTAL_GB=2] [SHARD_GB=1]\n       %s OUT_DIR --gpt-oss-20b [SHARD_GB=5]\n       %s OUT_DIR --config CONFIG.json [SHARD_GB=5 | --archive [--quant mxfp4|nf4|nvfp4]]\n",
                  argv[0], argv[0], argv[0]);
     return 2;
   }

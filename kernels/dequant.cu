@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch_cache.h"
 #include "kernels/mxfp4.cuh"
+#include "kernels/nvfp4.cuh"
 #include "kernels/nf4.cuh"
 
 namespace iris {
@@ -250,6 +251,7 @@ Status cuda_dequantize(const QuantView& v, void* out, DType dt, void* stream, co
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, out, dt, s, c);
     case ViewFormat::kFp8: return launch<dev::Fp8>(v, out, dt, s, c);
     case ViewFormat::kIntGroup: return cuda_int_group_dequantize(v, out, dt, s, c.sm_count);
+    case ViewFormat::kNvfp4: return launch<dev::Nvfp4>(v, out, dt, s, c);
   }
   return unsupported("dequantize: unknown format");
 }

@@ -12,6 +12,7 @@
 #include "kernels/tuning.h"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
+#include "kernels/nvfp4.cuh"
 #include "kernels/nf4.cuh"
 
 namespace iris {
@@ -58,6 +59,8 @@ Status cuda_gemv(const QuantView& v, const uint16_t* x, int batch, void* y, DTyp
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(v, x, batch, y, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(v, x, batch, y, f32, s);
     case ViewFormat::kFp8: return launch<dev::Fp8>(v, x, batch, y, f32, s);
+    case ViewFormat::kNvfp4: return launch<dev::Nvfp4>(v, x, batch, y, f32, s);
+    case ViewFormat::kIntGroup: break;
   }
   return unsupported("gemv: unknown format");
 }

@@ -13,6 +13,7 @@
 #include "kernels/gemv_rows.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
+#include "kernels/nvfp4.cuh"
 #include "kernels/nf4.cuh"
 
 namespace iris {
@@ -184,6 +185,7 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
     case ViewFormat::kNf4: return launch<dev::Nf4>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kFp8: return launch<dev::Fp8>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kIntGroup: return unsupported("expert gemv: no grouped kernel for int_group yet");
+    case ViewFormat::kNvfp4: return launch<dev::Nvfp4>(args, stripes_path, per_pair, f32, s);
   }
   return unsupported("expert gemv: unknown format");
 }

@@ -194,6 +194,82 @@ struct MmaMxfp4 {
   }
 };
 
+// NVFP4 (FORMAT.md 4.6), the archive's nibble order: a lane's 32 columns are two 16-element
+// blocks. Each pair is decoded exactly in one multiply: E2M1 onto BF16 bits (e2m1 * 2^-126, a
+// PRMT, a multiply and an AND), times the block's E4M3 scale * 2^110 as a BF16 -- E2M1's 2
+// significant bits by E4M3's 4 fit BF16's 8, and every product lies in [2^-26, 2^-4.5]: normal
+// BF16 -- so the mma sums exact weights * 2^-16. The stripe's sums then take 2^16 (exact) and the
+// matrix's FP32 tensor scale, multiplied or divided, once (tensor_factor). The reference rounds
+// e4m3 * t to FP32 before the E2M1 multiply instead: the same value within one rounding, well
+// inside the GEMV's FP32 bound.
+struct MmaNvfp4 {
+  static constexpr uint32_t kBits = 4;
+  static constexpr uint32_t kChunk = 128;   // 32 columns (16 bytes, two scale blocks) per lane
+  static constexpr int kPairs = kChunk / 8;
+  static constexpr bool kFactored = false;  // the block scales applied before the mma
+  static constexpr bool kWordwise = false;
+  static constexpr int kSplits = 1;
+  static constexpr int kRuns = 1;
+  static constexpr int kSplitEntries = 256;  // every E4M3 byte's factor (scale_pair), looked up a block
+  static constexpr bool kTensorScale = true;
+  using Word = uint4;
+  using Aux = uint32_t;  // the two blocks' E4M3 bytes (bits 0-7, 8-15)
+  using Raw = uint32_t;
+
+  static __device__ void load_smem(const QuantView&, uint32_t* table, float*) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) table[i] = scale_pair(uint32_t(i));
+  }
+  static __device__ __forceinline__ Aux finish(const QuantView&, const float*, Raw r) { return r; }
+  struct Cursor {
+    const uint8_t* run;  // the row's first scale byte; null for a padding row
+  };
+  static __device__ __forceinline__ Cursor cursor(const QuantView& v, uint64_t row, bool ok) {
+    return {ok ? static_cast<const uint8_t*>(v.scales) + row * ((v.k + 15) / 16) : nullptr};
+  }
+  // The scales of columns [kc, kc + 16) and [kc + 16, kc + 32); 0x38 (1.0) for padding (the
+  // row, or the blocks past K, whose codes are 0 and activations 0: no scale byte is read past
+  // the row's last).
+  static __device__ __forceinline__ Raw aux(const QuantView& v, const float*, const Cursor& r, bool cols_ok, uint64_t kc) {
+    if (r.run == nullptr || !cols_ok) return 0x3838u;
+    // Both bytes in one 2-byte load where both blocks lie in K and it is aligned: kc is a
+    // multiple of 32, and a row's scale count even keeps every row's first scale on an even byte.
+    if (kc + 32 <= v.k && (((v.k + 15) >> 4) & 1) == 0) return __ldg(reinterpret_cast<const uint16_t*>(r.run + (kc >> 4)));
+    const uint32_t lo = __ldg(r.run + (kc >> 4));
+    const uint32_t hi = kc + 16 < v.k ? uint32_t(__ldg(r.run + (kc >> 4) + 1)) : 0x38u;
+    return lo | (hi << 8);
+  }
+  // An E4M3 byte times 2^110 as a bf16x2 splat (exact: 4 significant bits, exponents 2^101 ..
+  // 2^118.8, so the FP32 value's top half); NaN (0x7F, 0xFF) as the canonical NaN, which makes
+  // the row's sums NaN as the reference's.
+  static __device__ __forceinline__ uint32_t scale_pair(uint32_t b) {
+    const float scaled = __fmul_rn(iris::quant::e4m3_to_f32(uint8_t(b)), 0x1p110f);
+    const uint32_t bits = (b & 0x7Fu) == 0x7Fu ? 0x7FC0u : __float_as_uint(scaled) >> 16;
+    return bits | (bits << 16);
+  }
+  static __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s, uint32_t* p) {
+    const uint32_t lo4 = w & 0x0F0F0F0Fu, hi4 = (w >> 4) & 0x0F0F0F0Fu;
+    p[0] = dev::mul_bf16x2(dev::e2m1_pair_scaled<0>(lo4, hi4), s);
+    p[1] = dev::mul_bf16x2(dev::e2m1_pair_scaled<1>(lo4, hi4), s);
+    p[2] = dev::mul_bf16x2(dev::e2m1_pair_scaled<2>(lo4, hi4), s);
+    p[3] = dev::mul_bf16x2(dev::e2m1_pair_scaled<3>(lo4, hi4), s);
+  }
+  static __device__ __forceinline__ void decode(Word w, Aux& e, const uint32_t* table, uint32_t (&a)[kSplits][kPairs]) {
+    const uint32_t s0 = table[e & 0xFFu], s1 = table[(e >> 8) & 0xFFu];
+    decode_word(w.x, s0, &a[0][0]);
+    decode_word(w.y, s0, &a[0][4]);
+    decode_word(w.z, s1, &a[0][8]);
+    decode_word(w.w, s1, &a[0][12]);
+  }
+  // The matrix's tensor scale on a stripe's sums: times t (ModelOpt) or over t
+  // (compressed-tensors). A scale the reference cannot decode by -- not finite, or a divisor
+  // of 0 -- makes every weight infinite or NaN there: the sums are NaN.
+  static __device__ __forceinline__ float tensor_factor(const QuantView& v, uint32_t matrix, bool& divides) {
+    const float t = __ldg(v.tensor_scale + matrix);
+    divides = v.nvfp4_divides;
+    return !isfinite(t) || (divides && t == 0.f) ? __int_as_float(0x7FC00000) : t;
+  }
+};
+
 // How NF4's 16 table values reach the mma. The exact ones (LaunchConfig::nf4_bf16_table
 // false; KernelVariants::nf4_table picks the lookup) keep each FP32 value to 2^-16 as hi + lo
 // BF16s, two mmas a fragment; the declared BF16 table (nf4_bf16_table) rounds each to one BF16
@@ -735,6 +811,13 @@ __device__ __forceinline__ void scaled_block_mma(const uint32_t (&a_g)[kSplits][
   }
 }
 
+// Whether format P's stripe sums take a per-matrix tensor scale (MmaNvfp4::kTensorScale).
+template <typename P>
+constexpr bool tensor_scaled() {
+  if constexpr (requires { P::kTensorScale; }) return P::kTensorScale;
+  else return false;
+}
+
 // Whether format P has a warp-uniform one-factor step (MmaMxfp4::kUniformStep).
 template <typename P>
 constexpr bool uniform_step() {
@@ -920,6 +1003,17 @@ __device__ __forceinline__ void stripe_mma(const QuantView& v, const MmaGeometry
         chunk_mma<P, NT, P::kWordwise>(v, l[u], bx[u], lookup, nested, acc);
       }
     }
+  }
+  if constexpr (tensor_scaled<P>()) {
+    bool divides;
+    const float t = P::tensor_factor(v, b_mat, divides);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float a = __fmul_rn(acc[j][q], 65536.0f);  // the decode's 2^-16 back (a power of two: exact)
+        acc[j][q] = divides ? __fdiv_rn(a, t) : __fmul_rn(a, t);
+      }
   }
 }
 
@@ -1287,6 +1381,8 @@ Status with_format(const LaunchConfig& c, const QuantView& v, F&& f) {
     case ViewFormat::kMxfp4: return f(std::type_identity<MmaMxfp4>{});
     case ViewFormat::kNf4: return with_nf4(c, v, f);
     case ViewFormat::kFp8: return fp8_bit_decode(c) ? f(std::type_identity<MmaFp8<true>>{}) : f(std::type_identity<MmaFp8<false>>{});
+    case ViewFormat::kNvfp4: return f(std::type_identity<MmaNvfp4>{});
+    case ViewFormat::kIntGroup: break;
   }
   return unsupported("gemv: unknown format");
 }
@@ -1471,7 +1567,8 @@ Status launch_experts_probe(const QuantView& geometry, const ExpertGemvArgs& a, 
 }  // namespace
 
 bool gemv_mma_supports(const QuantView& v, int batch) {
-  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNf4 ? MmaNf4<Nf4Table::kSplit>::kChunk : MmaFp8<false>::kChunk;
+  const uint64_t chunk = v.format == ViewFormat::kMxfp4 ? MmaMxfp4::kChunk : v.format == ViewFormat::kNvfp4 ? MmaNvfp4::kChunk
+                         : v.format == ViewFormat::kNf4 ? MmaNf4<Nf4Table::kSplit>::kChunk : MmaFp8<false>::kChunk;
   if (!v.tiled || v.tile_n != 16 || v.tile_k % chunk != 0 || batch < 1 || batch > 16) return false;
   if (v.padded_k / chunk >= (uint64_t(1) << 31) || uint64_t(v.tile_k) * 16 >= (uint64_t(1) << 31)) return false;
   if ((v.rows / v.n) * (v.padded_n / 16) >= (uint64_t(1) << 31)) return false;
@@ -1489,6 +1586,7 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
         default: return v.group_size % MmaFp8<false>::kChunk == 0;  // group
       }
     case ViewFormat::kIntGroup: return false;  // (kernels/int_group.cu: CUDA cores only, for now)
+    case ViewFormat::kNvfp4: return v.tensor_scale != nullptr;
   }
   return false;
 }
@@ -1522,6 +1620,7 @@ Status cuda_gemv_mma(const QuantView& v, const uint16_t* x, int batch, void* y, 
       case ViewFormat::kMxfp4: return launch_probe<SkipDecode<MmaMxfp4>>(v, x, batch, y, s, c);
       case ViewFormat::kNf4: return launch_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(v, x, batch, y, s, c);
       case ViewFormat::kFp8: return launch_probe<SkipDecode<MmaFp8<false>>>(v, x, batch, y, s, c);
+      default: return unsupported("gemv probe: not for this format");
     }
 #else
     return unsupported(kNoProbes);
@@ -1544,6 +1643,7 @@ Status cuda_gemv_experts_mma(const QuantView& geometry, const ExpertGemvArgs& a,
       case ViewFormat::kMxfp4: return launch_experts_probe<SkipDecode<MmaMxfp4>>(geometry, a, s, c);
       case ViewFormat::kNf4: return launch_experts_probe<SkipDecode<MmaNf4<Nf4Table::kSplit>>>(geometry, a, s, c);
       case ViewFormat::kFp8: return launch_experts_probe<SkipDecode<MmaFp8<false>>>(geometry, a, s, c);
+      default: return unsupported("expert gemv probe: not for this format");
     }
 #else
     return unsupported(kNoProbes);

@@ -23,6 +23,7 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
     case Format::kBnbFp4: v.format = ViewFormat::kNf4; break;  // one kernel: the 16-value code book is a component
     case Format::kFp8E4M3: v.format = ViewFormat::kFp8; break;
     case Format::kIntGroup: v.format = ViewFormat::kIntGroup; break;
+    case Format::kNvfp4: v.format = ViewFormat::kNvfp4; break;
     default: return unsupported(ctx + "no GPU kernel for format " + format_name(d.format));
   }
   IRIS_ASSIGN_OR_RETURN(auto specs, component_specs(d));
@@ -54,6 +55,13 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   if (v.format == ViewFormat::kMxfp4) {
     v.scales = get(Role::kScales);
     v.scale_type = ScaleType::kU8;
+  } else if (v.format == ViewFormat::kNvfp4) {
+    IRIS_ASSIGN_OR_RETURN(Nvfp4Params p, nvfp4_params(d));
+    v.scales = get(Role::kScales);
+    v.scale_type = ScaleType::kU8;
+    v.tensor_scale = static_cast<const float*>(get(Role::kTensorScale));
+    v.nvfp4_divides = p.tensor_scale_divides;
+    v.nvfp4_negative_zero = p.negative_zero;
   } else if (v.format == ViewFormat::kIntGroup) {
     IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
     v.code_bits = p.bits;
@@ -123,6 +131,10 @@ Result<QuantView> matrix_view(const QuantView& s, uint64_t m) {
       v.scales = advance(s.scales, m * per * scale_bytes);
       break;
     }
+    case ViewFormat::kNvfp4:
+      v.scales = advance(s.scales, m * s.n * ((s.k + 15) / 16));
+      v.tensor_scale = s.tensor_scale + m;
+      break;
     case ViewFormat::kIntGroup: {
       const uint64_t groups = (s.k + s.group_size - 1) / s.group_size;
       v.scales = advance(s.scales, m * s.n * groups * scale_bytes);

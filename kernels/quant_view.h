@@ -13,7 +13,7 @@ namespace iris {
 
 // kNf4 covers both bitsandbytes 4-bit formats (nf4 and bnb_fp4): they differ only in the
 // 16-value code book, which the kernels read from the tensor's code_table component.
-enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3, kIntGroup = 4 };
+enum class ViewFormat : uint32_t { kMxfp4 = 1, kNf4 = 2, kFp8 = 3, kIntGroup = 4, kNvfp4 = 5 };
 enum class ScaleType : uint32_t { kU8 = 0, kF32 = 1, kBf16 = 2, kF16 = 3 };
 
 struct QuantView {
@@ -56,6 +56,10 @@ struct QuantView {
   uint32_t code_bits;
   const uint8_t* zero_points;
   const uint32_t* permutation;
+  // nvfp4 (FORMAT.md 4.6; scales: the E4M3 bytes): one FP32 tensor scale a matrix, and the
+  // producing tool's convention (quant/nvfp4.h).
+  const float* tensor_scale;
+  bool nvfp4_divides, nvfp4_negative_zero;
 };
 
 // The device address of each component of a tensor, indexed by Role (nullptr: none).

@@ -30,6 +30,7 @@ int dequant_words(const KernelVariants& variants, const QuantView& v) {
     case ViewFormat::kFp8:  // tensor and channel scales; block and group scales whose width 16 divides
       return v.granularity < 2 || (v.granularity == 2 ? v.block_k % 16 == 0 : v.group_size % 16 == 0) ? 2 : 1;
     case ViewFormat::kIntGroup: return 1;  // (its own kernel: kernels/int_group.cu)
+    case ViewFormat::kNvfp4: return 2;     // tile_k and K multiples of 16 keep a run inside one 16-block
   }
   return 1;
 }
@@ -72,8 +73,12 @@ int gemv_step(const LaunchConfig& c, ViewFormat format, int batch, uint64_t stri
   // NF4's BF16 table with the absmax on the weights (MXFP4's chunk shape) takes MXFP4's rule:
   // run v57 (H100, batch 16, us, prefetch / unroll 1) 14336x4096 38.9 / 39.5, 4096x14336
   // 32.3 / 41.2, 4096x4096 12.1 / 15.7.
+  // NVFP4 (its scales found once a stripe, as FP8's): the prefetch at every shape, run of
+  // 2026-11-30 (H200, batch 1, us, the few-stripes rule / prefetch): 14336x4096 17.18 / 15.84,
+  // 6144x4096 10.85 / 8.68, 4096x14336 20.76 / 20.73, 4096x4096 7.09 / 7.07.
   const bool scaled_nf4 = format == ViewFormat::kNf4 && c.nf4_bf16_table && nf4_scaled_weights(c);
-  const bool prefetch = (format == ViewFormat::kMxfp4 || scaled_nf4) && batch > 8 ? true
+  const bool prefetch = format == ViewFormat::kNvfp4                                      ? true
+                        : (format == ViewFormat::kMxfp4 || scaled_nf4) && batch > 8 ? true
                         : format == ViewFormat::kNf4 && !c.nf4_bf16_table ? false
                         : format == ViewFormat::kFp8 && batch <= 8 ? true
                                                                    : stripes <= 2 * uint64_t(c.sm_count > 0 ? c.sm_count : 1);

@@ -32,6 +32,7 @@ __global__ void fill_random_bytes(uint8_t* p, uint64_t n, uint64_t seed) {
 __global__ void shape_scales(uint8_t* p, uint64_t n, int kind) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     if (kind == 0) p[i] = uint8_t(118 + p[i] % 8);  // E8M0 around 2^-9 .. 2^-2
+    else if (kind == 3) p[i] = uint8_t(0x30 + p[i] % 16);  // E4M3 in [0.5, 2): NVFP4 block scales
     else if (kind == 1 && i % 4 == 0) {            // f32 in [1e-4, 1.1e-3)
       float v = 1e-4f + float(p[i]) * 4e-6f;
       *reinterpret_cast<float*>(p + i) = v;
@@ -165,7 +166,8 @@ Result<CopyCeiling> copy_bandwidth_gbps(int replays, int sms) {
 }
 
 int scale_kind_for(const TensorDesc& d, Role role) {
-  if (role == Role::kScales) return d.format == Format::kMxfp4 ? 0 : 1;
+  if (role == Role::kScales) return d.format == Format::kMxfp4 ? 0 : d.format == Format::kNvfp4 ? 3 : 1;
+  if (role == Role::kTensorScale) return 1;
   if (role == Role::kNestedAbsmax) return 1;
   if (role == Role::kCodeTable || role == Role::kNestedCodeTable) return 1;
   return -1;
@@ -191,6 +193,10 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
   if (format == "mxfp4") {
     d.format = Format::kMxfp4;
     d.params = {{"block_size", 32}, {"element", "e2m1"}, {"scale_encoding", "e8m0"}, {"nibble_order", "low_first"}};
+  } else if (format == "nvfp4") {
+    d.format = Format::kNvfp4;
+    d.params = {{"block_size", 16}, {"element", "e2m1"}, {"scale_encoding", "e4m3"}, {"nibble_order", "low_first"}, {"tensor_scale", "multiplies"},
+                {"negative_zero", false}, {"tensor_scale_shape", std::vector<uint64_t>(d.shape.begin(), d.shape.end() - 2)}};
   } else if (format == "nf4") {
     d.format = Format::kNf4;
     d.params = {{"block_size", 64}, {"double_quant", true}, {"nested_block_size", 256}, {"nested_offset", 0.03125},
@@ -206,7 +212,7 @@ Result<TensorDesc> synthetic_desc(const std::string& format, const std::string& 
                   {"scale_name", "weight_scale_inv"}};
     }
   } else {
-    return invalid_argument("synthetic case: unknown format '" + format + "' (mxfp4, nf4, fp8, fp8-channel)");
+    return invalid_argument("synthetic case: unknown format '" + format + "' (mxfp4, nvfp4, nf4, fp8, fp8-channel)");
   }
   d.layout = choose_layout(d, tile_n, tile_k);
   if (auto specs = component_specs(d); !specs.is_ok()) return invalid_argument("tile: " + specs.status().message());

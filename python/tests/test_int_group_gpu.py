@@ -8,7 +8,6 @@ import ctypes
 import json
 import subprocess
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,6 +23,7 @@ if _native.library() is None:
 import iris_archive.torch as itorch  # noqa: E402
 from conftest import FIXTURES, IRIS  # noqa: E402
 import test_packed_integers as packed  # noqa: E402
+from gpu_checks import check_tensor_on_gpu  # noqa: E402
 
 TOOL_FIXTURES = packed.TOOL_FIXTURES
 
@@ -37,23 +37,7 @@ def test_dequantize_and_linear_on_the_gpu(converted, fixture):
     for name, t in cpu.tensors.items():
         if t.format != "int_group":
             continue
-        v = sd[name]
-        got32 = v.dequantize(torch.float32).cpu().numpy()
-        want32 = t.dequantize("float32", backend="numpy")
-        assert got32.tobytes() == want32.tobytes(), name
-        got16 = v.dequantize(torch.bfloat16).cpu().view(torch.int16).numpy().view(np.uint16)
-        assert np.array_equal(got16, t.dequantize("bfloat16", backend="numpy").view(np.uint16)), name
-        # y = x W^T for 3 rows of BF16 activations, against float64 sums of the same products
-        k = t.shape[-1]
-        x = torch.randn(3, k, device="cuda").to(torch.bfloat16)
-        y = v.linear(x).float().cpu().numpy().astype(np.float64)
-        w = want32.reshape(-1, k).astype(np.float64)
-        xs = x.float().cpu().numpy().astype(np.float64)
-        ref = xs @ w.T
-        mag = np.abs(xs) @ np.abs(w).T
-        u = 2.0 ** -24
-        bound = (k * u / (1 - k * u)) * mag + k * 2.0 ** -126 + np.abs(ref) * 2.0 ** -8  # + the BF16 output's rounding
-        assert (np.abs(y - ref) <= bound).all(), name
+        check_tensor_on_gpu(torch, sd[name], t, name)
         checked += 1
     assert checked > 0
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <random>
 
@@ -88,7 +89,8 @@ Layout layout_of(const Case& c) {
   if (c.tile_n) return Layout{LayoutKind::kTiled, c.tile_n, c.tile_k};
   TensorDesc d;
   d.shape = c.shape;
-  d.format = c.format == "mxfp4" ? Format::kMxfp4 : c.format.rfind("nf4", 0) == 0 ? Format::kNf4 : c.format == "bnb_fp4" ? Format::kBnbFp4 : Format::kFp8E4M3;
+  d.format = c.format == "mxfp4" ? Format::kMxfp4 : c.format.rfind("nvfp4", 0) == 0 ? Format::kNvfp4 : c.format.rfind("nf4", 0) == 0 ? Format::kNf4
+             : c.format == "bnb_fp4" ? Format::kBnbFp4 : Format::kFp8E4M3;
   if (d.format == Format::kNf4 || d.format == Format::kBnbFp4) d.params = {{"block_size", c.format == "nf4-b128" ? 128 : 64}};
   return choose_layout(d, kDefaultTileN, kDefaultTileK);
 }
@@ -150,6 +152,26 @@ Built build(const Case& c, std::mt19937& rng) {
     if (c.scales == Scales::kRealMxfp4) {
       std::uniform_int_distribution<int> one_in(0, 199), large(129, 140);
       for (auto& e : b.comps[Role::kScales]) if (one_in(rng) == 0) e = uint8_t(large(rng));
+    }
+  } else if (c.format.rfind("nvfp4", 0) == 0) {
+    // nvfp4: ModelOpt's convention (tensor scale multiplies, code 8 +0); nvfp4-ct:
+    // compressed-tensors' (divides, code 8 -0). Random E4M3 block scales (no NaN byte unless
+    // asked) and one FP32 tensor scale a matrix.
+    const bool ct = c.format == "nvfp4-ct";
+    d.format = Format::kNvfp4;
+    std::vector<uint64_t> prefix(c.shape.begin(), c.shape.end() - 2);
+    d.params = {{"block_size", 16}, {"element", "e2m1"}, {"scale_encoding", "e4m3"}, {"nibble_order", "low_first"},
+                {"tensor_scale", ct ? "divides" : "multiplies"}, {"negative_zero", ct}, {"tensor_scale_shape", prefix}};
+    rows = bytes(batch * n * round_up(k, 16) / 2);
+    auto& sc = b.comps[Role::kScales] = bytes(batch * n * ceil_div(k, 16), 0, 0x7e);  // positive, no NaN
+    if (c.scales == Scales::kWithNaN || c.scales == Scales::kSigned)
+      for (auto& x : sc) x = uint8_t(rng()) ;  // every byte: NaN (0x7F, 0xFF) and negative scales too
+    b.comps[Role::kTensorScale] = signed_scales ? f32_bytes(signed_values(batch))
+                                  : c.scales == Scales::kExtreme ? floats(batch, 1e-30f, 1e30f)
+                                  : ct ? floats(batch, 100.f, 5000.f) : floats(batch, 1e-4f, 1e-2f);
+    if (c.scales == Scales::kWithNaN && batch) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(b.comps[Role::kTensorScale].data(), &nan, 4);
     }
   } else if (c.format.rfind("nf4", 0) == 0 || c.format == "bnb_fp4") {
     // nf4: blocks of 64, double quantization; nf4-b128: blocks of 128; nf4-fp32-absmax: no
@@ -1044,7 +1066,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cs;
   const std::vector<std::vector<uint64_t>> shapes = {{1, 32}, {1, 64}, {3, 96}, {16, 256}, {17, 320}, {129, 512}, {64, 4096}, {2, 5, 256}, {4, 33, 128}};
   for (const auto& s : shapes) {
-    for (std::string f : {"mxfp4", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-bf16"}) {
+    for (std::string f : {"mxfp4", "nvfp4", "nvfp4-ct", "nf4", "bnb_fp4", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-group", "fp8-bf16"}) {
       if (f == "fp8-group" && s.back() % 48 != 0 && s.back() != 32) {}  // groups may end mid-row: allowed
       cs.push_back({f, s, 0, 0});
     }
@@ -1104,6 +1126,18 @@ std::vector<Case> all_cases() {
     }
     cs.push_back({"fp8-block", {130, 200}, 0, 0, sc});
     cs.push_back({"nf4", {7, 129}, 0, 0, sc});
+  }
+  // NVFP4: K not a multiple of the 16-element block or of the tile, scale regimes (every E4M3
+  // byte, NaN among them, and a NaN tensor scale; signed and huge tensor scales), a stack.
+  for (std::string f : {"nvfp4", "nvfp4-ct"}) {
+    cs.push_back({f, {7, 40}, 0, 0});
+    cs.push_back({f, {5, 24}, 0, 0});
+    cs.push_back({f, {40, 1024}, 16, 128});
+    for (auto sc : {Scales::kExtreme, Scales::kWithNaN, Scales::kSigned, Scales::kSignedHuge}) {
+      cs.push_back({f, {32, 256}, 0, 0, sc});
+      cs.push_back({f, {3, 48, 256}, 0, 0, sc});
+    }
+    cs.push_back({f, {1024, 4096}, 0, 0});
   }
   // Large enough to use many blocks and the grid-stride loops.
   cs.push_back({"mxfp4", {1024, 4096}, 0, 0});
