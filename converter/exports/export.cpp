@@ -10,6 +10,7 @@
 #include "common/checked_math.h"
 #include "common/float_bits.h"
 #include "converter/exports/export_folder.h"
+#include "converter/exports/export_int_group.h"
 #include "converter/exports/export_v1.h"
 #include "converter/pipeline/output_guard.h"
 #include "formats/iris_archive.h"
@@ -85,9 +86,7 @@ ComponentProducer dequantize_component(const IrisArchive& a, const ArchiveTensor
 // The companion tensors a quantized tensor was converted from, rebuilt from its components.
 Status source_entries(const IrisArchive& a, const ArchiveTensor& t, std::vector<SafetensorsEntry>* out) {
   const std::string ctx = a.path() + ": tensor '" + t.desc.name + "': ";
-  if (t.desc.format == Format::kIntGroup)
-    return unsupported(ctx + "is int_group; writing it back in its checkpoint's packing (GPTQ, AWQ, compressed-tensors) is not built yet: "
-                             "export it with --dtype bf16, f16 or f32");
+  if (t.desc.format == Format::kIntGroup) return int_group_source_entries(a, t, out);
   const nlohmann::json source = t.source.json();
   auto parts = source.find("tensors");
   if (parts == source.end() || !parts->is_array() || parts->empty())

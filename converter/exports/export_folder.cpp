@@ -27,6 +27,13 @@ std::string string_member(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// An int_group tensor is written back in its checkpoint's packing (export_int_group.h), which
+// the checkpoint's own quantization_config describes: its quant_method.
+std::string int_group_method(const json& source) {
+  const std::string m = string_member(source, "quant_method");
+  return m == "gptq" || m == "awq" || m == "compressed-tensors" ? m : "int_group without its checkpoint's quantization_config";
+}
+
 // The quantization_config that describes the archive's tensors as export writes them (`keep`:
 // each quantized tensor as its format's Hugging Face companions), or null when none is
 // quantized. `source` is the embedded config's own, kept when it already says the same method.
@@ -39,6 +46,7 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
       methods.insert(t.desc.format == Format::kMxfp4     ? "mxfp4"
                      : t.desc.format == Format::kFp8E4M3 ? "fp8"
                      : t.desc.format == Format::kNvfp4   ? (t.desc.params.value("tensor_scale", "") == "divides" ? "compressed-tensors" : "modelopt")
+                     : t.desc.format == Format::kIntGroup ? int_group_method(source)
                                                          : "bitsandbytes");
       if (!first) first = &t.desc;
     }
@@ -50,6 +58,9 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
                              "--dtype bf16, or convert with one --quant format");
   const std::string method = *methods.begin();
   if (string_member(source, "quant_method") == method) return source;  // as the checkpoint said it
+  if (method.rfind("int_group", 0) == 0)
+    return unsupported(ctx + "its int_group tensors came without their checkpoint's quantization_config (GPTQ, AWQ or "
+                             "compressed-tensors) to write back; export --dtype bf16");
   if (method == "mxfp4") return json{{"quant_method", "mxfp4"}, {"modules_to_not_convert", unquantized_linears}};
   // NVFP4 written by convert --quant nvfp4: ModelOpt's unified checkpoint config (FORMATS.md 7.4).
   if (method == "modelopt")

@@ -44,6 +44,33 @@ def write_safetensors(path, tensors):
     Path(path).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def raw_safetensors(path):
+    """name -> (safetensors dtype, shape, bytes) of a safetensors file, or of every one in a folder."""
+    files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]
+    out = {}
+    for f in files:
+        data = f.read_bytes()
+        (n,) = struct.unpack_from("<Q", data, 0)
+        for name, h in json.loads(data[8 : 8 + n]).items():
+            if name != "__metadata__":
+                b, e = h["data_offsets"]
+                out[name] = (h["dtype"], h["shape"], data[8 + n + b : 8 + n + e])
+    return out
+
+
+def assert_exports_back(snapshot, tmp_path):
+    """`iris convert` of a checkpoint folder, then `iris export` to a folder: every tensor of the
+    checkpoint written back byte for byte (names, dtypes, shapes, bytes). Returns the export's
+    folder."""
+    run_iris("convert", snapshot, "-o", tmp_path / "round-trip.iris", "-q")
+    run_iris("export", tmp_path / "round-trip.iris", "-o", str(tmp_path / "exported") + "/", "-q")
+    before, after = raw_safetensors(snapshot), raw_safetensors(tmp_path / "exported")
+    assert before.keys() == after.keys()
+    for name in before:
+        assert before[name] == after[name], f"{snapshot}: {name}"
+    return tmp_path / "exported"
+
+
 def read_safetensors(path):
     """name -> numpy array of the raw little-endian values (BF16 as uint16): a reader written
     here from the safetensors format, so tests do not need the safetensors package."""

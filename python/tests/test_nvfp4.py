@@ -7,14 +7,13 @@ midpoints, an exhaustive nearest E4M3 -- not from iris's encoder (bit tricks in
 quant/element_encode.h)."""
 
 import json
-import struct
 import subprocess
 
 import numpy as np
 import pytest
 
 import iris_archive as iris
-from conftest import IRIS, read_safetensors, write_safetensors
+from conftest import IRIS, assert_exports_back, raw_safetensors, read_safetensors, write_safetensors
 
 RNG = np.random.default_rng(20261130)
 F32 = np.float32
@@ -180,22 +179,6 @@ def export(archive, out, *options):
     return subprocess.run([IRIS, "export", str(archive), "-o", str(out) + "/", "-q", *options], capture_output=True, text=True)  # a folder
 
 
-def raw_tensors(path):
-    """name -> (safetensors dtype, shape, bytes) of a safetensors file or folder."""
-    from pathlib import Path
-    files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]
-    out = {}
-    for f in files:
-        data = f.read_bytes()
-        (n,) = struct.unpack_from("<Q", data, 0)
-        header = json.loads(data[8 : 8 + n])
-        for name, h in header.items():
-            if name != "__metadata__":
-                b, e = h["data_offsets"]
-                out[name] = (h["dtype"], h["shape"], data[8 + n + b : 8 + n + e])
-    return out
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_checkpoints_decode_as_the_tool_dequantizes_them(tmp_path, case):
     tensors, config, files, expected = CASES[case]()
@@ -228,14 +211,8 @@ def test_checkpoints_decode_as_the_tool_dequantizes_them(tmp_path, case):
 def test_export_writes_the_checkpoint_back_byte_for_byte(tmp_path, case):
     tensors, config, files, _ = CASES[case]()
     write_snapshot(tmp_path / "snap", tensors, config, files)
-    assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
-    r = export(tmp_path / "a.iris", tmp_path / "out")
-    assert r.returncode == 0, r.stderr
-    before, after = raw_tensors(tmp_path / "snap"), raw_tensors(tmp_path / "out")
-    assert before.keys() == after.keys()
-    for name in before:
-        assert before[name] == after[name], name
-    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    out = assert_exports_back(tmp_path / "snap", tmp_path)
+    cfg = json.loads((out / "config.json").read_text())
     assert cfg["quantization_config"] == config["quantization_config"]
 
 
@@ -265,7 +242,7 @@ def test_quant_nvfp4_is_modelopt_s_arithmetic_byte_for_byte(tmp_path):
     a.verify()
     r = export(tmp_path / "a.iris", tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    out = raw_tensors(tmp_path / "out")
+    out = raw_safetensors(tmp_path / "out")
     for name, w in weights.items():
         proj = name.split(".")[-2]
         group = [name.replace(proj, s) for s in SIBLINGS.get(proj, [proj])]
@@ -380,13 +357,7 @@ def test_tool_fixtures_decode_as_the_tool_dequantized_them(tmp_path, fixture):
 
 @pytest.mark.parametrize("fixture", sorted(TOOL_FIXTURES))
 def test_tool_fixtures_export_back_byte_for_byte(tmp_path, fixture):
-    assert convert(FIXTURES / fixture, tmp_path / "a.iris").returncode == 0
-    r = export(tmp_path / "a.iris", tmp_path / "out")
-    assert r.returncode == 0, r.stderr
-    before, after = raw_tensors(FIXTURES / fixture), raw_tensors(tmp_path / "out")
-    assert before.keys() == after.keys()
-    for name in before:
-        assert before[name] == after[name], name
+    assert_exports_back(FIXTURES / fixture, tmp_path)
 
 
 def test_quant_nvfp4_equals_modelopt_s_own_run_byte_for_byte(tmp_path):
@@ -396,7 +367,7 @@ def test_quant_nvfp4_equals_modelopt_s_own_run_byte_for_byte(tmp_path):
     assert r.returncode == 0, r.stderr
     r = export(tmp_path / "a.iris", tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    ours, theirs = raw_tensors(tmp_path / "out"), raw_tensors(FIXTURES / "llama-modelopt-nvfp4")
+    ours, theirs = raw_safetensors(tmp_path / "out"), raw_safetensors(FIXTURES / "llama-modelopt-nvfp4")
     compared = 0
     for name, value in theirs.items():
         if name.endswith((".weight", ".weight_scale", ".weight_scale_2")) and "layernorm" not in name:

@@ -8,14 +8,13 @@ permutation of groups, GPTQ zero points of the other checkpoint_format, missing 
 companions -- each refused with one line naming the file and tensor, and no archive."""
 
 import json
-import struct
 import subprocess
 
 import numpy as np
 import pytest
 
 import iris_archive as iris
-from conftest import IRIS, write_safetensors
+from conftest import IRIS, assert_exports_back, write_safetensors
 
 RNG = np.random.default_rng(20261129)
 
@@ -445,3 +444,19 @@ def test_a_permutation_that_is_not_one_is_refused_by_every_reader(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode != 0 and not (tmp_path / "x.safetensors").exists()
     assert subprocess.run([IRIS, "verify", str(tmp_path / "bad.iris")], capture_output=True, text=True).returncode != 0
+
+
+@pytest.mark.parametrize("fixture", TOOL_FIXTURES)
+def test_tool_fixtures_export_back_byte_for_byte(tmp_path, fixture):
+    out = assert_exports_back(FIXTURES / fixture, tmp_path)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["quantization_config"] == json.loads((FIXTURES / fixture / "config.json").read_text())["quantization_config"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_synthetic_cases_export_back_byte_for_byte(tmp_path, case):
+    tensors, qc, _ = CASES[case]()
+    write_snapshot(tmp_path / "snap", tensors, qc)
+    assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
+    assert iris.open(tmp_path / "a.iris").tensors["m.p.weight"].format == "int_group", case  # carried, not decoded
+    assert_exports_back(tmp_path / "snap", tmp_path)
