@@ -154,8 +154,6 @@ Result<CutUnits> cut_units(const TensorDesc& d) {
 }
 
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box) {
-  if (t.desc.format == Format::kNvfp4)
-    return unsupported(tensor_context(t.desc) + "nvfp4 tensors are not cut into ranks yet (convert with --quant mxfp4 to shard it)");
   if (t.desc.format == Format::kIntGroup)
     return unsupported(tensor_context(t.desc) + "int_group tensors are not cut into ranks yet (convert the checkpoint with --quant to shard it)");
   const auto& shape = t.desc.shape;
@@ -226,6 +224,17 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
     case Format::kMxfp4: {
       const uint64_t kb = ceil_div(src.k, 32);
       producers.push_back(box_producer(comp(Role::kScales), {B, src.n, kb}, 1, Box{{b0, n0, k0 / 32}, {e, n, ceil_div(k, 32)}}, freed(Role::kScales)));
+      break;
+    }
+    case Format::kNvfp4: {
+      // The E4M3 block scales' box, and each matrix's tensor scale whole (a box of rows or
+      // columns keeps its matrix's global scale); its stored shape: the box's leading
+      // dimensions, or the source's own form for one matrix ([] or [1]).
+      IRIS_ASSIGN_OR_RETURN(Nvfp4Params p, nvfp4_params(t.desc));
+      const uint64_t kb = ceil_div(src.k, 16);
+      producers.push_back(box_producer(comp(Role::kScales), {B, src.n, kb}, 1, Box{{b0, n0, k0 / 16}, {e, n, ceil_div(k, 16)}}, freed(Role::kScales)));
+      producers.push_back(box_producer(comp(Role::kTensorScale), {B, 1, 1}, 4, Box{{b0, 0, 0}, {e, 1, 1}}, freed(Role::kTensorScale)));
+      out.desc.params["tensor_scale_shape"] = rank > 2 ? std::vector<uint64_t>(box.count.begin(), box.count.end() - 2) : p.tensor_scale_shape;
       break;
     }
     case Format::kFp8E4M3: {

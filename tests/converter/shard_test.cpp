@@ -55,6 +55,9 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
       {"gptoss-mxfp4", "", "--tp 4 --ep 4"},
       {"gptoss-mxfp4", "", "--tp 4 --ep 2"},
       {"gptoss-mxfp4", "--quant fp8-channel", "--tp 2"},
+      {"llama-bf16", "--quant nvfp4", "--tp 2"},
+      {"llama-bf16", "--quant nvfp4", "--tp 4"},
+      {"llama-modelopt-nvfp4", "", "--tp 2"},
   };
   for (const Case& c : iris::test_scale::inputs(cases)) {  // under the sanitizer, every other case
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.spec);
@@ -65,10 +68,11 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
     const auto v = run("verify --ranks " + (d / "r") + " --against " + (d / "w.iris"));
     EXPECT_EQ(v.rc, 0) << v.out;
     EXPECT_NE(v.out.find("OK"), std::string::npos) << v.out;
-    // Each rank is a valid archive by itself, of version 2.3.
+    // Each rank is a valid archive by itself, of version 2.3 (2.5 where it holds nvfp4 tensors).
+    const std::string version = (c.options + c.fixture).find("nvfp4") != std::string::npos ? "2.5" : "2.3";
     for (const auto& n : names_in(d / "r")) {
       EXPECT_EQ(run("verify " + (d / "r/" + n) + " -q").rc, 0) << n;
-      EXPECT_EQ(rank_record(d / ("r/" + n))["format_version"], "2.3") << n;
+      EXPECT_EQ(rank_record(d / ("r/" + n))["format_version"], version) << n;
     }
     // convert --tp writes the same ranks.
     const auto t = run("convert " + kFix + c.fixture + " -o " + (d / "c") + " -q " + c.options + " " + c.spec);
