@@ -113,9 +113,12 @@ Result<std::vector<SourceTensor>> group_source_tensors(const Snapshot& snap, con
   std::unordered_set<std::string> consumed;
   std::vector<SourceTensor> out;
   std::vector<size_t> position;  // of out[i]'s primary tensor (its codes) in the snapshot
-  // Pass 1: each tensor that starts a group of a scheme (checkpoint_schemes.h) makes the group.
+  // Pass 1: each tensor that starts a group of a scheme (checkpoint_schemes.h) makes the group;
+  // a tensor a group already holds starts none (whichever of a group's tensors the file lists
+  // first, the group is made once, by the first scheme in the table that claims it).
   for (size_t i = 0; i < snap.tensors().size(); ++i) {
     const SnapshotTensor& st = snap.tensors()[i];
+    if (consumed.count(st.tensor->name)) continue;
     for (const auto* scheme : checkpoint_schemes()) {
       if (!scheme->decoded) continue;
       const std::string weight = scheme->group_of(snap, st.tensor->name);

@@ -428,3 +428,16 @@ def test_verify_warns_of_fused_projections_with_different_global_scales(tmp_path
     assert r.returncode == 0, r.stdout[-2000:]
     lint = [c for c in json.loads(r.stdout)["archive"] if c["check"] == "lint:fused-scales"]
     assert len(lint) == 1 and not lint[0].get("warning"), lint
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_group_is_made_whichever_of_its_tensors_the_file_lists_first(tmp_path, case):
+    # (safetensors writers order tensors differently: the block scales first, say)
+    tensors, config, files, expected = CASES[case]()
+    write_snapshot(tmp_path / "snap", dict(reversed(list(tensors.items()))), config, files)
+    r = convert(tmp_path / "snap", tmp_path / "a.iris")
+    assert r.returncode == 0, r.stderr
+    a = iris.open(tmp_path / "a.iris")
+    for name, want in expected.items():
+        assert a.tensors[name].format == "nvfp4"
+        assert (a.tensors[name].dequantize(backend="native").view(np.uint32) == want.view(np.uint32)).all(), name

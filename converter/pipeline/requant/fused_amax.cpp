@@ -49,11 +49,4 @@ Result<std::vector<float>> FusedAmax::amax(const std::string& name) {
   return out;
 }
 
-std::vector<std::string> FusedAmax::siblings(const std::string& name) const {
-  std::vector<std::string> out;
-  for (const std::string& s : fused_sibling_names(name))
-    if (tensors_.count(s)) out.push_back(s);
-  return out;
-}
-
 }  // namespace iris

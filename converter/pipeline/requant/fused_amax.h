@@ -25,8 +25,6 @@ class FusedAmax {
   // shape. Non-finite values are left out (the encoder refuses them, or with --allow-nonfinite
   // saturates them).
   Result<std::vector<float>> amax(const std::string& name);
-  // The siblings the last amax(name) took into account (for the report).
-  std::vector<std::string> siblings(const std::string& name) const;
 
  private:
   Result<std::vector<float>> own(const std::string& name);

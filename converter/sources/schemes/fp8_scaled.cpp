@@ -78,11 +78,9 @@ Result<SourceTensor> group_fp8(const Snapshot& snap, const SnapshotTensor& weigh
 
 std::string group_of(const Snapshot& snap, const std::string& name) {
   if (name.ends_with("_scale_inv")) return name.substr(0, name.size() - 10);
-  // (compressed-tensors' packed integers and NVFP4, and ModelOpt's NVFP4, have a weight_scale
-  // too: theirs)
-  if (name.ends_with(".weight_scale") && !snap.find(name.substr(0, name.size() - 6) + "_packed") && !snap.find(name + "_2") &&
-      !snap.find(name.substr(0, name.size() - 6) + "_global_scale"))
-    return name.substr(0, name.size() - 6);
+  // (compressed-tensors' packed integers have a weight_scale too: theirs. NVFP4's is claimed by
+  // its own scheme, before this one in the table.)
+  if (name.ends_with(".weight_scale") && !snap.find(name.substr(0, name.size() - 6) + "_packed")) return name.substr(0, name.size() - 6);
   return "";
 }
 

@@ -27,11 +27,18 @@ constexpr const char* kCtScale = ".weight_global_scale";
 
 std::string strip(const std::string& name, const char* suffix) { return name.substr(0, name.size() - std::string(suffix).size()); }
 
-// The tensor that starts a group: ModelOpt's weight_scale_2, compressed-tensors' weight_packed
-// beside a weight_global_scale (one a weight, so a group is made once).
+// The weight whose group a tensor belongs to: any of ModelOpt's (the codes P.weight beside a
+// P.weight_scale_2, its block scales, the second scale) or compressed-tensors' (weight_packed and
+// weight_scale beside a weight_global_scale). A part that is missing is the group's error. Whichever the file lists first starts
+// the group; the others are then its parts (source_tensors.cpp). Before the FP8 scheme in the
+// table, so that P.weight_scale is NVFP4's where a global scale stands beside it.
 std::string group_of(const Snapshot& snap, const std::string& name) {
-  if (name.ends_with(kModelOptScale)) return strip(name, kModelOptScale) + ".weight";
-  if (name.ends_with(".weight_packed") && snap.find(strip(name, ".weight_packed") + kCtScale)) return strip(name, ".weight_packed") + ".weight";
+  auto has = [&](const std::string& base, const char* suffix) { return snap.find(base + suffix) != nullptr; };
+  for (const char* suffix : {kModelOptScale, kCtScale, ".weight_scale", ".weight_packed", ".weight"}) {
+    if (!name.ends_with(suffix)) continue;
+    const std::string base = strip(name, suffix);
+    if (has(base, kModelOptScale) || has(base, kCtScale)) return base + ".weight";
+  }
   return "";
 }
 
@@ -77,7 +84,7 @@ Status check_scales(const Snapshot& snap, const std::string& weight, const Snaps
 
 Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& first, const std::string& weight, const GroupingOptions& options) {
   const std::string base = strip(weight, ".weight");
-  const bool modelopt = first.tensor->name.ends_with(kModelOptScale);
+  const bool modelopt = snap.find(base + kModelOptScale) != nullptr;
   const char* tool = modelopt ? "ModelOpt NVFP4" : "compressed-tensors NVFP4";
   const SnapshotTensor* codes = snap.find(modelopt ? weight : base + ".weight_packed");
   const SnapshotTensor* scales = snap.find(base + ".weight_scale");
@@ -128,16 +135,9 @@ Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& first, co
   return t;
 }
 
-Status check_unclaimed(const Snapshot& snap, const SnapshotTensor& st, const GroupingOptions&) {
-  const std::string& name = st.tensor->name;
-  if (name.ends_with(kCtScale) && !snap.find(strip(name, kCtScale) + ".weight_packed"))
-    return invalid_input(where(st) + "a compressed-tensors NVFP4 global scale without its '" + strip(name, kCtScale) + ".weight_packed'");
-  // A block scale left unclaimed beside a global scale: its codes are missing (the FP8 scheme
-  // would otherwise call it an unscaled FP8 tensor).
-  if (name.ends_with(".weight_scale") && snap.find(strip(name, ".weight_scale") + kCtScale) && !snap.find(strip(name, ".weight_scale") + ".weight_packed"))
-    return invalid_input(where(st) + "a compressed-tensors NVFP4 block scale without its '" + strip(name, ".weight_scale") + ".weight_packed'");
-  return Status::ok();
-}
+// Every NVFP4 tensor starts or joins a group (group_of), whose making names what is missing:
+// none is left to be an orphan.
+Status check_unclaimed(const Snapshot&, const SnapshotTensor&, const GroupingOptions&) { return Status::ok(); }
 
 }  // namespace nvfp4_packed
 
