@@ -110,6 +110,7 @@ void fill_tensor_info(const TensorDesc& d, size_t n_components, const char* name
         p.scale_dtype = to_c(g->scale_dtype);
         p.group_size = g->group_size;
         p.int_group_flags = (g->zero_points ? IRIS_INT_GROUP_ZERO_POINTS : 0u) | (g->act_order ? IRIS_INT_GROUP_ACT_ORDER : 0u);
+        p.int_group_post_factor = g->post_factor;
       }
       break;
     case Format::kNvfp4:

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-
 #include <cstring>
 
 #include "formats/tensor_desc.h"
@@ -56,6 +55,7 @@ constexpr ParamSpec kIntGroupParams[] = {
     {"scale_dtype", ParamType::kString, true},
     {"zero_points", ParamType::kBool, true},
     {"act_order", ParamType::kBool, true},
+    {"post_factor", ParamType::kNumber, false},  // 2.6: LLM.int8's FP32 1/127; absent: 1
 };
 
 constexpr ParamSpec kNvfp4Params[] = {
@@ -267,6 +267,13 @@ Result<IntGroupParams> int_group_params(const TensorDesc& d) {
   p.scale_dtype = *sdt;
   p.zero_points = d.params["zero_points"].get<bool>();
   p.act_order = d.params["act_order"].get<bool>();
+  if (present(d, "post_factor")) {
+    // An FP32 value, finite and nonzero, exactly: the archive says what is multiplied.
+    const double f = d.params["post_factor"].get<double>();
+    if (!std::isfinite(f) || f == 0.0 || double(float(f)) != f)
+      return invalid_input(tensor_context(d) + "int_group post_factor " + d.params["post_factor"].dump() + " is not a finite, nonzero FP32 value");
+    p.post_factor = float(f);
+  }
   return p;
 }
 

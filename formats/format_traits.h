@@ -90,6 +90,8 @@ struct IntGroupParams {
   DType scale_dtype = DType::kF16;
   bool zero_points = false;
   bool act_order = false;
+  // Each value times this FP32 constant after its scale (2.6; bitsandbytes LLM.int8's 1/127).
+  float post_factor = 1.0f;
 };
 
 // nvfp4 (FORMAT.md 4.6): E2M1 codes, an E4M3 scale per 16 elements of a row and an FP32

@@ -96,9 +96,11 @@ uint64_t manifest_text_size(const Manifest& m) {
 }
 
 uint16_t manifest_minor_version(const Manifest& m) {
-  // The newest feature a file holds: 5 for an nvfp4 tensor (FORMAT.md 4.6), 4 for an
-  // int_group one (4.5), then 3 a rank record, 2 a set's index or member, 1 a part; 0 for an
-  // archive with none of them.
+  // The newest feature a file holds: 6 for an int_group tensor with a post_factor (FORMAT.md
+  // 4.5, LLM.int8), 5 for an nvfp4 tensor (4.6), 4 for an int_group one (4.5), then 3 a rank
+  // record, 2 a set's index or member, 1 a part; 0 for an archive with none of them.
+  for (const auto& t : m.tensors)
+    if (t.desc.format == Format::kIntGroup && t.desc.params.contains("post_factor")) return 6;
   for (const auto& t : m.tensors)
     if (t.desc.format == Format::kNvfp4) return 5;
   for (const auto& t : m.tensors)

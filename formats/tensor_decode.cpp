@@ -120,7 +120,7 @@ Status decode_quant_rows(const TensorDesc& d, const ComponentBytes& c, uint64_t 
                                  as<uint8_t>(c, Role::kScales) + row * groups * es,
                                  p.zero_points ? as<uint8_t>(c, Role::kZeroPoints) + row * groups : nullptr,
                                  perms ? reinterpret_cast<const uint32_t*>(perms) + m * k : nullptr,
-                                 p.bits, end - row, k, p.group_size, groups, p.scale_dtype};
+                                 p.bits, end - row, k, p.group_size, groups, p.scale_dtype, p.post_factor};
         quant::int_group_decode_stored(st, out + (row - row0) * k);
         row = end;
       }

@@ -42,7 +42,8 @@ __device__ __forceinline__ float weight_at(const QuantView& v, uint64_t row, uin
   else if (v.scale_type == ScaleType::kBf16) scale = bf16_to_f32(static_cast<const uint16_t*>(v.scales)[at]);
   else scale = static_cast<const float*>(v.scales)[at];
   const int32_t z = v.zero_points ? int32_t(v.zero_points[at]) : int32_t(1u << (v.code_bits - 1));
-  const float product = __fmul_rn(scale, float(int32_t(code_at(v, row, j)) - z));
+  // Two roundings where there is a post factor, as bitsandbytes' two torch multiplies; x * 1 is x.
+  const float product = __fmul_rn(__fmul_rn(scale, float(int32_t(code_at(v, row, j)) - z)), v.post_factor);
   float w = product;
   if (v.scale_type == ScaleType::kF16) w = f16_to_f32(f32_to_f16(product));
   else if (v.scale_type == ScaleType::kBf16) w = bf16_to_f32(f32_to_bf16(product));

@@ -70,6 +70,7 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
     v.scale_type = p.scale_dtype == DType::kBF16 ? ScaleType::kBf16 : p.scale_dtype == DType::kF16 ? ScaleType::kF16 : ScaleType::kF32;
     v.zero_points = p.zero_points ? static_cast<const uint8_t*>(get(Role::kZeroPoints)) : nullptr;
     v.permutation = p.act_order ? static_cast<const uint32_t*>(get(Role::kPermutation)) : nullptr;
+    v.post_factor = p.post_factor;
   } else if (v.format == ViewFormat::kFp8) {
     IRIS_ASSIGN_OR_RETURN(Fp8Params p, fp8_params(d));
     v.scales = get(Role::kScales);

@@ -56,6 +56,7 @@ struct QuantView {
   uint32_t code_bits;
   const uint8_t* zero_points;
   const uint32_t* permutation;
+  float post_factor = 1.0f;  // each value times it after its scale (LLM.int8's FP32 1/127)
   // nvfp4 (FORMAT.md 4.6; scales: the E4M3 bytes): one FP32 tensor scale a matrix, and the
   // producing tool's convention (quant/nvfp4.h).
   const float* tensor_scale;

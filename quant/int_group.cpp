@@ -6,8 +6,10 @@
 
 namespace iris::quant {
 
-float int_group_value(float scale, int32_t q_minus_z, DType scale_dtype) {
-  const float product = scale * float(q_minus_z);  // exact for F16 / BF16 scales; F32 rounds once, as torch does
+float int_group_value(float scale, int32_t q_minus_z, DType scale_dtype, float post_factor) {
+  // Exact for F16 / BF16 scales; F32 rounds once, as torch does. Then the post factor, a
+  // second rounding (none when it is 1).
+  const float product = (scale * float(q_minus_z)) * post_factor;
   // (A NaN comes out as the canonical quiet NaN, FORMAT.md section 6.)
   switch (scale_dtype) {
     case DType::kF16: return canonical_nan_if_nan(f16_to_f32(f32_to_f16(product)));
@@ -24,7 +26,7 @@ void int_group_decode_rows(const IntGroupRows& r, float* out) {
     float* o = out + row * r.k;
     for (uint64_t c = 0; c < r.k; ++c) {
       const uint32_t g = r.group_of[c];
-      o[c] = int_group_value(s[g], int32_t(q[c]) - (z ? z[g] : 0), r.scale_dtype);
+      o[c] = int_group_value(s[g], int32_t(q[c]) - (z ? z[g] : 0), r.scale_dtype, r.post_factor);
     }
   }
 }
@@ -46,7 +48,7 @@ void int_group_decode_stored(const IntGroupStored& s, float* out) {
         scale = s.scale_dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
       const int32_t z = s.zeros ? int32_t(s.zeros[r * s.groups + g]) : int32_t(1u << (s.bits - 1));
-      o[s.perm ? s.perm[j] : j] = int_group_value(scale, int32_t(int_group_code(codes, s.bits, j)) - z, s.scale_dtype);
+      o[s.perm ? s.perm[j] : j] = int_group_value(scale, int32_t(int_group_code(codes, s.bits, j)) - z, s.scale_dtype, s.post_factor);
     }
   }
 }

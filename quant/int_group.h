@@ -9,6 +9,11 @@
 // (torch's CPU and GPU multiplies of F16/BF16 tensors compute in FP32 and round). In FP32 the
 // product of an F16 or BF16 scale (11 or 8 significant bits) and |q - z| < 2^9 is exact, so
 // rounding it to the scale's dtype, nearest even, is that single rounding.
+//
+// bitsandbytes' LLM.int8 (FORMATS.md 7.5) is the same arithmetic with one more FP32 multiply:
+// int8_vectorwise_dequant computes `A * SCB * 7.874015718698502e-3` (the FP32 nearest 1/127) as
+// two torch multiplies, each rounded once. `post_factor` is that constant (1: none; x * 1 is x,
+// so the other schemes' arithmetic is unchanged by it).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +23,12 @@
 namespace iris::quant {
 
 // The dequantized weight as the producing tool gives it, widened to FP32 (exactly: the value
-// is one of the scale dtype's). scale_dtype: F16, BF16 or F32.
-float int_group_value(float scale, int32_t q_minus_z, DType scale_dtype);
+// is one of the scale dtype's): round_s((scale * q_minus_z) * post_factor). scale_dtype: F16,
+// BF16 or F32.
+float int_group_value(float scale, int32_t q_minus_z, DType scale_dtype, float post_factor = 1.0f);
+
+// The FP32 constant bitsandbytes multiplies LLM.int8 codes by after their row scale (1/127).
+inline constexpr float kLlmInt8PostFactor = 7.874015718698502e-3f;
 
 // Rows of an integer-group matrix, unpacked: codes [rows, k] (q), for each row its zero
 // points and scales per group [rows, groups] (zeros may be null: all zero), group_of[k] the
@@ -31,6 +40,7 @@ struct IntGroupRows {
   const uint32_t* group_of;
   uint64_t rows, k, groups;
   DType scale_dtype;
+  float post_factor = 1.0f;
 };
 void int_group_decode_rows(const IntGroupRows& r, float* out);
 
@@ -63,6 +73,7 @@ struct IntGroupStored {
   uint32_t bits;
   uint64_t rows, k, group_size, groups;
   DType scale_dtype;
+  float post_factor = 1.0f;
 };
 void int_group_decode_stored(const IntGroupStored& s, float* out);
 

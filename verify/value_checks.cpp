@@ -113,7 +113,10 @@ CheckResult scales_check(const ArchiveTensor& t, const ComponentBytes& c) {
       if (!p.is_ok()) return fail(p.status().message());
       const ScaleCounts n = count_scales(role(Role::kScales), p->scale_dtype);
       if (n.nonfinite) return fail(std::to_string(n.nonfinite) + " group scales are NaN or infinite");
-      return pass(scale_warning(n, "group scales are", false));
+      // LLM.int8's scales (the ones with a post factor) are row absmax values: 0 is an
+      // all-zero row, which bitsandbytes writes for zero weights.
+      const bool absmax = p->post_factor != 1.0f;
+      return pass(scale_warning(n, absmax ? "row absmax values (SCB) are" : "group scales are", absmax));
     }
     case Format::kNvfp4: {
       auto p = nvfp4_params(t.desc);

@@ -31,6 +31,10 @@ std::string string_member(const json& j, const char* key) {
 // the checkpoint's own quantization_config describes: its quant_method.
 std::string int_group_method(const json& source) {
   const std::string m = string_member(source, "quant_method");
+  if (m == "bitsandbytes") {  // LLM.int8's; a 4-bit config cannot describe int_group tensors
+    auto it = source.find("load_in_8bit");
+    if (it != source.end() && it->is_boolean() && it->get<bool>()) return "bitsandbytes-int8";
+  }
   return m == "gptq" || m == "awq" || m == "compressed-tensors" ? m : "int_group without its checkpoint's quantization_config";
 }
 
@@ -58,9 +62,10 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
                              "--dtype bf16, or convert with one --quant format");
   const std::string method = *methods.begin();
   if (string_member(source, "quant_method") == method) return source;  // as the checkpoint said it
+  if (method == "bitsandbytes-int8") return source;                      // (int_group_method read its load_in_8bit)
   if (method.rfind("int_group", 0) == 0)
-    return unsupported(ctx + "its int_group tensors came without their checkpoint's quantization_config (GPTQ, AWQ or "
-                             "compressed-tensors) to write back; export --dtype bf16");
+    return unsupported(ctx + "its int_group tensors came without their checkpoint's quantization_config (GPTQ, AWQ, "
+                             "compressed-tensors or LLM.int8) to write back; export --dtype bf16");
   if (method == "mxfp4") return json{{"quant_method", "mxfp4"}, {"modules_to_not_convert", unquantized_linears}};
   // NVFP4 written by convert --quant nvfp4: ModelOpt's unified checkpoint config (FORMATS.md 7.4).
   if (method == "modelopt")

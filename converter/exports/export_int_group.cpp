@@ -1,5 +1,6 @@
 // An int_group tensor (FORMAT.md 4.5) written back as the checkpoint it was carried from, byte
-// for byte: the packing (GPTQ v1 / v2, AWQ GEMM, compressed-tensors pack-quantized) comes from
+// for byte: the packing (GPTQ v1 / v2, AWQ GEMM, compressed-tensors pack-quantized,
+// bitsandbytes LLM.int8) comes from
 // the source record's tensor names and the embedded config.json; every tensor of the record is
 // rebuilt from the archive's components (sources/packed_integers.h says where each packing puts
 // a code). What the archive does not hold cannot be rebuilt, and is refused rather than
@@ -86,7 +87,7 @@ std::shared_ptr<const std::vector<uint8_t>> as_bytes(const std::vector<T>& v) {
   return out;
 }
 
-enum class Packing { kGptqV1, kGptqV2, kAwq, kCompressedTensors };
+enum class Packing { kGptqV1, kGptqV2, kAwq, kCompressedTensors, kBnbInt8 };
 
 // The packed tensors of each packing, by their name's suffix (the record's names).
 Result<std::shared_ptr<const std::vector<uint8_t>>> build(Packing k, const std::string& suffix, const Unpacked& u,
@@ -172,7 +173,23 @@ Result<std::shared_ptr<const std::vector<uint8_t>>> build(Packing k, const std::
       return as_bytes(std::vector<int32_t>{int32_t(u.n), int32_t(u.k)});
     }
   }
+  if (k == Packing::kBnbInt8) {
+    if (suffix == ".weight") {  // I8 [n, k]: the signed code, q + 128's byte with its top bit flipped
+      std::vector<uint8_t> out(u.codes.size());
+      for (uint64_t i = 0; i < out.size(); ++i) out[i] = uint8_t(u.codes[i] ^ 0x80u);
+      return std::make_shared<const std::vector<uint8_t>>(std::move(out));
+    }
+    if (suffix == ".SCB") return std::make_shared<const std::vector<uint8_t>>(u.scales);  // F32 [n]
+    if (suffix == ".weight_format") return std::make_shared<const std::vector<uint8_t>>(1, uint8_t(0));  // "row", the only one read
+  }
   return unsupported("no rule to rebuild a tensor ending in '" + suffix + "'");
+}
+
+// LLM.int8's packing holds what its reader makes of it and nothing else: 8-bit codes offset by
+// 128, one F32 scale a row, bitsandbytes' 1/127 after it.
+bool llm_int8_shaped(const IntGroupParams& p, uint64_t k) {
+  return p.bits == 8 && p.group_size >= k && !p.zero_points && !p.act_order && p.scale_dtype == DType::kF32 &&
+         p.post_factor == quant::kLlmInt8PostFactor;
 }
 
 // The record's tensor name's suffix after the weight's module: "P.qweight" -> ".qweight".
@@ -204,9 +221,16 @@ Status int_group_source_entries(const IrisArchive& a, const ArchiveTensor& t, st
   if (codes_suffix == ".weight_packed") k = Packing::kCompressedTensors;
   else if (codes_suffix == ".qweight" && method == "awq") k = Packing::kAwq;
   else if (codes_suffix == ".qweight" && method == "gptq") k = format == "gptq_v2" ? Packing::kGptqV2 : Packing::kGptqV1;
+  else if (codes_suffix == ".weight" && method == "bitsandbytes") k = Packing::kBnbInt8;
   else
     return unsupported(ctx + "its checkpoint's packing cannot be told from its source record and embedded config.json "
-                             "(GPTQ, AWQ or compressed-tensors); export it with --dtype bf16, f16 or f32");
+                             "(GPTQ, AWQ, compressed-tensors or LLM.int8); export it with --dtype bf16, f16 or f32");
+  if (k == Packing::kBnbInt8) {
+    IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(t.desc));
+    if (!llm_int8_shaped(p, t.desc.shape.back()))
+      return unsupported(ctx + "its int_group parameters are not LLM.int8's (8-bit codes, one F32 scale a row, the 1/127 post factor), "
+                               "so it cannot be written back as bitsandbytes int8; export it with --dtype bf16, f16 or f32");
+  }
   IRIS_TRY(unpack(a, t, false).status());  // the parameters and permutation checked now, before any output
   bool first = true;
   for (const auto& p : *parts) {
@@ -223,7 +247,7 @@ Status int_group_source_entries(const IrisArchive& a, const ArchiveTensor& t, st
     ComponentProducer prod = [&a, &t, k, suffix, dtype = *dtype, need = *need, name, ctx, hash](ByteSink& sink) -> Status {
       if (hash)
         if (Status s = a.verify_tensor(t); !s.is_ok()) return verify_failed(s.message() + "; nothing written");
-      IRIS_ASSIGN_OR_RETURN(Unpacked u, unpack(a, t, suffix == ".qweight" || suffix == ".weight_packed"));
+      IRIS_ASSIGN_OR_RETURN(Unpacked u, unpack(a, t, suffix == ".qweight" || suffix == ".weight_packed" || (k == Packing::kBnbInt8 && suffix == ".weight")));
       auto built = build(k, suffix, u, dtype);
       if (!built.is_ok()) return built.status().with_context(ctx);
       const auto& bytes = *built;

@@ -52,6 +52,7 @@ Result<std::optional<IntGroupCarry>> plan_int_group_carry(const SourceTensor& st
   d.format = Format::kIntGroup;
   d.params = {{"bits", p.bits}, {"group_size", p.group}, {"scale_dtype", std::string(dtype_archive_name(p.scale_dtype))},
               {"zero_points", !symmetric}, {"act_order", act_order}};
+  if (p.post_factor != 1.0f) d.params["post_factor"] = double(p.post_factor);  // LLM.int8's 1/127 (FORMAT.md 4.5)
   d.layout = choose_layout(d, tile_n, tile_k);
   IRIS_ASSIGN_OR_RETURN(MatrixGeometry g, matrix_geometry(d));
 

@@ -6,13 +6,10 @@ namespace iris {
 
 namespace {
 
-// Schemes recognised and refused by name (their companions say which; no decoder yet).
-const CheckpointScheme kLlmInt8{"bitsandbytes LLM.int8 (int8 weights with SCB row scales)", {}, {".SCB", ".weight_format"}};
-
 // Packed integers and NVFP4 before FP8: their P.weight_scale is theirs.
 const CheckpointScheme* const kSchemes[] = {&schemes::kGptOssMxfp4, &schemes::kBitsandbytes4bit, &schemes::kCompressedTensorsPacked,
                                             &schemes::kNvfp4Packed, &schemes::kGptqAwq,          &schemes::kFp8Scaled,
-                                            &kLlmInt8};
+                                            &schemes::kBitsandbytesInt8};
 
 }  // namespace
 

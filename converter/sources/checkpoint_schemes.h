@@ -39,7 +39,7 @@ std::string undecoded_scheme_of(const Snapshot& snap, const std::string& name);
 
 namespace schemes {
 // Each decoded scheme (sources/schemes/*.cpp).
-extern const CheckpointScheme kGptOssMxfp4, kBitsandbytes4bit, kFp8Scaled, kGptqAwq, kCompressedTensorsPacked, kNvfp4Packed;
+extern const CheckpointScheme kGptOssMxfp4, kBitsandbytes4bit, kBitsandbytesInt8, kFp8Scaled, kGptqAwq, kCompressedTensorsPacked, kNvfp4Packed;
 }  // namespace schemes
 
 }  // namespace iris

@@ -104,9 +104,18 @@ Status unpack_codes(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScr
           s.codes[r * p.k + c] = uint8_t((words[r * row_words + c / per_word] >> (uint32_t(p.bits) * uint32_t(c % per_word))) & mask);
       return Status::ok();
     }
+    case IntPacking::kBnbInt8: {
+      // [N, K] signed bytes: rows [r0, r1) are contiguous; q + 128 is q's byte with its top bit flipped.
+      IRIS_TRY(read_bytes(p.codes, r0 * p.k, rows * p.k, s.codes.data()));
+      for (uint64_t i = 0; i < rows * p.k; ++i) s.codes[i] ^= 0x80u;
+      return Status::ok();
+    }
   }
   return internal_error("unknown integer packing");
 }
+
+// Scales stored [N, G] (a row's groups together) rather than GPTQ's and AWQ's [G, N].
+bool scales_by_row(const PackedIntegers& p) { return p.packing == IntPacking::kCompressedTensors || p.packing == IntPacking::kBnbInt8; }
 
 // Zero points of rows [r0, r1) into s.zeros [rows, groups].
 Status unpack_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
@@ -148,6 +157,7 @@ Status unpack_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScr
       }
       return Status::ok();
     }
+    case IntPacking::kBnbInt8: break;  // no zero-point tensor (the implicit 128)
   }
   return internal_error("unknown integer packing");
 }
@@ -156,7 +166,7 @@ Status unpack_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScr
 Status read_scales(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& s) {
   const uint64_t rows = r1 - r0, es = dtype_bits(p.scale_dtype) / 8;
   std::vector<uint8_t> raw(rows * p.groups * es);
-  if (p.packing == IntPacking::kCompressedTensors) {
+  if (scales_by_row(p)) {
     IRIS_TRY(read_bytes(p.scales, r0 * p.groups * es, rows * p.groups * es, raw.data()));
     for (uint64_t i = 0; i < rows * p.groups; ++i) s.scales[i] = scale_value(raw.data() + i * es, p.scale_dtype);
     return Status::ok();
@@ -183,7 +193,8 @@ class PackedIntegerDecoder final : public SourceDecoder {
   Status decode_rows(uint64_t r0, uint64_t r1, float* out, DecodeScratch& s) const override {
     const PackedIntegers& p = *p_;
     IRIS_TRY(unpack_packed_rows(p, r0, r1, s));
-    quant::int_group_decode_rows({s.codes.data(), s.zeros.data(), s.scales.data(), group_of_.data(), r1 - r0, p.k, p.groups, p.scale_dtype}, out);
+    quant::int_group_decode_rows(
+        {s.codes.data(), s.zeros.data(), s.scales.data(), group_of_.data(), r1 - r0, p.k, p.groups, p.scale_dtype, p.post_factor}, out);
     return Status::ok();
   }
 
@@ -211,7 +222,7 @@ Result<std::vector<uint8_t>> packed_scale_bytes(const PackedIntegers& p) {
   const uint64_t es = dtype_bits(p.scale_dtype) / 8;
   std::vector<uint8_t> stored(p.n * p.groups * es);
   IRIS_TRY(read_bytes(p.scales, 0, stored.size(), stored.data()));
-  if (p.packing == IntPacking::kCompressedTensors) return stored;
+  if (scales_by_row(p)) return stored;
   std::vector<uint8_t> out(stored.size());  // [G, N] -> [N, G]
   for (uint64_t g = 0; g < p.groups; ++g)
     for (uint64_t n = 0; n < p.n; ++n) std::memcpy(out.data() + (n * p.groups + g) * es, stored.data() + (g * p.n + n) * es, es);
@@ -251,15 +262,16 @@ Result<std::unique_ptr<SourceDecoder>> make_packed_integer_decoder(const SourceT
 Status check_packed_integers(const PackedIntegers& p, bool columns_in_order, bool symmetric, const PackedIntegerAllowances& allow) {
   // Scales: every group's, finite and nonzero (a zero scale makes its group's weights 0
   // whatever the codes; a non-finite one makes them NaN or Inf).
+  // LLM.int8's SCB is a row's absmax: 0 is an all-zero row, which bitsandbytes writes so.
   if (!allow.suspect_scales) {
     const uint64_t es = dtype_bits(p.scale_dtype) / 8, count = p.n * p.groups;
     std::vector<uint8_t> raw(count * es);
     IRIS_TRY(read_bytes(p.scales, 0, raw.size(), raw.data()));
     for (uint64_t i = 0; i < count; ++i) {
       const float v = scale_value(raw.data() + i * es, p.scale_dtype);
-      if (v == 0.0f || !std::isfinite(v)) {
-        // Scales are [G, N] for GPTQ and AWQ, [N, G] for compressed-tensors.
-        const bool by_group = p.packing != IntPacking::kCompressedTensors;
+      if ((v == 0.0f && p.packing != IntPacking::kBnbInt8) || !std::isfinite(v)) {
+        // Scales are [G, N] for GPTQ and AWQ, [N, G] for compressed-tensors and LLM.int8.
+        const bool by_group = !scales_by_row(p);
         const uint64_t row = by_group ? i % p.n : i / p.groups, group = by_group ? i / p.n : i % p.groups;
         return invalid_input(where(p.scales) + "the scale of output row " + std::to_string(row) + ", group " + std::to_string(group) + " is " +
                              (v == 0.0f ? "zero" : std::isnan(v) ? "NaN" : "infinite") +

@@ -16,6 +16,10 @@
 //                  stored offset by 2^(bits-1). weight_zero_point I32 [ceil(N / (32 / bits)), G]
 //                  packed the same way along N, offset alike; weight_scale [N, G];
 //                  weight_g_idx I32 [K].
+//   bitsandbytes   weight I8 [N, K], row-major, the signed code itself; SCB F32 [N], one scale
+//   LLM.int8       a row (its absmax); no zero point. Decoded as (q * SCB) * post_factor, the
+//                  FP32 1/127 (quant/int_group.h). Held here as unsigned codes q + 128 with
+//                  the implicit zero 128, as compressed-tensors' symmetric codes are.
 #pragma once
 
 #include <memory>
@@ -31,7 +35,7 @@ class SourceDecoder;
 struct DecodeScratch;
 struct SourceTensor;
 
-enum class IntPacking { kGptq, kAwq, kCompressedTensors };
+enum class IntPacking { kGptq, kAwq, kCompressedTensors, kBnbInt8 };
 
 struct PackedIntegers {
   IntPacking packing = IntPacking::kGptq;
@@ -50,6 +54,7 @@ struct PackedIntegers {
   // are stored offset by 2^(bits-1)).
   int32_t implicit_zero = 0;
   DType scale_dtype = DType::kF16;
+  float post_factor = 1.0f;  // LLM.int8: the FP32 1/127 bitsandbytes multiplies by after SCB
   SnapshotTensor codes, scales, zeros, g_idx;  // zeros, g_idx: .tensor null where absent
   // Short text for reports: "GPTQ v1 int4 g128".
   std::string describe() const;
@@ -57,7 +62,7 @@ struct PackedIntegers {
 
 // Rows [r0, r1) unpacked: scratch.codes [rows, k] the codes as stored (unsigned), .zeros
 // [rows, groups] each group's zero point (the implicit one where none is stored), .scales
-// [rows, groups] the scales widened to FP32. The weight is (code - zero) * scale.
+// [rows, groups] the scales widened to FP32. The weight is ((code - zero) * scale) * post_factor.
 Status unpack_packed_rows(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& scratch);
 // Only scratch.zeros of the same.
 Status unpack_packed_zeros(const PackedIntegers& p, uint64_t r0, uint64_t r1, DecodeScratch& scratch);

@@ -11,18 +11,13 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kNotDecoded = ": iris does not decode this scheme (it reads mxfp4, bitsandbytes 4-bit, fp8 and fbgemm_fp8, "
+constexpr const char* kNotDecoded = ": iris does not decode this scheme (it reads mxfp4, bitsandbytes 4-bit and LLM.int8, fp8 and fbgemm_fp8, "
                                     "gptq (v1, v2: 2, 3, 4, 8 bits), awq (GEMM), compressed-tensors float-quantized FP8, "
                                     "pack-quantized 2/4/8-bit integers and nvfp4-pack-quantized, and ModelOpt FP8 and NVFP4)";
 
 std::string string_at(const json& o, const char* key) {
   auto it = o.find(key);
   return it != o.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-bool true_at(const json& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->is_boolean() && it->get<bool>();
 }
 
 // compressed-tensors: the global `format`, each config group's own `format` and its weights'
@@ -74,11 +69,7 @@ Status check_modelopt_algo(const std::string& algo, const std::string& where) {
 Status check_quantization_config(const json& qc, const std::string& where) {
   const std::string method = string_at(qc, "quant_method");
   if (method.empty()) return Status::ok();
-  if (method == "bitsandbytes") {
-    if (true_at(qc, "load_in_8bit") || true_at(qc, "_load_in_8bit"))
-      return unsupported(where + "bitsandbytes LLM.int8 (load_in_8bit: int8 weights with SCB row scales)" + kNotDecoded);
-    return Status::ok();
-  }
+  if (method == "bitsandbytes") return Status::ok();  // 4-bit, or LLM.int8 (load_in_8bit)
   if (method == "compressed-tensors") return check_compressed_tensors(qc, where);
   if (method == "modelopt") return check_modelopt_algo(string_at(qc, "quant_algo"), where);
   for (const auto* scheme : checkpoint_schemes())  // a method only a decoded scheme declares

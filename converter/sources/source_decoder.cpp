@@ -222,7 +222,7 @@ class QuantizedDecoder final : public SourceDecoder {
       const uint64_t m = row / n_, end = std::min(r1, (m + 1) * n_), at = row - r0;
       quant::IntGroupStored st{scratch.codes.data() + at * row_bytes, row_bytes, scratch.aux.data() + at * groups * es,
                                p.zero_points ? scratch.nested.data() + at * groups : nullptr, p.act_order ? perm_.data() + m * k_ : nullptr,
-                               p.bits, end - row, k_, p.group_size, groups, p.scale_dtype};
+                               p.bits, end - row, k_, p.group_size, groups, p.scale_dtype, p.post_factor};
       quant::int_group_decode_stored(st, out + at * k_);
       row = end;
     }

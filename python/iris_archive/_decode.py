@@ -135,7 +135,7 @@ def _fp8_scales(t, s: np.ndarray, r0: int, r1: int) -> np.ndarray:
 
 
 def _int_group_rows(t, c, r0: int, r1: int) -> np.ndarray:
-    """int_group (section 4.5): (code - zero) * scale, the product rounded once to the scale's
+    """int_group (section 4.5): (code - zero) * scale [* post_factor], rounded once to the scale's
     dtype, placed at the permutation's columns."""
     p = t._typed
     k, bits, gs = t.shape[-1], p["bits"], p["group_size"]
@@ -152,11 +152,18 @@ def _int_group_rows(t, c, r0: int, r1: int) -> np.ndarray:
     diff = q - zeros[:, gi]
     raw = c["scales"].reshape(-1, groups)[r0:r1][:, gi]
     if p["scale_dtype"] == "f16":
-        vals = (raw.astype(np.float16) * diff.astype(np.float16)).astype(np.float32)
+        scale = raw.astype(np.float16).astype(np.float32)
     elif p["scale_dtype"] == "bf16":
-        vals = _f32(to_bf16(_f32(raw.astype(np.uint32) << 16) * diff.astype(np.float32)).astype(np.uint32) << 16)
+        scale = _f32(raw.astype(np.uint32) << 16)
     else:
-        vals = raw.astype(np.float32) * diff.astype(np.float32)
+        scale = raw.astype(np.float32)
+    vals = scale * diff.astype(np.float32)  # exact for f16 / bf16 scales, one rounding for f32
+    if "post_factor" in p:  # LLM.int8's 1/127: a second FP32 multiply
+        vals = vals * np.float32(p["post_factor"])
+    if p["scale_dtype"] == "f16":
+        vals = vals.astype(np.float16).astype(np.float32)
+    elif p["scale_dtype"] == "bf16":
+        vals = _f32(to_bf16(vals).astype(np.uint32) << 16)
     if not p["act_order"]:
         return vals
     perm = c["permutation"].reshape(-1, k)

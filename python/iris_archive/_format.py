@@ -55,6 +55,7 @@ PARAMS = {
     "int_group": {
         "bits": ("uint", True, None), "group_size": ("uint", True, None), "scale_dtype": ("str", True, None),
         "zero_points": ("bool", True, None), "act_order": ("bool", True, None),
+        "post_factor": ("number", False, None),
     },
 }
 PARAMS["bnb_fp4"] = PARAMS["nf4"]
@@ -183,6 +184,13 @@ def check_params(ctx: str, fmt: str, p) -> dict:
             raise IrisError(f"{ctx}int_group group_size out of range")
         if p["scale_dtype"] not in ("f32", "bf16", "f16"):
             raise IrisError(f"{ctx}scale_dtype must be f32, bf16 or f16")
+        if "post_factor" in p:  # an FP32 value exactly, finite and nonzero
+            try:
+                f = float(p["post_factor"])
+            except OverflowError:
+                f = math.inf
+            if not math.isfinite(f) or f == 0.0 or f32(f) != f:
+                raise IrisError(f"{ctx}int_group post_factor is not a finite, nonzero FP32 value")
         return dict(p)
     # fp8_e4m3
     g = p["scale_granularity"]

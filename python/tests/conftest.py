@@ -25,7 +25,8 @@ def run_iris(*args):
     return r
 
 
-ST_DTYPES = {np.dtype("<i4"): "I32", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32", np.dtype("<i8"): "I64", np.dtype("uint8"): "U8"}
+ST_DTYPES = {np.dtype("<i4"): "I32", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32", np.dtype("<i8"): "I64", np.dtype("uint8"): "U8",
+             np.dtype("int8"): "I8"}
 
 
 def write_safetensors(path, tensors):
@@ -77,7 +78,7 @@ def read_safetensors(path):
     data = Path(path).read_bytes()
     (n,) = struct.unpack_from("<Q", data, 0)
     header = json.loads(data[8 : 8 + n])
-    types = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "U8": "u1", "I64": "<i8", "F64": "<f8", "F8_E4M3": "u1", "I32": "<i4"}
+    types = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "U8": "u1", "I64": "<i8", "F64": "<f8", "F8_E4M3": "u1", "I32": "<i4", "I8": "i1"}
     out = {}
     for name, h in header.items():
         if name == "__metadata__":

@@ -1,5 +1,5 @@
 """int_group on the GPU through libiris (skipped, saying why, without torch, CUDA or libiris
-with CUDA): every GPTQ / AWQ / compressed-tensors fixture, converted as stored, loaded by
+with CUDA): every GPTQ / AWQ / compressed-tensors / bitsandbytes LLM.int8 fixture, converted as stored, loaded by
 iris.torch -- its dequantization equal to the CPU reader's bit for bit, its linear within the
 FP32 bound of a float64 reference -- and an archive whose permutation is not one refused by the
 upload before any kernel indexes by it."""
@@ -25,7 +25,7 @@ from conftest import FIXTURES, IRIS  # noqa: E402
 import test_packed_integers as packed  # noqa: E402
 from gpu_checks import check_tensor_on_gpu  # noqa: E402
 
-TOOL_FIXTURES = packed.TOOL_FIXTURES
+TOOL_FIXTURES = packed.TOOL_FIXTURES + ["llama-bnb-int8", "moe-bnb-int8"]  # (LLM.int8: int_group with its post factor)
 
 
 @pytest.mark.parametrize("fixture", TOOL_FIXTURES)

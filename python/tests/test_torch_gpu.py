@@ -482,25 +482,34 @@ def test_expert_gemv_with_the_gated_activation_is_the_plain_launch_then_gated_si
         torch.ops.iris.gemv_experts_gated(x, ids[:1], rows[:1], experts._handle, n, exchange)
 
 
-@pytest.mark.parametrize("archive", [("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "mxfp4")),
-                                     ("llama-bf16", ("--quant", "fp8-block")), ("llama-nf4-dq", ()), ("llama-fp8-block", ())])
-def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, tmp_path, archive):
-    transformers = pytest.importorskip("transformers")
-    path = converted(*archive[:1], *archive[1])
+LLAMA_PROMPTS = [[1, 15, 27, 8, 99, 3, 42, 7], [1, 200, 5, 61, 17, 33, 2, 90]]
+
+
+def llama_and_its_twin(transformers, archive, tmp_path):
+    """llama-bf16's model twice: one holding what `iris export --dtype bf16` writes of the
+    archive (the dequantized twin), one patched with iris.torch on the archive; and the patch's
+    handle (keep it alive), the count of IrisLinear modules, and a maker of fresh copies."""
     export = tmp_path / "dequantized.safetensors"
-    run_iris("export", path, "-o", export, "--dtype", "bf16", "-q")
-    src = FIXTURES / "llama-bf16"
+    run_iris("export", archive, "-o", export, "--dtype", "bf16", "-q")
 
     def fresh():
-        return _from_pretrained(transformers, src)
+        return _from_pretrained(transformers, FIXTURES / "llama-bf16")
 
     reference = fresh()
     _fill_from_export(reference, export)
     patched = fresh()
-    keep = itorch.patch(patched, path)
+    keep = itorch.patch(patched, archive)
     n_iris = sum(isinstance(m, itorch.IrisLinear) for m in patched.modules())
+    return reference, patched, keep, n_iris, fresh
+
+
+@pytest.mark.parametrize("archive", [("llama-bf16", ("--quant", "nf4")), ("llama-bf16", ("--quant", "mxfp4")),
+                                     ("llama-bf16", ("--quant", "fp8-block")), ("llama-nf4-dq", ()), ("llama-fp8-block", ())])
+def test_patched_llama_generates_what_its_dequantized_twin_generates(converted, tmp_path, archive):
+    transformers = pytest.importorskip("transformers")
+    reference, patched, keep, n_iris, fresh = llama_and_its_twin(transformers, converted(*archive[:1], *archive[1]), tmp_path)
     assert n_iris > 0
-    prompts = torch.tensor([[1, 15, 27, 8, 99, 3, 42, 7], [1, 200, 5, 61, 17, 33, 2, 90]], device="cuda")
+    prompts = torch.tensor(LLAMA_PROMPTS, device="cuda")
     _compare(f"{archive[0]} {' '.join(archive[1])}: {n_iris} IrisLinear", reference, patched, prompts, source=fresh())
     del keep
 

@@ -1,10 +1,11 @@
 // Checkpoints in quantization schemes iris does not decode are refused with exit 7 and one
 // line naming the scheme, before any tensor is read, and leave no output (issue 24 item 4).
-// Each case is the header shape the producing tool writes (bitsandbytes LLM.int8,
-// compressed-tensors mxfp4-pack-quantized, ModelOpt W4A8_AWQ, and the GPTQ / AWQ /
-// compressed-tensors integer variants iris has no packing for), with and without the config
-// that declares it; readable schemes still convert (NVFP4 among them since 2026-11-30). (The integer schemes iris reads are
-// checked against an oracle in python/tests/test_packed_integers.py.)
+// Each case is the header shape the producing tool writes (compressed-tensors
+// mxfp4-pack-quantized, ModelOpt W4A8_AWQ, and the GPTQ / AWQ / compressed-tensors integer
+// variants iris has no packing for), with and without the config that declares it; readable
+// schemes still convert (NVFP4 and bitsandbytes LLM.int8 among them since 2026-11-30). (The
+// integer schemes iris reads are checked against an oracle in python/tests/test_packed_integers.py
+// and test_bnb_int8.py.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +51,6 @@ struct SchemeCase {
 };
 
 std::vector<SchemeCase> cases() {
-  const std::vector<Tensor> int8 = {{"m.p.weight", "I8", {4, 8}, 32}, {"m.p.SCB", "F32", {4}, 16}, {"m.p.weight_format", "U8", {1}, 1}};
   const std::vector<Tensor> packed = {{"m.p.weight_packed", "I32", {4, 1}, 16}, {"m.p.weight_scale", "BF16", {4, 1}, 8},
                                       {"m.p.weight_shape", "I64", {2}, 16}};
   const std::vector<Tensor> ct_nvfp4 = {{"m.p.weight_packed", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
@@ -83,8 +83,6 @@ std::vector<SchemeCase> cases() {
   mxfp4["config_groups"]["group_0"]["format"] = "mxfp4-pack-quantized";
   mxfp4["config_groups"]["group_0"]["weights"]["group_size"] = 32;
   return {
-      {"llm.int8 declared", int8, {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}, {"_load_in_8bit", true}}, "", "LLM.int8"},
-      {"llm.int8 by its SCB", int8, nullptr, "", "LLM.int8"},
       {"compressed-tensors MXFP4 declared", ct_nvfp4, mxfp4, "", "compressed-tensors format 'mxfp4-pack-quantized'"},
       {"ModelOpt W4A8_AWQ declared", mo_nvfp4, nullptr,
        R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "W4A8_AWQ", "group_size": 128}})",
@@ -161,6 +159,33 @@ TEST(ReadableScheme, Nvfp4OfBothToolsConverts) {
     r = run("inspect " + d / "out.iris");
     EXPECT_NE(r.out.find("nvfp4"), std::string::npos) << c.label << ": " << r.out;
   }
+}
+
+// bitsandbytes LLM.int8, declared or known by its SCB alone, converts as int_group (its values
+// against bitsandbytes' own in python/tests/test_bnb_int8.py); its codes without their SCB, in
+// a checkpoint that declares it, are refused rather than read as a tensor of integers.
+TEST(ReadableScheme, LlmInt8ConvertsAndItsCodesAloneAreRefused) {
+  // (write_checkpoint fills every byte with 1: a weight_format of 1, col32, would be refused; it is optional.)
+  const std::vector<Tensor> int8 = {{"m.p.weight", "I8", {4, 8}, 32}, {"m.p.SCB", "F32", {4}, 16}};
+  const json declared = {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}, {"_load_in_8bit", true}};
+  for (bool with_config : {true, false}) {
+    TempDir d;
+    write_checkpoint(d / "snap", int8);
+    json config = {{"model_type", "llama"}};
+    if (with_config) config["quantization_config"] = declared;
+    write_bytes(d / "snap/config.json", config.dump());
+    auto r = run("convert " + d / "snap" + " -o " + d / "out.iris -q");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    r = run("inspect " + d / "out.iris");
+    EXPECT_NE(r.out.find("int_group"), std::string::npos) << r.out;
+  }
+  TempDir d;
+  write_checkpoint(d / "snap", {int8[0]});
+  write_bytes(d / "snap/config.json", json{{"model_type", "llama"}, {"quantization_config", declared}}.dump());
+  auto r = run("convert " + d / "snap" + " -o " + d / "out.iris -q");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("without their 'm.p.SCB'"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(d / "out.iris"));
 }
 
 // The schemes iris reads are not refused by the same check: compressed-tensors FP8

@@ -41,6 +41,8 @@ import types
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from torch_safetensors import write_safetensors  # noqa: E402
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 NAME = "llama-modelopt-nvfp4"
 FUSED = [("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")]
@@ -112,25 +114,6 @@ def read_safetensors(path):
         t = {"BF16": lambda: t.view(torch.bfloat16), "F32": lambda: t.view(torch.float32), "U8": lambda: t}[h["dtype"]]()
         out[name] = t.reshape(h["shape"])
     return out
-
-
-def write_safetensors(path, tensors, metadata=None):
-    import torch
-
-    names = {torch.bfloat16: "BF16", torch.float32: "F32", torch.uint8: "U8", torch.float8_e4m3fn: "F8_E4M3"}
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def main():

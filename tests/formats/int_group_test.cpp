@@ -2,7 +2,7 @@
 // imply, the parameters it refuses, and the reference decode of a small tensor whose every
 // value is worked out here by hand from the section's rule (not by the decoder under test),
 // with a permutation, zero points, 3-bit codes straddling bytes, and a permutation that is not
-// one refused before any value is placed.
+// one refused before any value is placed; and LLM.int8's post factor.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -118,6 +118,51 @@ TEST(IntGroup, APermutationThatIsNotOneIsRefused) {
   const uint32_t past = 16;  // a column past K
   std::memcpy(&t.perm[4], &past, 4);
   EXPECT_FALSE(reference_decode(t.d, t.bytes, out.data()).is_ok());
+}
+
+// bitsandbytes LLM.int8 (2.6): 8-bit codes offset by 128, one F32 scale a row, and the post
+// factor, bitsandbytes' FP32 1/127, applied after the scale. Scale 0x3f1d0503 and q = 74 were
+// chosen (by a search in numpy's float32) where the order matters: (q * s) * c is 0x3eb6fbc2,
+// while q * (s * c) and (q * s) / 127 both give 0x3eb6fbc3.
+TEST(IntGroup, PostFactorMultipliesAfterTheScale) {
+  auto p = params(8, 4, "f32", false, false);
+  p["post_factor"] = double(7.874015718698502e-3f);
+  TensorDesc d = desc({1, 4}, p);
+  d.dtype = DType::kF32;
+  auto specs = component_specs(d).value();
+  std::vector<uint8_t> codes(specs[0].bytes, 0), scales(4);
+  const uint8_t stored[4] = {128 + 74, 128 - 74, 128, 0};  // q = 74, -74, 0, -128
+  std::memcpy(codes.data(), stored, 4);
+  const uint32_t scale_bits = 0x3f1d0503u;
+  std::memcpy(scales.data(), &scale_bits, 4);
+  ComponentBytes bytes{};
+  bytes[int(Role::kCodes)] = codes;
+  bytes[int(Role::kScales)] = scales;
+  std::vector<float> out(4);
+  ASSERT_TRUE(reference_decode(d, bytes, out.data()).is_ok());
+  uint32_t got[4];
+  std::memcpy(got, out.data(), 16);
+  EXPECT_EQ(got[0], 0x3eb6fbc2u);
+  EXPECT_EQ(got[1], 0xbeb6fbc2u);
+  EXPECT_EQ(got[2], 0u);
+  // q = -128: (-128 * s) is exact (a power of two), times c once.
+  float s;
+  std::memcpy(&s, &scale_bits, 4);
+  volatile float c = 7.874015718698502e-3f, prod = -128.0f * s;
+  EXPECT_EQ(out[3], prod * c);
+}
+
+TEST(IntGroup, PostFactorMustBeAFiniteNonzeroFp32Value) {
+  for (double f : {0.0, 0.1, -0.0, 1e300}) {
+    auto p = params(8, 256, "f32", false, false);
+    p["post_factor"] = f;
+    EXPECT_FALSE(component_specs(desc({64, 256}, p)).is_ok()) << f;
+  }
+  auto p = params(8, 256, "f32", false, false);
+  p["post_factor"] = "1/127";
+  EXPECT_FALSE(component_specs(desc({64, 256}, p)).is_ok());
+  p["post_factor"] = 0.5;
+  EXPECT_TRUE(component_specs(desc({64, 256}, p)).is_ok());
 }
 
 }  // namespace
