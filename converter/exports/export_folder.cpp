@@ -38,6 +38,17 @@ std::string int_group_method(const json& source) {
   return m == "gptq" || m == "awq" || m == "compressed-tensors" ? m : "int_group without its checkpoint's quantization_config";
 }
 
+// An MXFP4 tensor carried from compressed-tensors' mxfp4-pack-quantized (its source record names
+// the codes P.weight_packed) is written back under that checkpoint's quantization_config; one
+// from gpt-oss or `--quant mxfp4`, under transformers' mxfp4 one.
+std::string mxfp4_method(const ArchiveTensor& t) {
+  const json source = t.source.json();
+  auto parts = source.find("tensors");
+  const bool ct = parts != source.end() && parts->is_array() && !parts->empty() && (*parts)[0].is_object() &&
+                  (*parts)[0].value("name", std::string()).ends_with(".weight_packed");
+  return ct ? "compressed-tensors" : "mxfp4";
+}
+
 // The quantization_config that describes the archive's tensors as export writes them (`keep`:
 // each quantized tensor as its format's Hugging Face companions), or null when none is
 // quantized. `source` is the embedded config's own, kept when it already says the same method.
@@ -47,7 +58,7 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
   const std::vector<std::string> unquantized_linears = unquantized_linear_modules(a);
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
-      methods.insert(t.desc.format == Format::kMxfp4     ? "mxfp4"
+      methods.insert(t.desc.format == Format::kMxfp4     ? mxfp4_method(t)
                      : t.desc.format == Format::kFp8E4M3 ? "fp8"
                      : t.desc.format == Format::kNvfp4   ? (t.desc.params.value("tensor_scale", "") == "divides" ? "compressed-tensors" : "modelopt")
                      : t.desc.format == Format::kIntGroup ? int_group_method(source)
@@ -72,7 +83,7 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
     return json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}, {"kv_cache_quant_algo", nullptr},
                 {"exclude_modules", unquantized_linears}, {"producer", {{"name", "iris"}, {"version", IRIS_VERSION}}}};
   if (method == "compressed-tensors")
-    return unsupported(ctx + "its compressed-tensors NVFP4 tensors came without the checkpoint's quantization_config; export --dtype bf16");
+    return unsupported(ctx + "its compressed-tensors NVFP4 or MXFP4 tensors came without the checkpoint's quantization_config; export --dtype bf16");
   if (method == "bitsandbytes") {
     const bool dq = first->params.value("double_quant", false);
     return json{{"quant_method", "bitsandbytes"},

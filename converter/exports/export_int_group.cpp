@@ -212,8 +212,11 @@ Status int_group_source_entries(const IrisArchive& a, const ArchiveTensor& t, st
   if (auto cfg = a.read_file("config.json"); cfg.is_ok()) {
     const json c = json::parse(*cfg, nullptr, false);
     if (c.is_object() && c.contains("quantization_config") && c["quantization_config"].is_object()) {
-      method = c["quantization_config"].value("quant_method", "");
-      format = c["quantization_config"].value("checkpoint_format", "");
+      // (The embedded file is untrusted: a member of another type reads as absent, never throws.)
+      const json& qc = c["quantization_config"];
+      auto text = [&](const char* key) { return qc.contains(key) && qc[key].is_string() ? qc[key].get<std::string>() : std::string(); };
+      method = text("quant_method");
+      format = text("checkpoint_format");
     }
   }
   Packing k;

@@ -39,6 +39,9 @@ std::string undecoded_scheme_of(const Snapshot& snap, const std::string& name);
 
 namespace schemes {
 // Each decoded scheme (sources/schemes/*.cpp).
+// compressed-tensors mxfp4-pack-quantized, the U8 codes of the pack-quantized scheme's group.
+Result<SourceTensor> compressed_tensors_mxfp4_group(const Snapshot& snap, const SnapshotTensor& packed, const std::string& weight,
+                                                    const GroupingOptions& options);
 extern const CheckpointScheme kGptOssMxfp4, kBitsandbytes4bit, kBitsandbytesInt8, kFp8Scaled, kGptqAwq, kCompressedTensorsPacked, kNvfp4Packed;
 }  // namespace schemes
 

@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kNotDecoded = ": iris does not decode this scheme (it reads mxfp4, bitsandbytes 4-bit and LLM.int8, fp8 and fbgemm_fp8, "
                                     "gptq (v1, v2: 2, 3, 4, 8 bits), awq (GEMM), compressed-tensors float-quantized FP8, "
-                                    "pack-quantized 2/4/8-bit integers and nvfp4-pack-quantized, and ModelOpt FP8 and NVFP4)";
+                                    "pack-quantized 2/4/8-bit integers, nvfp4-pack-quantized and mxfp4-pack-quantized, and ModelOpt FP8 and NVFP4)";
 
 std::string string_at(const json& o, const char* key) {
   auto it = o.find(key);
@@ -26,7 +26,8 @@ std::string string_at(const json& o, const char* key) {
 // words (pack-quantized) and dense ones are read.
 Status check_compressed_tensors(const json& qc, const std::string& where) {
   auto refuse = [&](const std::string& what) { return unsupported(where + "compressed-tensors " + what + kNotDecoded); };
-  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "pack-quantized", "nvfp4-pack-quantized", "dense", ""};
+  const std::set<std::string> readable = {"float-quantized", "naive-quantized", "pack-quantized", "nvfp4-pack-quantized",
+                                          "mxfp4-pack-quantized", "dense", ""};
   const std::string global = string_at(qc, "format");
   if (!readable.count(global)) return refuse("format '" + global + "'");
   if (auto sp = qc.find("sparsity_config"); sp != qc.end() && sp->is_object()) {
@@ -52,7 +53,9 @@ Status check_compressed_tensors(const json& qc, const std::string& where) {
     auto group_size = w->find("group_size");
     const bool nvfp4 = type == "float" && packing == "nvfp4-pack-quantized" && bits != w->end() && bits->is_number_integer() &&
                        bits->get<int64_t>() == 4 && group_size != w->end() && group_size->is_number_integer() && group_size->get<int64_t>() == 16;
-    if (!fp8 && !packed_int && !nvfp4) {
+    const bool mxfp4 = type == "float" && packing == "mxfp4-pack-quantized" && bits != w->end() && bits->is_number_integer() &&
+                       bits->get<int64_t>() == 4 && group_size != w->end() && group_size->is_number_integer() && group_size->get<int64_t>() == 32;
+    if (!fp8 && !packed_int && !nvfp4 && !mxfp4) {
       const std::string b = bits != w->end() ? bits->dump() : "?";
       return refuse(b + "-bit " + (type.empty() ? std::string("?") : type) + " weights (config group '" + name + "', format '" +
                     (f.empty() ? global : f) + "')");

@@ -45,6 +45,39 @@ def write_safetensors(path, tensors):
     Path(path).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def write_checkpoint(folder, tensors, config):
+    """A checkpoint folder: model.safetensors (write_safetensors' `tensors`) and, unless config is
+    None, config.json."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_safetensors(folder / "model.safetensors", tensors)
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+
+
+def convert(snapshot, out, *options):
+    """`iris convert SNAPSHOT -o OUT -q OPTIONS`, its CompletedProcess (not asserted)."""
+    return subprocess.run([IRIS, "convert", str(snapshot), "-o", str(out), "-q", *map(str, options)], capture_output=True, text=True)
+
+
+def assert_same_bits(got, want, what):
+    """FP32 arrays equal bit for bit, NaN matching any NaN (payloads differ by reader)."""
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{what}: {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
+
+
+def assert_refused(tmp_path, tensors, config, *needles, options=()):
+    """The checkpoint written to tmp_path/bad is refused by convert: non-zero exit, its last
+    stderr line holding every needle, and no output left."""
+    write_checkpoint(tmp_path / "bad", tensors, config)
+    r = convert(tmp_path / "bad", tmp_path / "bad.iris", *options)
+    assert r.returncode != 0, "accepted"
+    line = r.stderr.strip().splitlines()[-1]
+    for n in needles:
+        assert n in line, line
+    assert not (tmp_path / "bad.iris").exists()
+
+
 def raw_safetensors(path):
     """name -> (safetensors dtype, shape, bytes) of a safetensors file, or of every one in a folder."""
     files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import iris_archive as iris
-from conftest import FIXTURES, IRIS, assert_exports_back, raw_safetensors, read_safetensors, write_safetensors
+from conftest import (FIXTURES, IRIS, assert_exports_back, assert_refused, assert_same_bits, convert, raw_safetensors,
+                      read_safetensors, write_checkpoint)
 
 RNG = np.random.default_rng(20261130)
 F32 = np.float32
@@ -23,6 +24,10 @@ CONFIG = {"model_type": "llama", "torch_dtype": "bfloat16",
                                   "_load_in_8bit": True, "_load_in_4bit": False, "llm_int8_threshold": 6.0,
                                   "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None}}
 TOOL_FIXTURES = ["llama-bnb-int8", "moe-bnb-int8"]
+
+
+def refused(tmp_path, tensors, *needles, options=(), config=CONFIG):
+    assert_refused(tmp_path, tensors, config, *needles, options=options)
 
 
 def bnb_dequant(q, scb):
@@ -57,22 +62,6 @@ def case(n=48, k=200, weight_format=np.zeros((), np.uint8), huge=True):
     return tensors
 
 
-def write_snapshot(folder, tensors, config=CONFIG):
-    folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "model.safetensors", tensors)
-    if config is not None:
-        (folder / "config.json").write_text(json.dumps(config))
-
-
-def convert(snapshot, out, *options):
-    return subprocess.run([IRIS, "convert", str(snapshot), "-o", str(out), "-q", *options], capture_output=True, text=True)
-
-
-def assert_bits(got, want, what):
-    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
-    assert same.all(), f"{what}: {np.count_nonzero(~same)} weights differ, first at {np.argwhere(~same)[0]}"
-
-
 # --- the tool's own checkpoints ---
 
 def test_every_tool_fixture_has_its_reference():
@@ -91,9 +80,9 @@ def test_tool_fixtures_decode_as_bitsandbytes_dequantized_them(tmp_path, fixture
         t = a.tensors[name]
         assert t.format == "int_group" and t.params["bits"] == 8 and t.params["post_factor"] == float(ONE_127), name
         base = name[: -len(".weight")]
-        assert_bits(bnb_dequant(stored[name], stored[base + ".SCB"]), want, f"{name}: this file's oracle against bitsandbytes")
+        assert_same_bits(bnb_dequant(stored[name], stored[base + ".SCB"]), want, f"{name}: this file's oracle against bitsandbytes")
         for backend in ("numpy", "native"):
-            assert_bits(t.dequantize(backend=backend), want, f"{fixture} {name} ({backend})")
+            assert_same_bits(t.dequantize(backend=backend), want, f"{fixture} {name} ({backend})")
     # every LLM.int8 weight of the checkpoint carried, none left as integers
     ints = [n for n in stored if n.endswith(".weight") and stored[n].dtype == np.int8]
     assert ints and all(a.tensors[n].format == "int_group" for n in ints)
@@ -119,26 +108,26 @@ def test_archive_records_the_version_and_post_factor(tmp_path, converted):
 @pytest.mark.parametrize("weight_format", [np.zeros((), np.uint8), np.zeros(1, np.uint8), None], ids=["scalar", "one", "absent"])
 def test_synthetic_rows_decode_as_bitsandbytes_and_export_back(tmp_path, weight_format):
     tensors = case(weight_format=weight_format)
-    write_snapshot(tmp_path / "snap", tensors)
+    write_checkpoint(tmp_path / "snap", tensors, CONFIG)
     r = convert(tmp_path / "snap", tmp_path / "a.iris")
     assert r.returncode == 0, r.stderr
     t = iris.open(tmp_path / "a.iris").tensors["model.layers.0.mlp.down_proj.weight"]
     want = bnb_dequant(tensors["model.layers.0.mlp.down_proj.weight"], tensors["model.layers.0.mlp.down_proj.SCB"])
     assert not want[1].any() and (np.abs(want[3][want[3] != 0]) < np.finfo(F32).tiny).any() and np.isinf(want[6]).any()
     for backend in ("numpy", "native"):
-        assert_bits(t.dequantize(backend=backend), want, backend)
+        assert_same_bits(t.dequantize(backend=backend), want, backend)
     (tmp_path / "x").mkdir()
     assert_exports_back(tmp_path / "snap", tmp_path / "x")
 
 
 def test_verify_takes_a_zero_row_and_warns_of_a_negative_absmax(tmp_path):
     tensors = case(huge=False)
-    write_snapshot(tmp_path / "snap", tensors)
+    write_checkpoint(tmp_path / "snap", tensors, CONFIG)
     assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
     r = subprocess.run([IRIS, "verify", str(tmp_path / "a.iris")], capture_output=True, text=True)
     assert r.returncode == 0 and "1 row absmax values (SCB) are negative (" in r.stdout, r.stdout  # (and no word of its zero)
     tensors["model.layers.0.mlp.down_proj.SCB"][7] *= -1  # every absmax non-negative now, one of them 0
-    write_snapshot(tmp_path / "ok", tensors)
+    write_checkpoint(tmp_path / "ok", tensors, CONFIG)
     assert convert(tmp_path / "ok", tmp_path / "ok.iris").returncode == 0
     r = subprocess.run([IRIS, "verify", str(tmp_path / "ok.iris"), "--strict"], capture_output=True, text=True)
     assert r.returncode == 0 and "WARN" not in r.stdout, r.stdout
@@ -146,7 +135,7 @@ def test_verify_takes_a_zero_row_and_warns_of_a_negative_absmax(tmp_path):
 
 def test_read_by_its_companions_without_a_config(tmp_path):
     tensors = case()
-    write_snapshot(tmp_path / "snap", tensors, config=None)
+    write_checkpoint(tmp_path / "snap", tensors, None)
     r = convert(tmp_path / "snap", tmp_path / "a.iris")
     assert r.returncode == 0, r.stderr
     assert iris.open(tmp_path / "a.iris").tensors["model.layers.0.mlp.down_proj.weight"].format == "int_group"
@@ -155,28 +144,17 @@ def test_read_by_its_companions_without_a_config(tmp_path):
 @pytest.mark.parametrize("quant", ["nf4", "mxfp4", "fp8-channel", "bf16"])
 def test_requantized_from_the_decoded_values(tmp_path, quant):
     tensors = case(huge=False)  # (no infinity to quantize)
-    write_snapshot(tmp_path / "snap", tensors)
+    write_checkpoint(tmp_path / "snap", tensors, CONFIG)
     r = convert(tmp_path / "snap", tmp_path / "a.iris", "--quant", quant)
     assert r.returncode == 0, r.stderr
     t = iris.open(tmp_path / "a.iris").tensors["model.layers.0.mlp.down_proj.weight"]
     want = bnb_dequant(tensors["model.layers.0.mlp.down_proj.weight"], tensors["model.layers.0.mlp.down_proj.SCB"])
     got = t.dequantize()
     if quant == "bf16":
-        assert_bits(got, ((want.view(np.uint32) + 0x7FFF + ((want.view(np.uint32) >> 16) & 1)) & 0xFFFF0000).view(F32), quant)
+        assert_same_bits(got, ((want.view(np.uint32) + 0x7FFF + ((want.view(np.uint32) >> 16) & 1)) & 0xFFFF0000).view(F32), quant)
     else:  # a 4-bit or 8-bit format's error, row by row (row 3, of subnormal size, aside)
         ok = np.abs(want).max(axis=1) > 1e-30
         assert t.format != "int_group" and (np.abs(got - want)[ok].max(axis=1) <= 0.25 * np.abs(want)[ok].max(axis=1)).all()
-
-
-def refused(tmp_path, tensors, *needles, options=(), config=CONFIG):
-    write_snapshot(tmp_path / "bad", tensors, config)
-    r = convert(tmp_path / "bad", tmp_path / "bad.iris", *options)
-    assert r.returncode != 0, "accepted"
-    line = r.stderr.strip().splitlines()[-1]
-    for n in needles:
-        assert n in line, line
-    assert not (tmp_path / "bad.iris").exists()
-    return r
 
 
 @pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinite")])
@@ -187,7 +165,7 @@ def test_non_finite_row_scales_are_refused_unless_allowed(tmp_path, value, word)
     r = convert(tmp_path / "bad", tmp_path / "ok.iris", "--allow-suspect-scales")
     assert r.returncode == 0, r.stderr
     got = iris.open(tmp_path / "ok.iris").tensors["model.layers.0.mlp.down_proj.weight"].dequantize()
-    assert_bits(got, bnb_dequant(tensors["model.layers.0.mlp.down_proj.weight"], tensors["model.layers.0.mlp.down_proj.SCB"]), "allowed")
+    assert_same_bits(got, bnb_dequant(tensors["model.layers.0.mlp.down_proj.weight"], tensors["model.layers.0.mlp.down_proj.SCB"]), "allowed")
 
 
 @pytest.mark.parametrize("code,name", [(1, "col32"), (3, "col_ampere"), (9, "unknown")])
@@ -221,7 +199,7 @@ def test_codes_without_their_scales_are_refused(tmp_path):
 
 def test_exported_in_bf16_it_is_a_plain_checkpoint(tmp_path):
     tensors = case()
-    write_snapshot(tmp_path / "snap", tensors)
+    write_checkpoint(tmp_path / "snap", tensors, CONFIG)
     assert convert(tmp_path / "snap", tmp_path / "a.iris").returncode == 0
     r = subprocess.run([IRIS, "export", str(tmp_path / "a.iris"), "-o", str(tmp_path / "bf16") + "/", "--dtype", "bf16", "-q"],
                        capture_output=True, text=True)

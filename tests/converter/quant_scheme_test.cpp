@@ -1,11 +1,11 @@
 // Checkpoints in quantization schemes iris does not decode are refused with exit 7 and one
 // line naming the scheme, before any tensor is read, and leave no output (issue 24 item 4).
 // Each case is the header shape the producing tool writes (compressed-tensors
-// mxfp4-pack-quantized, ModelOpt W4A8_AWQ, and the GPTQ / AWQ / compressed-tensors integer
+// mxfp8-quantized, ModelOpt W4A8_AWQ, and the GPTQ / AWQ / compressed-tensors integer
 // variants iris has no packing for), with and without the config that declares it; readable
-// schemes still convert (NVFP4 and bitsandbytes LLM.int8 among them since 2026-11-30). (The
-// integer schemes iris reads are checked against an oracle in python/tests/test_packed_integers.py
-// and test_bnb_int8.py.)
+// schemes still convert (NVFP4, compressed-tensors MXFP4 and bitsandbytes LLM.int8 among them
+// since 2026-11-30). (The schemes iris reads are checked against oracles in python/tests:
+// test_packed_integers.py, test_nvfp4.py, test_ct_mxfp4.py, test_bnb_int8.py.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,8 +53,6 @@ struct SchemeCase {
 std::vector<SchemeCase> cases() {
   const std::vector<Tensor> packed = {{"m.p.weight_packed", "I32", {4, 1}, 16}, {"m.p.weight_scale", "BF16", {4, 1}, 8},
                                       {"m.p.weight_shape", "I64", {2}, 16}};
-  const std::vector<Tensor> ct_nvfp4 = {{"m.p.weight_packed", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
-                                        {"m.p.weight_global_scale", "F32", {1}, 4}, {"m.p.input_global_scale", "F32", {1}, 4}};
   const std::vector<Tensor> mo_nvfp4 = {{"m.p.weight", "U8", {4, 8}, 32}, {"m.p.weight_scale", "F8_E4M3", {4, 1}, 4},
                                         {"m.p.weight_scale_2", "F32", {}, 4}, {"m.p.input_scale", "F32", {}, 4}};
   const std::vector<Tensor> gptq = {{"m.p.qweight", "I32", {1, 8}, 32}, {"m.p.qzeros", "I32", {1, 1}, 4},
@@ -78,12 +76,13 @@ std::vector<SchemeCase> cases() {
   nvfp4["format"] = "nvfp4-pack-quantized";
   nvfp4["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized";
   nvfp4["config_groups"]["group_0"]["weights"] = {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}, {"group_size", 16}};
-  json mxfp4 = nvfp4;
-  mxfp4["format"] = "mxfp4-pack-quantized";
-  mxfp4["config_groups"]["group_0"]["format"] = "mxfp4-pack-quantized";
-  mxfp4["config_groups"]["group_0"]["weights"]["group_size"] = 32;
+  json mxfp8 = nvfp4;
+  mxfp8["format"] = "mxfp8-quantized";
+  mxfp8["config_groups"]["group_0"]["format"] = "mxfp8-quantized";
+  mxfp8["config_groups"]["group_0"]["weights"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32}};
+  const std::vector<Tensor> ct_mxfp8 = {{"m.p.weight", "F8_E4M3", {4, 32}, 128}, {"m.p.weight_scale", "U8", {4, 1}, 4}};
   return {
-      {"compressed-tensors MXFP4 declared", ct_nvfp4, mxfp4, "", "compressed-tensors format 'mxfp4-pack-quantized'"},
+      {"compressed-tensors MXFP8 declared", ct_mxfp8, mxfp8, "", "compressed-tensors format 'mxfp8-quantized'"},
       {"ModelOpt W4A8_AWQ declared", mo_nvfp4, nullptr,
        R"({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "W4A8_AWQ", "group_size": 128}})",
        "ModelOpt quant_algo 'W4A8_AWQ'"},

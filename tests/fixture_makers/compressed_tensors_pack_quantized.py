@@ -470,6 +470,15 @@ def variant_specs():
         "moe-ct-nvfp4a16": dict(
             model="moe", scheme=lambda: preset_name_to_scheme("NVFP4A16", ["Linear"]), gptq=False, fuse=True
         ),
+        # MXFP4 weights (mxfp4-pack-quantized): E2M1 codes packed two a byte, an E8M0 exponent
+        # (U8) per 32 elements, no global scale. (MXFP8A16 is not made: the tool's own
+        # model-free dequantizer refuses its checkpoint, asking a weight_scale of embed_tokens.)
+        "llama-ct-mxfp4a16": dict(
+            model="llama", scheme=lambda: preset_name_to_scheme("MXFP4A16", ["Linear"]), gptq=False
+        ),
+        "moe-ct-mxfp4a16": dict(
+            model="moe", scheme=lambda: preset_name_to_scheme("MXFP4A16", ["Linear"]), gptq=False
+        ),
     }
 
 

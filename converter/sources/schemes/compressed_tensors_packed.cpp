@@ -1,7 +1,8 @@
 // compressed-tensors pack-quantized integers (FORMATS.md 7.1): P.weight_packed I32 +
 // P.weight_scale + P.weight_shape [+ P.weight_zero_point, P.weight_g_idx] -> P.weight. A
-// packed weight beside a weight_global_scale is NVFP4, another scheme; packed_integers.h says
-// where the codes and zero points sit.
+// packed weight beside a weight_global_scale is NVFP4, another scheme; U8 codes without one are
+// mxfp4-pack-quantized (compressed_tensors_mxfp4.cpp); packed_integers.h says where the
+// codes and zero points sit.
 #include "converter/sources/checkpoint_schemes.h"
 #include "converter/sources/schemes/scheme_helpers.h"
 
@@ -62,6 +63,7 @@ Result<std::vector<WeightArgs>> declared_groups(const Snapshot& snap) {
 }
 
 Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& packed, const std::string& weight, const GroupingOptions& options) {
+  if (packed.tensor->dtype == DType::kU8) return compressed_tensors_mxfp4_group(snap, packed, weight, options);
   const std::string base = weight.substr(0, weight.size() - 7);  // P of P.weight
   auto companion = [&](const char* suffix) { return snap.find(base + suffix); };
   const SnapshotTensor* scale = companion(".weight_scale");
@@ -73,7 +75,7 @@ Result<SourceTensor> group(const Snapshot& snap, const SnapshotTensor& packed, c
   const auto& w = *packed.tensor;
   const auto& s = *scale->tensor;
   if (w.dtype != DType::kI32 || w.shape.size() != 2)
-    return invalid_input(where(packed) + "packed codes must be a 2-D I32 tensor, not " + std::string(dtype_st_name(w.dtype)) + " " + shape_str(w.shape));
+    return invalid_input(where(packed) + "packed codes must be a 2-D I32 (integers) or U8 (MXFP4) tensor, not " + std::string(dtype_st_name(w.dtype)) + " " + shape_str(w.shape));
   // The logical shape, [N, K]: K need not fill the last word.
   const auto& st = *shape_t->tensor;
   if ((st.dtype != DType::kI32 && st.dtype != DType::kI64) || st.numel != 2)
