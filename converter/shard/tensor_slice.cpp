@@ -149,13 +149,17 @@ Result<CutUnits> cut_units(const TensorDesc& d) {
       block = p.group_size;
     }
   }
+  if (d.format == Format::kIntGroup) {
+    // Groups of columns; one group a row (channel scales) is cut anywhere on whole bytes,
+    // each part keeping its row's scale.
+    IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(d));
+    block = p.group_size >= d.shape.back() ? 1 : p.group_size;
+  }
   u.columns = std::max<uint64_t>(block, packing);
   return u;
 }
 
 Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, const Box& box) {
-  if (t.desc.format == Format::kIntGroup)
-    return unsupported(tensor_context(t.desc) + "int_group tensors are not cut into ranks yet (convert the checkpoint with --quant to shard it)");
   const auto& shape = t.desc.shape;
   const size_t rank = shape.size();
   if (box.start.size() != rank || box.count.size() != rank) return internal_error(tensor_context(t.desc) + "a box of another rank");
@@ -303,6 +307,22 @@ Result<SlicedTensor> slice_tensor(const IrisArchive& a, const ArchiveTensor& t, 
         auto nested = comp(Role::kNestedCodeTable);
         producers.push_back([nested](ByteSink& s) { return s.write(nested); });
       }
+      break;
+    }
+    case Format::kIntGroup: {
+      // Scales and zero points: the box of [B, N, G]; the permutation: each kept matrix's
+      // whole. Act-order's permutation scatters a run of stored columns over the logical ones,
+      // so such a tensor is cut by rows (and matrices) only.
+      IRIS_ASSIGN_OR_RETURN(IntGroupParams p, int_group_params(t.desc));
+      if (p.act_order && k != src.k)
+        return invalid_input(tensor_context(t.desc) + "columns " + range_text(k0, k) + ": its act-order permutation scatters stored columns "
+                             "over the logical ones, so it can be cut by rows only");
+      const uint64_t groups = ceil_div(src.k, p.group_size);
+      const Box gbox{{b0, n0, k0 / p.group_size}, {e, n, ceil_div(k, p.group_size)}};
+      producers.push_back(box_producer(comp(Role::kScales), {B, src.n, groups}, dtype_bits(p.scale_dtype) / 8, gbox, freed(Role::kScales)));
+      if (p.zero_points) producers.push_back(box_producer(comp(Role::kZeroPoints), {B, src.n, groups}, 1, gbox, freed(Role::kZeroPoints)));
+      if (p.act_order)
+        producers.push_back(box_producer(comp(Role::kPermutation), {B, src.k}, 4, Box{{b0, 0}, {e, src.k}}, freed(Role::kPermutation)));
       break;
     }
     default:

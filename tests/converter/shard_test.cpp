@@ -58,6 +58,14 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
       {"llama-bf16", "--quant nvfp4", "--tp 2"},
       {"llama-bf16", "--quant nvfp4", "--tp 4"},
       {"llama-modelopt-nvfp4", "", "--tp 2"},
+      // int_group as the tools stored it: groups of 128 (GPTQ), zero points (AWQ, compressed-
+      // tensors asymmetric, groups of 64 at --tp 4: o_proj's 64 columns a rank), channel scales
+      // cut on whole bytes, LLM.int8's post factor
+      {"llama-gptq-4bit-g128-sym-v1", "", "--tp 2"},
+      {"llama-awq-4bit-g128", "", "--tp 2"},
+      {"llama-ct-w4-asym-g64", "", "--tp 4"},
+      {"llama-ct-w8a16-channel", "", "--tp 4"},
+      {"llama-bnb-int8", "", "--tp 2"},
   };
   for (const Case& c : iris::test_scale::inputs(cases)) {  // under the sanitizer, every other case
     SCOPED_TRACE(c.fixture + " " + c.options + " " + c.spec);
@@ -68,8 +76,15 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
     const auto v = run("verify --ranks " + (d / "r") + " --against " + (d / "w.iris"));
     EXPECT_EQ(v.rc, 0) << v.out;
     EXPECT_NE(v.out.find("OK"), std::string::npos) << v.out;
-    // Each rank is a valid archive by itself, of version 2.3 (2.5 where it holds nvfp4 tensors).
-    const std::string version = (c.options + c.fixture).find("nvfp4") != std::string::npos ? "2.5" : "2.3";
+    // Each rank is a valid archive by itself, of version 2.3 (2.4 where it holds int_group
+    // tensors, 2.5 nvfp4 ones, 2.6 LLM.int8's int_group with its post factor).
+    const std::string what = c.options + c.fixture;
+    const bool int_group = c.options.empty() && (what.find("gptq") != std::string::npos || what.find("awq") != std::string::npos ||
+                                                 what.find("-ct-w") != std::string::npos);
+    const std::string version = what.find("nvfp4") != std::string::npos ? "2.5"
+                                : what.find("bnb-int8") != std::string::npos ? "2.6"
+                                : int_group ? "2.4"
+                                            : "2.3";
     for (const auto& n : names_in(d / "r")) {
       EXPECT_EQ(run("verify " + (d / "r/" + n) + " -q").rc, 0) << n;
       EXPECT_EQ(rank_record(d / ("r/" + n))["format_version"], version) << n;
@@ -81,6 +96,18 @@ TEST(Shard, EveryRankDecodesToItsBoxOfTheWholeArchiveAndTheRanksCoverIt) {
     EXPECT_EQ(names, names_in(d / "c"));  // no temporary left behind
     for (const auto& n : names) EXPECT_TRUE(read_all(d / ("r/" + n)) == read_all(d / ("c/" + n))) << n;
   }
+}
+
+// An act-order int_group tensor is cut by rows only: a run of its stored columns is scattered
+// over the logical ones, so the row-parallel projections (o_proj, down_proj) are refused by name.
+TEST(Shard, ActOrderIntGroupIsCutByRowsOnly) {
+  TempDir d;
+  ASSERT_EQ(run("convert " + kFix + "llama-gptq-4bit-g64-asym-descact-v1 -o " + (d / "w.iris") + " -q").rc, 0);
+  const auto s = run("shard " + (d / "w.iris") + " -o " + (d / "r") + " -q --tp 2");
+  EXPECT_NE(s.rc, 0);
+  EXPECT_NE(s.out.find("act-order permutation"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("_proj.weight"), std::string::npos) << s.out;
+  EXPECT_TRUE(names_in(d / "r").empty());
 }
 
 // The boxes the rules give (formats/FORMAT.md section 11), from the fixture's config: llama-bf16
