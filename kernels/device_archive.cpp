@@ -208,6 +208,10 @@ Result<DeviceArchive> Uploader::upload(const IrisArchive& a, const std::vector<s
       Status perm = check_int_group_permutation(held.desc, a.component_bytes(held)[static_cast<int>(Role::kPermutation)]);
       if (!perm.is_ok()) t.view = Result<QuantView>(perm);
     }
+    // NVFP4: the tensor-core GEMV only where its order of operations stands for the reference's.
+    if (t.view.is_ok() && t.view->format == ViewFormat::kNvfp4)
+      t.view->nvfp4_mma_safe = nvfp4_tensor_scales_mma_safe(a.component_bytes(all[t.archive_index])[static_cast<int>(Role::kTensorScale)],
+                                                            t.view->nvfp4_divides);
     if (t.view.is_ok() && t.view->format == ViewFormat::kMxfp4 && takes_planes(*t.view, out.launch_config())) {
       IRIS_TRY(cuda_mxfp4_to_planes(*t.view, s_->stream));
       rearranged = true;

@@ -5,12 +5,15 @@
 // each block takes one pair and one stripe (or kRowWarps rows) of its expert and runs the
 // same body as cuda_gemv's CUDA-core kernel at batch 1 (gemv_rows.cuh), so every output
 // equals that kernel's on the expert's matrix bit for bit.
+#include <type_traits>
+
 #include "kernels/cuda_check.h"
 #include "kernels/decode_math.h"
 #include "kernels/decode_ops.h"
 #include "kernels/fp8.cuh"
 #include "kernels/gemv_mma.h"
 #include "kernels/gemv_rows.cuh"
+#include "kernels/int_group.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.cuh"
 #include "kernels/nvfp4.cuh"
@@ -95,6 +98,24 @@ __global__ void __launch_bounds__(kStripeWarps * 32) experts_stripe_kernel(const
   if (has1) dev::store_output<OutF32>(a.y, pair * a.n + n1, acc1[0]);
 }
 
+// int_group experts take the row kernel with the dense int_group GEMV's body (int_group.cuh),
+// so each output equals cuda_gemv's on that expert's matrix bit for bit; no tables.
+struct IntGroupRows {
+  static __device__ __forceinline__ void load_tables(const QuantView&, float*) {}
+};
+
+// One output row's sum at batch 1: the row body of the format's dense CUDA-core GEMV.
+template <typename F>
+__device__ __forceinline__ void expert_row_dot(const QuantView& v, const float* tables, uint64_t row, const uint16_t* __restrict__ x, float (&acc)[1]) {
+  if constexpr (std::is_same_v<F, IntGroupRows>) {
+    float sums[16];
+    dev::int_group_row_dot(v, row, x, 1, sums);
+    acc[0] = sums[0];
+  } else {
+    dev::row_dot<F, 1>(v, tables, row, x, acc);
+  }
+}
+
 template <typename F, bool OutF32>
 __global__ void __launch_bounds__(kRowWarps * 32) experts_row_kernel(const ExpertGemvArgs a, uint32_t blocks_per_pair) {
   __shared__ float tables[16 + 256];
@@ -114,7 +135,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) experts_row_kernel(const Exper
   __syncthreads();
   if (!OutF32 && a.swiglu) {  // every thread stays for the barrier; the block's rows are first + warp
     float acc[1] = {0.0f};
-    if (r < a.n) dev::row_dot<F, 1>(v, tables, m.matrix * v.n + r, a.x + uint64_t(xr) * a.k, acc);
+    if (r < a.n) expert_row_dot<F>(v, tables, m.matrix * v.n + r, a.x + uint64_t(xr) * a.k, acc);
     if ((threadIdx.x & 31) == 0) sums[threadIdx.x >> 5] = acc[0];
     __syncthreads();
     store_swiglu(a, pair, e, first, rows_below(first, kRowWarps, a.n), sums);
@@ -122,16 +143,19 @@ __global__ void __launch_bounds__(kRowWarps * 32) experts_row_kernel(const Exper
   }
   if (r >= a.n) return;
   float acc[1];
-  dev::row_dot<F, 1>(v, tables, m.matrix * v.n + r, a.x + uint64_t(xr) * a.k, acc);
+  expert_row_dot<F>(v, tables, m.matrix * v.n + r, a.x + uint64_t(xr) * a.k, acc);
   if ((threadIdx.x & 31) == 0) dev::store_output<OutF32>(a.y, pair * a.n + r, acc[0]);
 }
 
 template <typename F>
 Status launch(const ExpertGemvArgs& a, bool stripes_path, uint64_t per_pair, bool f32, cudaStream_t s) {
   const unsigned blocks = unsigned(a.pairs * per_pair);
-  if (stripes_path) {
-    if (f32) experts_stripe_kernel<F, true><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
-    else experts_stripe_kernel<F, false><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+  constexpr bool kStripes = !std::is_same_v<F, IntGroupRows>;  // (int_group: rows only)
+  if (kStripes && stripes_path) {
+    if constexpr (kStripes) {
+      if (f32) experts_stripe_kernel<F, true><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+      else experts_stripe_kernel<F, false><<<blocks, kStripeWarps * 32, 0, s>>>(a, uint32_t(per_pair));
+    }
   } else {
     if (f32) experts_row_kernel<F, true><<<blocks, kRowWarps * 32, 0, s>>>(a, uint32_t(per_pair));
     else experts_row_kernel<F, false><<<blocks, kRowWarps * 32, 0, s>>>(a, uint32_t(per_pair));
@@ -172,7 +196,8 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
     return cuda_gated_from_exchange(args, stream);
   }
   // K = 0 needs no special case: the bodies sum nothing (+0) and never read x.
-  const bool stripes_path = dev::gemv_takes_stripes(geometry, 1);
+  // (int_group: the row kernel always, as its dense GEMV is one warp a row.)
+  const bool stripes_path = geometry.format != ViewFormat::kIntGroup && dev::gemv_takes_stripes(geometry, 1);
   // The activation pairs rows 2j and 2j + 1 inside one block: a stripe of an odd tile height
   // would split a pair (the row kernel's blocks are kRowWarps rows, an even number).
   static_assert(kRowWarps % 2 == 0);
@@ -184,7 +209,7 @@ Status cuda_gemv_experts(const QuantView& geometry, const ExpertGemvArgs& args, 
     case ViewFormat::kMxfp4: return launch<dev::Mxfp4>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kNf4: return launch<dev::Nf4>(args, stripes_path, per_pair, f32, s);
     case ViewFormat::kFp8: return launch<dev::Fp8>(args, stripes_path, per_pair, f32, s);
-    case ViewFormat::kIntGroup: return unsupported("expert gemv: no grouped kernel for int_group yet");
+    case ViewFormat::kIntGroup: return launch<IntGroupRows>(args, false, per_pair, f32, s);
     case ViewFormat::kNvfp4: return launch<dev::Nvfp4>(args, stripes_path, per_pair, f32, s);
   }
   return unsupported("expert gemv: unknown format");

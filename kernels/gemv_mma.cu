@@ -1586,7 +1586,7 @@ bool gemv_mma_supports(const QuantView& v, int batch) {
         default: return v.group_size % MmaFp8<false>::kChunk == 0;  // group
       }
     case ViewFormat::kIntGroup: return false;  // (kernels/int_group.cu: CUDA cores only, for now)
-    case ViewFormat::kNvfp4: return v.tensor_scale != nullptr;
+    case ViewFormat::kNvfp4: return v.tensor_scale != nullptr && v.nvfp4_mma_safe;  // (quant_view.h says why)
   }
   return false;
 }

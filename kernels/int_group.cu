@@ -5,15 +5,17 @@
 // NaN the canonical one -- so the dequantization equals the CPU reference bit for bit.
 //
 // First versions, correct before fast: one thread a weight for dequantization; one warp a
-// row for the GEMV, its lanes striding over the stored columns, each weight decoded as the
-// dequantization does and multiplied by the activation of its logical column (the
-// permutation applied to the activations, not the weights). No tensor cores yet.
+// row for the GEMV (int_group.cuh's int_group_row_dot, which the grouped expert GEMV runs
+// too), its lanes striding over the stored columns, each weight decoded as the dequantization
+// does and multiplied by the activation of its logical column (the permutation applied to the
+// activations, not the weights). No tensor cores yet.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "common/float_bits.h"
 #include "kernels/cuda_check.h"
 #include "kernels/int_group.h"
+#include "kernels/int_group.cuh"
 
 namespace iris {
 
@@ -21,41 +23,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Code j (stored column) of row `row` of the tiled codes.
-__device__ __forceinline__ uint32_t code_at(const QuantView& v, uint64_t row, uint64_t j) {
-  const uint64_t bits = v.code_bits, m = row / v.n, r = row - m * v.n;
-  const uint64_t tile_row_bytes = v.tile_k * bits / 8;
-  const uint64_t s = r / v.tile_n, rr = r - s * v.tile_n, t = j / v.tile_k, jj = j - t * v.tile_k;
-  const uint64_t base = (m * v.padded_n * v.padded_k + s * v.tile_n * v.padded_k) * bits / 8 + (t * v.tile_n + rr) * tile_row_bytes;
-  const uint64_t bit = jj * bits;
-  const uint8_t* p = v.codes + base + (bit >> 3);
-  uint32_t w = p[0];
-  if ((bit & 7) + bits > 8) w |= uint32_t(p[1]) << 8;  // a 3-bit code across two bytes (never past its tile row)
-  return (w >> (bit & 7)) & ((1u << bits) - 1u);
-}
-
-// The weight at stored column j of `row`, as FP32 (a value of the scale's dtype).
-__device__ __forceinline__ float weight_at(const QuantView& v, uint64_t row, uint64_t j, uint64_t groups) {
-  const uint64_t at = row * groups + j / v.group_size;
-  float scale;
-  if (v.scale_type == ScaleType::kF16) scale = f16_to_f32(static_cast<const uint16_t*>(v.scales)[at]);
-  else if (v.scale_type == ScaleType::kBf16) scale = bf16_to_f32(static_cast<const uint16_t*>(v.scales)[at]);
-  else scale = static_cast<const float*>(v.scales)[at];
-  const int32_t z = v.zero_points ? int32_t(v.zero_points[at]) : int32_t(1u << (v.code_bits - 1));
-  // Two roundings where there is a post factor, as bitsandbytes' two torch multiplies; x * 1 is x.
-  const float product = __fmul_rn(__fmul_rn(scale, float(int32_t(code_at(v, row, j)) - z)), v.post_factor);
-  float w = product;
-  if (v.scale_type == ScaleType::kF16) w = f16_to_f32(f32_to_f16(product));
-  else if (v.scale_type == ScaleType::kBf16) w = bf16_to_f32(f32_to_bf16(product));
-  return canonical_nan_if_nan(w);
-}
-
 template <int OutKind>  // 0 BF16, 1 F16, 2 F32
 __global__ void __launch_bounds__(kThreads) dequant_int_group(const QuantView v, void* out) {
   const uint64_t total = v.rows * v.k, groups = (v.k + v.group_size - 1) / v.group_size;
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint64_t row = i / v.k, j = i - row * v.k;
-    const float w = weight_at(v, row, j, groups);
+    const float w = dev::int_group_weight(v, row, j, groups);
     const uint64_t col = v.permutation ? v.permutation[(row / v.n) * v.k + j] : j;
     if (col >= v.k) continue;  // (uploads check the permutation; a view made by hand may not)
     const uint64_t o = row * v.k + col;
@@ -67,26 +40,14 @@ __global__ void __launch_bounds__(kThreads) dequant_int_group(const QuantView v,
 
 // One warp a row; batch rows of x (BF16, [batch, k]); y [batch, rows].
 __global__ void __launch_bounds__(kThreads) gemv_int_group(const QuantView v, const uint16_t* __restrict__ x, int batch, void* y, bool f32) {
-  const uint64_t groups = (v.k + v.group_size - 1) / v.group_size;
   const uint64_t row = blockIdx.x * uint64_t(kThreads / 32) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
   if (row >= v.rows) return;
-  const uint32_t* perm = v.permutation ? v.permutation + (row / v.n) * v.k : nullptr;
   float acc[16];
-  for (int b = 0; b < 16; ++b) acc[b] = 0.f;
-  for (uint64_t j = lane; j < v.k; j += 32) {
-    const float w = weight_at(v, row, j, groups);
-    const uint64_t col = perm ? perm[j] : j;
-    if (col >= v.k) continue;  // (as in the dequantization)
-    for (int b = 0; b < batch; ++b) acc[b] = fmaf(w, bf16_to_f32(x[uint64_t(b) * v.k + col]), acc[b]);
-  }
+  dev::int_group_row_dot(v, row, x, batch, acc);
+  if ((threadIdx.x & 31) != 0) return;
   for (int b = 0; b < batch; ++b) {
-    float sum = acc[b];
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane == 0) {
-      if (f32) static_cast<float*>(y)[uint64_t(b) * v.rows + row] = sum;
-      else static_cast<uint16_t*>(y)[uint64_t(b) * v.rows + row] = f32_to_bf16(sum);
-    }
+    if (f32) static_cast<float*>(y)[uint64_t(b) * v.rows + row] = acc[b];
+    else static_cast<uint16_t*>(y)[uint64_t(b) * v.rows + row] = f32_to_bf16(acc[b]);
   }
 }
 

@@ -1,6 +1,10 @@
 #include "kernels/quant_view.h"
 
+#include <cuda_runtime.h>
+
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace iris {
 
@@ -102,6 +106,27 @@ Result<QuantView> make_quant_view(const TensorDesc& d, const DevicePointers& c) 
   v.single_matrix = v.rows == v.n;
   v.fp8_uniform8 = v.granularity < 2 || (v.granularity == 2 ? v.block_k % 8 == 0 : v.group_size % 8 == 0);
   return v;
+}
+
+bool nvfp4_tensor_scales_mma_safe(std::span<const uint8_t> tensor_scales, bool divides) {
+  const float lo = divides ? 0x1p-115f : 0x1p-117f, hi = divides ? 0x1p117f : 0x1p115f;
+  for (size_t i = 0; i + 4 <= tensor_scales.size(); i += 4) {
+    float t;
+    std::memcpy(&t, tensor_scales.data() + i, 4);
+    const float a = std::fabs(t);
+    if (!(a >= lo && a <= hi)) return false;  // (NaN fails both)
+  }
+  return true;
+}
+
+Status cuda_nvfp4_mark_mma_safe(QuantView& v) {
+  if (v.format != ViewFormat::kNvfp4 || v.tensor_scale == nullptr) return internal_error("nvfp4 scales: not an nvfp4 view");
+  const uint64_t matrices = v.n ? v.rows / v.n : 0;
+  std::vector<uint8_t> host(matrices * 4);
+  if (!host.empty() && cudaMemcpy(host.data(), v.tensor_scale, host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+    return internal_error("nvfp4 scales: could not read the tensor scales");
+  v.nvfp4_mma_safe = nvfp4_tensor_scales_mma_safe(host, v.nvfp4_divides);
+  return Status::ok();
 }
 
 uint64_t matrix_code_bytes(const QuantView& v) {

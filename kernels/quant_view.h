@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <array>
+#include <span>
 
 #include "common/status.h"
 #include "formats/tensor_desc.h"
@@ -61,7 +62,23 @@ struct QuantView {
   // producing tool's convention (quant/nvfp4.h).
   const float* tensor_scale;
   bool nvfp4_divides, nvfp4_negative_zero;
+  // Every tensor scale of the view lets the tensor-core GEMV's order of operations (exact
+  // weights, the tensor scale on the sums) stand for the reference's (each block scale
+  // e4m3 * t rounded to FP32, then each weight): no block scale leaves FP32's normal range, so
+  // no decoded weight is infinite, NaN (0 * inf) or a rounded subnormal where the sums would
+  // not be. Set by whoever knows the scales (uploads: nvfp4_tensor_scales_mma_safe; or
+  // cuda_nvfp4_mark_mma_safe); false sends the view's GEMVs to the CUDA cores, which decode
+  // each weight as the reference does.
+  bool nvfp4_mma_safe = false;
 };
+
+// Whether NVFP4 tensor scales (FP32, one a matrix) keep every block scale e4m3 * t (or e4m3 /
+// t) inside FP32's normal range with room for E2M1's 6: t finite and nonzero, |t| in [2^-117,
+// 2^115] (multiplies) or [2^-115, 2^117] (divides). QuantView::nvfp4_mma_safe.
+bool nvfp4_tensor_scales_mma_safe(std::span<const uint8_t> tensor_scales, bool divides);
+// The same of a view's tensor scales, read from the device (a copy and a synchronization):
+// sets v.nvfp4_mma_safe. For views made from device pointers by hand (tests, benchmarks).
+Status cuda_nvfp4_mark_mma_safe(QuantView& v);
 
 // The device address of each component of a tensor, indexed by Role (nullptr: none).
 using DevicePointers = std::array<const void*, kRoleCount>;

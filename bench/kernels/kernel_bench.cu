@@ -267,6 +267,7 @@ Result<json> run_kernel_bench(const std::vector<BenchCase>& cases, const BenchOp
       }
       // MXFP4 codes in the order uploads give them (and the tensor-core GEMVs require).
       if (v.format == ViewFormat::kMxfp4) IRIS_TRY(cuda_mxfp4_to_planes(v, nullptr));
+      if (v.format == ViewFormat::kNvfp4) IRIS_TRY(cuda_nvfp4_mark_mma_safe(v));  // as uploads classify its tensor scales
       views.push_back(v);
     }
     IRIS_CUDA_TRY(cudaDeviceSynchronize());

@@ -300,7 +300,13 @@ def test_nf4_bf16_table_is_within_its_bound_and_differs_from_the_exact_one(conve
     ("gptoss-mxfp4", ("--quant", "nf4"), ["model.layers.1.mlp.experts.down_proj"]),
     ("gptoss-mxfp4", ("--quant", "fp8-block"), ["model.layers.0.mlp.experts.gate_up_proj"]),
     ("llama-bf16", ("--quant", "nf4"), [f"model.layers.{i}.mlp.gate_proj.weight" for i in (0, 1)]),
-    ("llama-bf16", ("--quant", "fp8-channel"), [f"model.layers.{i}.mlp.down_proj.weight" for i in (0, 1)])])
+    ("llama-bf16", ("--quant", "fp8-channel"), [f"model.layers.{i}.mlp.down_proj.weight" for i in (0, 1)]),
+    # int_group as the tools stored it: LLM.int8 experts (its post factor), compressed-tensors
+    # int4 with zero points, and GPTQ act-order matrices, each with its own permutation of the
+    # activations (square matrices of one layer taken as a set of experts)
+    ("llama-ct-w4-asym-g64", (), ["model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.o_proj.weight"]),
+    ("moe-bnb-int8", (), [f"model.layers.0.block_sparse_moe.experts.{e}.w2.weight" for e in range(4)]),
+    ("llama-gptq-4bit-g64-asym-descact-v1", (), ["model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.o_proj.weight"])])
 def test_grouped_expert_gemv_within_the_fp32_bound(converted, fixture, options, names):
     path = converted(fixture, *options)
     cpu = iris.open(path)
@@ -325,6 +331,12 @@ def test_grouped_expert_gemv_within_the_fp32_bound(converted, fixture, options, 
     bad[0] = experts.count
     y_bad = experts.gemv(x.cuda(), bad.cuda(), rows.cuda()).float().cpu()
     assert torch.isnan(y_bad[0]).all() and not torch.isnan(y_bad[1:]).any()
+    if len(names) > 1 and cpu.tensors[names[0]].format == "int_group":
+        # the grouped kernel runs the dense GEMV's body: each output that GEMV's at one row, bit for bit
+        y16 = experts.gemv(x.cuda(), ids.cuda(), rows.cuda()).cpu()
+        for p, (e, r) in enumerate(zip(ids.reshape(-1).tolist(), rows.tolist())):
+            dense = sd[names[e]].linear(x[r:r + 1].cuda()).cpu()[0]
+            assert torch.equal(y16[p].view(torch.int16), dense.view(torch.int16)), f"pair {p}: the grouped output is not the dense GEMV's"
 
 
 def test_picked_experts_dequantize_as_the_cpu_does(converted):

@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/mxfp4_planes.h"
 #include "kernels/tuning.h"
+#include "quant/int_group.h"
 #include "quant/tables.h"
 #include "verify/gemv_bound.h"
 #include "tests/kernels/late_writer.h"
@@ -47,6 +48,8 @@ enum class Scales { kNormal, kExtreme, kWithNaN, kSigned, kSignedHuge, kRealMxfp
 struct Case {
   // mxfp4 | nf4 | bnb_fp4 | fp8-tensor | fp8-channel | fp8-block | fp8-group | fp8-group128 | fp8-group24 | fp8-bf16 (BF16
   // block scales) | fp8-f16 (F16 block scales) | fp8-block48x192 (blocks of 48 rows and 192 columns: neither a power of two)
+  // | int<bits>-g<group>[-zp][-perm][-bf16|-f32][-post] (int_group: group 0 one a row; zero points,
+  // an act-order permutation, BF16 or F32 scales (else F16), LLM.int8's 1/127 post factor)
   std::string format;
   std::vector<uint64_t> shape;
   uint64_t tile_n, tile_k;  // 0: the converter's default choice
@@ -83,12 +86,33 @@ uint32_t seed_once() {
   return s;
 }
 
+bool is_int_group(const Case& c) { return c.format.rfind("int", 0) == 0; }
+
+// An int_group case's parameters, from its name (Case::format).
+nlohmann::json int_group_case_params(const Case& c) {
+  const std::string& f = c.format;
+  const uint64_t group = std::stoull(f.substr(f.find("-g") + 2));
+  auto has = [&](const char* tag) { return f.find(tag) != std::string::npos; };
+  nlohmann::json p = {{"bits", f[3] - '0'},
+                      {"group_size", group ? group : std::max<uint64_t>(c.shape.back(), 1)},
+                      {"scale_dtype", has("-bf16") ? "bf16" : has("-f32") || has("-post") ? "f32" : "f16"},
+                      {"zero_points", has("-zp")},
+                      {"act_order", has("-perm")}};
+  if (has("-post")) p["post_factor"] = double(quant::kLlmInt8PostFactor);
+  return p;
+}
+
 // The layout build() gives `c`: its own tile, or the converter's choice (choose_layout on the
 // format, the shape and the 64-element bitsandbytes blocks build() writes).
 Layout layout_of(const Case& c) {
   if (c.tile_n) return Layout{LayoutKind::kTiled, c.tile_n, c.tile_k};
   TensorDesc d;
   d.shape = c.shape;
+  if (is_int_group(c)) {
+    d.format = Format::kIntGroup;
+    d.params = int_group_case_params(c);
+    return choose_layout(d, kDefaultTileN, kDefaultTileK);
+  }
   d.format = c.format == "mxfp4" ? Format::kMxfp4 : c.format.rfind("nvfp4", 0) == 0 ? Format::kNvfp4 : c.format.rfind("nf4", 0) == 0 ? Format::kNf4
              : c.format == "bnb_fp4" ? Format::kBnbFp4 : Format::kFp8E4M3;
   if (d.format == Format::kNf4 || d.format == Format::kBnbFp4) d.params = {{"block_size", c.format == "nf4-b128" ? 128 : 64}};
@@ -172,6 +196,44 @@ Built build(const Case& c, std::mt19937& rng) {
     if (c.scales == Scales::kWithNaN && batch) {
       const float nan = std::numeric_limits<float>::quiet_NaN();
       std::memcpy(b.comps[Role::kTensorScale].data(), &nan, 4);
+    }
+  } else if (is_int_group(c)) {
+    // int_group: random codes of `bits` packed as FORMAT.md 4.5 says (rows of stored_k codes,
+    // the padding 0), scales of the case's dtype (signed, zero, subnormal and huge in the
+    // signed regimes), zero points over the code range, and a random permutation a matrix.
+    d.format = Format::kIntGroup;
+    d.params = int_group_case_params(c);
+    const uint32_t bits = d.params["bits"].get<uint32_t>();
+    const uint64_t group = d.params["group_size"].get<uint64_t>(), groups = ceil_div(k, group), row_bytes = round_up(k, 8) * bits / 8;
+    rows.assign(batch * n * row_bytes, 0);
+    for (uint64_t r = 0; r < batch * n; ++r)
+      for (uint64_t j = 0; j < k; ++j) quant::int_group_put_code(rows.data() + r * row_bytes, bits, j, uint32_t(rng()) & ((1u << bits) - 1u));
+    const std::string sdt = d.params["scale_dtype"].get<std::string>();
+    const uint64_t ns = batch * n * groups;
+    std::vector<float> sv = signed_scales ? signed_values(ns) : std::vector<float>(ns);
+    if (!signed_scales) {
+      std::uniform_real_distribution<float> dist(1e-3f, 1e-1f);
+      for (auto& f : sv) f = c.scales == Scales::kExtreme ? std::ldexp(dist(rng), int(rng() % 200) - 100) : dist(rng);
+    }
+    if (sdt == "f32") {
+      b.comps[Role::kScales] = f32_bytes(sv);
+    } else {
+      std::vector<uint8_t> v(ns * 2);
+      for (uint64_t i = 0; i < ns; ++i) {
+        const uint16_t h = sdt == "bf16" ? f32_to_bf16(sv[i]) : f32_to_f16(sv[i]);
+        std::memcpy(&v[i * 2], &h, 2);
+      }
+      b.comps[Role::kScales] = v;
+    }
+    if (d.params["zero_points"].get<bool>()) b.comps[Role::kZeroPoints] = bytes(ns, 0, int(1u << bits) - 1);
+    if (d.params["act_order"].get<bool>()) {
+      std::vector<uint32_t> perm(batch * k);
+      for (uint64_t m = 0; m < batch; ++m) {
+        for (uint64_t j = 0; j < k; ++j) perm[m * k + j] = uint32_t(j);
+        std::shuffle(perm.begin() + m * k, perm.begin() + (m + 1) * k, rng);
+      }
+      b.comps[Role::kPermutation].resize(perm.size() * 4);
+      if (!perm.empty()) std::memcpy(b.comps[Role::kPermutation].data(), perm.data(), perm.size() * 4);
     }
   } else if (c.format.rfind("nf4", 0) == 0 || c.format == "bnb_fp4") {
     // nf4: blocks of 64, double quantization; nf4-b128: blocks of 128; nf4-fp32-absmax: no
@@ -302,6 +364,15 @@ void build_on_device(const Case& c, std::mt19937& rng, OnDevice& d, bool kernel_
   d.view = *view;
   if (kernel_order && d.view.format == ViewFormat::kMxfp4) {
     ASSERT_NO_FATAL_FAILURE(to_planes(d));
+  }
+  // NVFP4 tensor scales classified as uploads classify them (QuantView::nvfp4_mma_safe), from
+  // the host's copy; the device-read version must agree.
+  if (d.view.format == ViewFormat::kNvfp4) {
+    d.view.nvfp4_mma_safe = nvfp4_tensor_scales_mma_safe(d.host[int(Role::kTensorScale)], d.view.nvfp4_divides);
+    QuantView again = d.view;
+    again.nvfp4_mma_safe = !d.view.nvfp4_mma_safe;
+    ASSERT_TRUE(cuda_nvfp4_mark_mma_safe(again).is_ok());
+    EXPECT_EQ(again.nvfp4_mma_safe, d.view.nvfp4_mma_safe);
   }
 }
 
@@ -1161,6 +1232,23 @@ std::vector<Case> all_cases() {
   cs.push_back({"mxfp4", {4, 576, 2880}, 0, 0, Scales::kRealMxfp4});
   cs.push_back({"mxfp4", {40, 1024}, 16, 128, Scales::kRealMxfp4});
   cs.push_back({"mxfp4", {33, 1000}, 0, 0, Scales::kRealMxfp4});
+  // int_group: every code width, groups and one group a row, zero points, act-order
+  // permutations, each scale dtype, LLM.int8's post factor; K not a multiple of 8 or of the
+  // group; stacks; the scale regimes.
+  for (std::string f : {"int4-g32", "int4-g128-zp-perm", "int3-g32-zp-perm-bf16", "int2-g16-zp", "int8-g0-post", "int8-g64-zp-f32",
+                        "int4-g0-perm"}) {
+    for (const std::vector<uint64_t>& s : std::vector<std::vector<uint64_t>>{{3, 96}, {17, 320}, {129, 512}, {2, 5, 256}, {4, 33, 128}})
+      cs.push_back({f, s, 0, 0});
+  }
+  cs.push_back({"int4-g32-zp", {5, 37}, 0, 0});
+  cs.push_back({"int3-g24-perm", {9, 100}, 0, 0});
+  cs.push_back({"int8-g0-post", {64, 4096}, 0, 0});
+  cs.push_back({"int4-g128-zp-perm", {256, 4096}, 0, 0});
+  for (auto sc : {Scales::kExtreme, Scales::kSigned, Scales::kSignedHuge}) {
+    cs.push_back({"int4-g32-zp-perm", {40, 256}, 0, 0, sc});
+    cs.push_back({"int8-g0-post", {3, 48, 256}, 0, 0, sc});
+    cs.push_back({"int3-g32-bf16", {33, 128}, 0, 0, sc});
+  }
   return cs;
 }
 
@@ -1178,6 +1266,53 @@ std::vector<Case> expert_cases() {
 
 INSTANTIATE_TEST_SUITE_P(All, ExpertCases, ::testing::ValuesIn(expert_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return "case" + std::to_string(info.index); });
+
+// NVFP4 tensor scales whose block scales leave FP32's normal range (a decoded weight infinite,
+// or a rounded subnormal) send the GEMV to the CUDA cores, which decode each weight as the
+// reference does: a row whose reference sum is not finite is not finite on the GPU either (the
+// tensor-core order of operations, exact weights then the tensor scale, gave a finite sum
+// there: run 2026-11-30, seed 25315504). An ordinary scale keeps the tensor cores.
+TEST(Nvfp4TensorScales, OutOfRangeScalesTakeTheCudaCores) {
+  auto dev = query_device(0);
+  if (!dev.is_ok()) GTEST_SKIP() << "no CUDA GPU device here (" << dev.status().message() << "); this runs on the GPU machine";
+  std::mt19937 rng(seed_once() ^ 0x5ca1eu);
+  for (const float t : {1e37f, 1e-40f, 3e-3f}) {
+    for (const bool ct : {false, true}) {
+      const float stored = ct ? 1.0f / t : t;  // compressed-tensors divides by its global scale
+      if (!std::isfinite(stored)) continue;
+      Built b = build(Case{ct ? "nvfp4-ct" : "nvfp4", {32, 256}, 0, 0}, rng);
+      std::memcpy(b.comps[Role::kTensorScale].data(), &stored, 4);
+      Gpu gpu;
+      DevicePointers ptrs{};
+      ComponentBytes host{};
+      ASSERT_NO_FATAL_FAILURE(upload(b, gpu, ptrs, &host));
+      auto view = make_quant_view(b.desc, ptrs);
+      ASSERT_TRUE(view.is_ok()) << view.status().message();
+      view->nvfp4_mma_safe = nvfp4_tensor_scales_mma_safe(host[int(Role::kTensorScale)], view->nvfp4_divides);
+      const bool ordinary = t == 3e-3f;
+      EXPECT_EQ(view->nvfp4_mma_safe, ordinary) << t;
+      const LaunchConfig launch = dev->launch_config();
+      EXPECT_EQ(cuda_gemv_uses_tensor_cores(*view, 1, launch), ordinary && launch.kernel_arch >= 80) << t;
+      std::vector<float> ref(view->rows * view->k);
+      ASSERT_TRUE(reference_decode(b.desc, host, ref.data()).is_ok());
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      std::vector<uint16_t> x(view->k);
+      for (auto& v : x) v = f32_to_bf16(dist(rng));
+      void *dx, *dy;
+      ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dy, view->rows * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_TRUE(cuda_gemv(*view, static_cast<const uint16_t*>(dx), 1, dy, DType::kF32, nullptr, launch).is_ok());
+      std::vector<float> y(view->rows);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(dx);
+      cudaFree(dy);
+      const CheckResult r = check_gemv_row_sums(ref.data(), x.data(), view->rows, view->k, y.data(), "gemv",
+                                                gemv_accumulation(cuda_gemv_uses_tensor_cores(*view, 1, launch), false));
+      EXPECT_TRUE(r.ok) << "tensor scale " << t << (ct ? " (divides)" : " (multiplies)") << ": " << r.detail;
+    }
+  }
+}
 
 TEST(KernelRefusal, UnsupportedTileIsRefusedNotMisread) {
   TensorDesc d;
