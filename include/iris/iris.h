@@ -39,7 +39,7 @@ extern "C" {
 
 /* The ABI version the loaded library implements; compare with IRIS_ABI_VERSION. */
 IRIS_API uint32_t iris_abi_version(void);
-/* The library's release, e.g. "0.4.0". */
+/* The library's release, e.g. "0.3.0". */
 IRIS_API const char* iris_version_string(void);
 /* 1 when the library was built with the CUDA kernels (iris_cuda.h), 0 otherwise. */
 IRIS_API int iris_has_cuda(void);
@@ -176,7 +176,7 @@ typedef struct iris_format_params {
   uint32_t nvfp4_flags;       /* IRIS_NVFP4_TENSOR_SCALE_DIVIDES | IRIS_NVFP4_NEGATIVE_ZERO */
   /* int_group: each value is multiplied by this FP32 constant after its scale, a second
    * rounding: 1 for every scheme but bitsandbytes LLM.int8 (its 1/127, FORMAT.md 4.5). It took
-   * the place of a reserved word: a libiris older than 0.4 leaves 0 here, which means 1. */
+   * the place of a reserved word: a libiris from before this field leaves 0 here, which means 1. */
   float int_group_post_factor;
   uint64_t reserved[2];
 } iris_format_params;
