@@ -8,8 +8,8 @@
 #          converted as stored and put through `iris verify --device cuda` (needs the carried
 #          static build: B, default .device-bin, with iris and libiris.so.1), then
 #          python/tests/test_bnb_int8.py, test_int_group_gpu.py (dequantization bit for bit and
-#          the linear within its bound on the GPU) and test_bnb_int8_gpu.py (the patched
-#          transformers Llama against its dequantized twin, on the makers' full snapshot).
+#          the linear within its bound on the GPU) and test_tool_twins_gpu.py (the patched
+#          transformers Llama against its dequantized twin, on the maker's full snapshot).
 #
 #   device run (carry .device-bin .peer/bnb-src):  bash bench/llm_int8_gpu_session.sh [makers|verify|all]
 set -uo pipefail
@@ -40,8 +40,8 @@ if [ "$what" = verify ] || [ "$what" = all ]; then
     "$I" convert "$f" -o "$OUT/archives/$name.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }
     verify "$name" "$OUT/archives/$name.iris"
   done
-  IRIS_BNB_INT8_SNAPSHOTS="$OUT/fixtures" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python:$BNB" python3 -m pytest -q -s -p no:cacheprovider \
-    python/tests/test_bnb_int8.py python/tests/test_int_group_gpu.py python/tests/test_bnb_int8_gpu.py > "$OUT/pytests.log" 2>&1 || rc=1
+  IRIS_TOOL_SNAPSHOTS="$OUT/fixtures" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python:$BNB" python3 -m pytest -q -s -p no:cacheprovider \
+    python/tests/test_bnb_int8.py python/tests/test_int_group_gpu.py python/tests/test_tool_twins_gpu.py > "$OUT/pytests.log" 2>&1 || rc=1
   grep -E "IrisLinear|int8 matmul" "$OUT/pytests.log" | head -5
   tail -n 15 "$OUT/pytests.log"
 fi
