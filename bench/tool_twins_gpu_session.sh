@@ -32,7 +32,7 @@ maker() {  # maker NAME COMMAND...
 maker bnb env PYTHONPATH="$T/bnb-src" python3 tests/fixture_makers/bnb_llm_int8.py --out-fixtures "$F" --out-refs "$OUT/refs"
 maker ct python3 tests/fixture_makers/compressed_tensors_pack_quantized.py --tool-src "$T/toolsrc/ct" --llmc-src "$T/toolsrc/llmc" \
   --tool-version 0.18.0 --fixtures-out "$F" --refs-out "$OUT/refs" \
-  --variants llama-ct-w4a16-g128,llama-ct-w4-asym-g64,llama-ct-w8a16-channel,llama-ct-w8-asym-g128,llama-ct-w4-g128-actorder,llama-ct-nvfp4a16,llama-ct-mxfp4a16
+  --variants llama-ct-w4a16-g128,llama-ct-w4-asym-g64,llama-ct-w8a16-channel,llama-ct-w8-asym-g128,llama-ct-w4-g128-actorder,llama-ct-nvfp4a16,llama-ct-mxfp4a16,llama-ct-fp8-tensor,llama-ct-fp8-channel,llama-ct-fp8-block
 maker modelopt python3 tests/fixture_makers/modelopt_nvfp4.py --tool-src "$T/toolsrc/modelopt" --out-fixtures "$F" --out-refs "$OUT/refs"
 maker gptq python3 tests/fixture_makers/gptq.py --tool-src "$T/gptqmodel" --out "$F" --refs "$OUT/refs" \
   --only llama-gptq-4bit-g128-sym-v1,llama-gptq-4bit-g64-asym-descact-v1,llama-gptq-8bit-channel-sym-v2,llama-gptq-3bit-g128-asym-v1,llama-gptq-2bit-g64-asym-v2

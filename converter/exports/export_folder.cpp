@@ -49,6 +49,17 @@ std::string mxfp4_method(const ArchiveTensor& t) {
   return ct ? "compressed-tensors" : "mxfp4";
 }
 
+// An FP8 tensor carried as stored (not requantized) from a compressed-tensors or ModelOpt
+// checkpoint is written back under that checkpoint's own quantization_config (its scales per
+// tensor or channel, which transformers' FP8 loader does not take, are that tool's); one from
+// transformers' FineGrained FP8 or `--quant fp8*`, under transformers' fp8 config.
+std::string fp8_method(const ArchiveTensor& t, const json& source_qc) {
+  const json source = t.source.json();
+  const bool carried = source.is_object() && source.contains("tensors") && !source.contains("requantized_from");
+  const std::string m = string_member(source_qc, "quant_method");
+  return carried && (m == "compressed-tensors" || m == "modelopt") ? m : "fp8";
+}
+
 // The quantization_config that describes the archive's tensors as export writes them (`keep`:
 // each quantized tensor as its format's Hugging Face companions), or null when none is
 // quantized. `source` is the embedded config's own, kept when it already says the same method.
@@ -59,7 +70,7 @@ Result<json> quantization_config_for(const IrisArchive& a, const json& source, c
   for (const auto& t : a.manifest().tensors) {
     if (is_quantized(t.desc.format)) {
       methods.insert(t.desc.format == Format::kMxfp4     ? mxfp4_method(t)
-                     : t.desc.format == Format::kFp8E4M3 ? "fp8"
+                     : t.desc.format == Format::kFp8E4M3 ? fp8_method(t, source)
                      : t.desc.format == Format::kNvfp4   ? (t.desc.params.value("tensor_scale", "") == "divides" ? "compressed-tensors" : "modelopt")
                      : t.desc.format == Format::kIntGroup ? int_group_method(source)
                                                          : "bitsandbytes");

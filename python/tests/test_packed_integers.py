@@ -374,7 +374,7 @@ def test_compressed_tensors_g_idx_holding_minus_one_means_column_order(tmp_path)
 from conftest import FIXTURES, read_safetensors  # noqa: E402
 
 TOOL_FIXTURES = sorted(p.name.split(".dequant.")[0] for p in (FIXTURES / "refs").glob("llama-*.dequant.*.safetensors")
-                       if any(s in p.name for s in ("gptq", "awq", "-ct-")) and "nvfp4" not in p.name and "mxfp4" not in p.name)
+                       if any(s in p.name for s in ("gptq", "awq", "-ct-w")))  # (integers: not -ct-nvfp4, -ct-mxfp4, -ct-fp8)
 
 
 def test_every_tool_fixture_has_its_reference():
