@@ -366,6 +366,10 @@ def test_compressed_tensors_g_idx_holding_minus_one_means_column_order(tmp_path)
     assert r.returncode == 0, r.stderr
     got = iris.open(tmp_path / "a.iris").tensors["m.p.weight"].dequantize()
     assert (got.view(np.uint32) == expected.view(np.uint32)).all()
+    # the g_idx the decode ignores is carried as a tensor of its own, so export gives it back
+    assert iris.open(tmp_path / "a.iris").tensors["m.p.weight_g_idx"].dtype == "i32"
+    (tmp_path / "x").mkdir()
+    assert_exports_back(tmp_path / "snap", tmp_path / "x")
 
 
 # --- the producing tools' own checkpoints (tests/data/fixtures, README-gptq-awq.md and
