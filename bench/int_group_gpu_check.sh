@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The int_group kernels (kernels/int_group.cu) on a GPU: every GPTQ / AWQ / compressed-tensors
-# fixture and every synthetic case of python/tests/test_packed_integers.py (2/3/4/8 bits,
+# The int_group kernels (kernels/int_group.cu) on a GPU: every GPTQ / AWQ / compressed-tensors /
+# LLM.int8 fixture (and the compressed-tensors NVFP4, MXFP4 and FP8 ones) and every synthetic case of python/tests/test_packed_integers.py (2/3/4/8 bits,
 # symmetric or not, act-order, odd N and K, negative and subnormal scales) converted as stored
 # and put through `iris verify --device cuda`: the GPU's dequantization against the CPU
 # reference bit for bit (F32 and BF16 outputs) and its GEMV within the FP32 bound, on fresh
@@ -19,10 +19,8 @@ I="$PWD/$B/iris"
 export PYTHONPATH="$PWD/python"
 rc=0
 . bench/gpu_verify.sh
-for f in tests/data/fixtures/llama-gptq-* tests/data/fixtures/llama-awq-* tests/data/fixtures/llama-ct-*; do
-  name=$(basename "$f")
-  "$I" convert "$f" -o "$OUT/archives/$name.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }
-  verify "$name" "$OUT/archives/$name.iris"
+for f in tests/data/fixtures/llama-gptq-* tests/data/fixtures/llama-awq-* tests/data/fixtures/llama-ct-* tests/data/fixtures/*-bnb-int8; do
+  convert_and_verify "$f"
 done
 # The synthetic cases, written by the test's own numpy packers.
 python3 - "$OUT/archives" <<'PY'
@@ -36,8 +34,6 @@ for name, make in sorted(t.CASES.items()):
     t.write_snapshot(out / ("snap-" + name), tensors, qc)
 PY
 for s in "$OUT"/archives/snap-*; do
-  name=$(basename "$s")
-  "$I" convert "$s" -o "$s.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }
-  verify "$name" "$s.iris"
+  [ -d "$s" ] && convert_and_verify "$s"
 done
 exit $rc

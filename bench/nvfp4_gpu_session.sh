@@ -36,10 +36,7 @@ fi
 . bench/gpu_verify.sh
 if [ "$what" = verify ] || [ "$what" = all ]; then
   for f in "$OUT"/fixtures/*nvfp4* tests/data/fixtures/*nvfp4*; do
-    [ -d "$f" ] || continue
-    name=$(basename "$f")
-    "$I" convert "$f" -o "$OUT/archives/$name.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }
-    verify "$name" "$OUT/archives/$name.iris"
+    [ -d "$f" ] && convert_and_verify "$f"
   done
   "$I" convert tests/data/fixtures/llama-bf16 -o "$OUT/archives/llama-quant-nvfp4.iris" -q --force --quant nvfp4 || { rc=1; echo "FAIL --quant nvfp4"; }
   verify llama-quant-nvfp4 "$OUT/archives/llama-quant-nvfp4.iris"
@@ -54,10 +51,7 @@ for name, make in sorted(t.CASES.items()):
     t.write_snapshot(out / ("snap-" + name), tensors, config, files)
 PY
   for s in "$OUT"/archives/snap-*; do
-    [ -d "$s" ] || continue
-    name=$(basename "$s")
-    "$I" convert "$s" -o "$s.iris" -q --force || { rc=1; echo "FAIL $name: convert"; continue; }
-    verify "$name" "$s.iris"
+    [ -d "$s" ] && convert_and_verify "$s"
   done
 fi
 if [ "$what" = cases ] || [ "$what" = all ]; then

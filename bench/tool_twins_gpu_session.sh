@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The producing tools' own full checkpoints on the GPU machine, in one call: each maker in
 # tests/fixture_makers/ writes its Llama variants whole (the repository keeps layer 0 of
-# each), and python/tests/test_tool_twins_gpu.py serves every one through iris against its
-# dequantized twin; LLM.int8 also against bitsandbytes' own int8 matmul.
+# each; the bitsandbytes maker also its MoE); every one is converted as stored and put through
+# `iris verify --device cuda`; python/tests/test_tool_twins_gpu.py serves every Llama through
+# iris against its dequantized twin (LLM.int8 also against bitsandbytes' own int8 matmul); and
+# the schemes' CPU tests and the int_group GPU ones run beside them.
 #
 # The tools' public source travels as one ignored tarball, .peer/pack/tools.tar.xz (never
 # committed): bitsandbytes (built here with CMake + nvcc for this card), compressed-tensors +
@@ -37,8 +39,13 @@ maker modelopt python3 tests/fixture_makers/modelopt_nvfp4.py --tool-src "$T/too
 maker gptq python3 tests/fixture_makers/gptq.py --tool-src "$T/gptqmodel" --out "$F" --refs "$OUT/refs" \
   --only llama-gptq-4bit-g128-sym-v1,llama-gptq-4bit-g64-asym-descact-v1,llama-gptq-8bit-channel-sym-v2,llama-gptq-3bit-g128-asym-v1,llama-gptq-2bit-g64-asym-v2
 maker awq python3 tests/fixture_makers/awq.py --tool-src "$T/autoawq" --out "$F" --refs "$OUT/refs"
-ls "$F"
+I="$PWD/$B/iris"
+. bench/gpu_verify.sh
+for f in "$F"/*; do
+  [ -d "$f" ] && convert_and_verify "$f"
+done
 IRIS_TOOL_SNAPSHOTS="$F" IRIS_LIBRARY="$PWD/$B/libiris.so.1" PYTHONPATH="$PWD/python:$T/bnb-src" python3 -m pytest -q -s -p no:cacheprovider \
-  python/tests/test_tool_twins_gpu.py > "$OUT/twins.log" 2>&1 || rc=1
+  python/tests/test_tool_twins_gpu.py python/tests/test_int_group_gpu.py python/tests/test_bnb_int8.py python/tests/test_ct_mxfp4.py \
+  python/tests/test_ct_fp8.py > "$OUT/twins.log" 2>&1 || rc=1
 grep -E "IrisLinear|int8 matmul|passed|failed|SKIP|Error" "$OUT/twins.log" | head -40
 exit $rc

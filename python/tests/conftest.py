@@ -78,6 +78,28 @@ def assert_refused(tmp_path, tensors, config, *needles, options=()):
     assert not (tmp_path / "bad.iris").exists()
 
 
+def bf16_round(x32):
+    """FP32 -> BF16 nearest even, widened back to FP32 (NaN kept): a tool's final cast to BF16."""
+    x32 = np.asarray(x32, dtype=np.float32)
+    u = x32.view(np.uint32).astype(np.uint64)
+    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x32), x32, r)
+
+
+def tool_fixture(tmp_path, fixture):
+    """A producing tool's fixture converted as stored: the archive (the numpy reader's), the
+    tool's reference weights (refs/FIXTURE.dequant.TOOL.safetensors) and the checkpoint's own
+    tensors (its one model.safetensors)."""
+    import iris_archive
+
+    r = convert(FIXTURES / fixture, tmp_path / "a.iris")
+    assert r.returncode == 0, r.stderr
+    (ref_path,) = (FIXTURES / "refs").glob(fixture + ".dequant.*.safetensors")
+    refs = read_safetensors(ref_path)
+    assert refs
+    return iris_archive.open(tmp_path / "a.iris"), refs, read_safetensors(FIXTURES / fixture / "model.safetensors")
+
+
 def raw_safetensors(path):
     """name -> (safetensors dtype, shape, bytes) of a safetensors file, or of every one in a folder."""
     files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]

@@ -26,3 +26,19 @@ def check_tensor_on_gpu(torch, gpu, cpu, name, rows=(3,), weight_roundings=0):
         # the FP32 sums, the weights' own roundings, underflow, and the BF16 output's rounding
         bound = (k * u / (1 - k * u)) * mag + mag * 2 * u * weight_roundings + k * 2.0 ** -126 + np.abs(ref) * 2.0 ** -8
         assert (np.abs(y - ref) <= bound).all(), name
+
+
+def check_archive_on_gpu(torch, itorch, path, fmt, **kw):
+    """Every tensor of format `fmt` in the archive at `path`, loaded by iris.torch, through
+    check_tensor_on_gpu against the numpy reader's (kw: its rows, weight_roundings); returns how
+    many were checked."""
+    import iris_archive
+
+    cpu = iris_archive.open(path)
+    sd = itorch.load(path)
+    checked = 0
+    for name, t in cpu.tensors.items():
+        if t.format == fmt:
+            check_tensor_on_gpu(torch, sd[name], t, name, **kw)
+            checked += 1
+    return checked

@@ -14,7 +14,7 @@ import pytest
 
 import iris_archive as iris
 from conftest import (FIXTURES, IRIS, assert_exports_back, assert_refused, assert_same_bits, convert, raw_safetensors,
-                      read_safetensors, write_checkpoint)
+                      read_safetensors, tool_fixture, write_checkpoint)
 
 RNG = np.random.default_rng(20261130)
 F32 = np.float32
@@ -71,11 +71,7 @@ def test_every_tool_fixture_has_its_reference():
 
 @pytest.mark.parametrize("fixture", TOOL_FIXTURES)
 def test_tool_fixtures_decode_as_bitsandbytes_dequantized_them(tmp_path, fixture):
-    r = convert(FIXTURES / fixture, tmp_path / "a.iris")
-    assert r.returncode == 0, r.stderr
-    a = iris.open(tmp_path / "a.iris")
-    refs = read_safetensors(FIXTURES / "refs" / f"{fixture}.dequant.bnb.safetensors")
-    stored = read_safetensors(FIXTURES / fixture / "model.safetensors")
+    a, refs, stored = tool_fixture(tmp_path, fixture)
     for name, want in refs.items():
         t = a.tensors[name]
         assert t.format == "int_group" and t.params["bits"] == 8 and t.params["post_factor"] == float(ONE_127), name

@@ -12,39 +12,21 @@ import json
 import numpy as np
 import pytest
 
-import iris_archive as iris
-from conftest import FIXTURES, assert_exports_back, assert_same_bits, convert, read_safetensors
+from conftest import FIXTURES, assert_exports_back, assert_same_bits, bf16_round, run_iris, tool_fixture
 
 TOOL_FIXTURES = {"llama-ct-fp8-tensor": "tensor", "llama-ct-fp8-channel": "channel", "llama-ct-fp8-block": "block"}
 
 
-def bf16_round(x32):
-    u = x32.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
-
-
 @pytest.mark.parametrize("fixture", sorted(TOOL_FIXTURES))
 def test_tool_fixtures_decode_as_the_tool_decompressed_them(tmp_path, fixture):
-    r = convert(FIXTURES / fixture, tmp_path / "a.iris")
-    assert r.returncode == 0, r.stderr
-    a = iris.open(tmp_path / "a.iris")
-    refs = read_safetensors(FIXTURES / "refs" / f"{fixture}.dequant.compressed-tensors.safetensors")
-    assert refs
+    a, refs, _ = tool_fixture(tmp_path, fixture)
     for name, want in refs.items():
         t = a.tensors[name]
         assert t.format == "fp8_e4m3" and t.params["scale_granularity"] == TOOL_FIXTURES[fixture], (name, t.params)
         want32 = (want.astype(np.uint32) << 16).view(np.float32)
         for backend in ("numpy", "native"):
             assert_same_bits(bf16_round(t.dequantize(backend=backend)), want32, f"{fixture} {name} ({backend})")
-    assert subprocess_ok(tmp_path / "a.iris")
-
-
-def subprocess_ok(path):
-    import subprocess
-
-    from conftest import IRIS
-
-    return subprocess.run([IRIS, "verify", str(path), "-q"], capture_output=True, text=True).returncode == 0
+    run_iris("verify", tmp_path / "a.iris", "-q")
 
 
 @pytest.mark.parametrize("fixture", sorted(TOOL_FIXTURES))

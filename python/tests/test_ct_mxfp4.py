@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import iris_archive as iris
-from conftest import FIXTURES, assert_exports_back, assert_refused, assert_same_bits, convert, read_safetensors, write_checkpoint
+from conftest import (FIXTURES, assert_exports_back, assert_refused, assert_same_bits, bf16_round, convert,
+                      tool_fixture, write_checkpoint)
 
 RNG = np.random.default_rng(20261130)
 F32 = np.float32
@@ -31,13 +32,6 @@ W = "model.layers.0.mlp.down_proj"
 
 def refused(tmp_path, tensors, *needles, options=(), config=CONFIG):
     assert_refused(tmp_path, tensors, config, *needles, options=options)
-
-
-def bf16_round(x32):
-    """FP32 -> BF16 nearest even, as FP32 (NaN kept)."""
-    u = x32.astype(F32).view(np.uint32).astype(np.uint64)
-    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(F32)
-    return np.where(np.isnan(x32), x32, r)
 
 
 def tool_dequantize(packed, scales):
@@ -60,12 +54,7 @@ def case(n=40, k=96):
 
 @pytest.mark.parametrize("fixture", TOOL_FIXTURES)
 def test_tool_fixtures_decode_as_the_tool_dequantized_them(tmp_path, fixture):
-    r = convert(FIXTURES / fixture, tmp_path / "a.iris")
-    assert r.returncode == 0, r.stderr
-    a = iris.open(tmp_path / "a.iris")
-    refs = read_safetensors(FIXTURES / "refs" / f"{fixture}.dequant.compressed-tensors.safetensors")
-    stored = read_safetensors(FIXTURES / fixture / "model.safetensors")
-    assert refs
+    a, refs, stored = tool_fixture(tmp_path, fixture)
     for name, want in refs.items():
         want32 = (want.astype(np.uint32) << 16).view(F32)
         t = a.tensors[name]

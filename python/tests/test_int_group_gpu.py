@@ -21,25 +21,16 @@ if _native.library() is None:
     pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
 
 import iris_archive.torch as itorch  # noqa: E402
-from conftest import FIXTURES, IRIS  # noqa: E402
+from conftest import IRIS  # noqa: E402
 import test_packed_integers as packed  # noqa: E402
-from gpu_checks import check_tensor_on_gpu  # noqa: E402
+from gpu_checks import check_archive_on_gpu  # noqa: E402
 
 TOOL_FIXTURES = packed.TOOL_FIXTURES + ["llama-bnb-int8", "moe-bnb-int8"]  # (LLM.int8: int_group with its post factor)
 
 
 @pytest.mark.parametrize("fixture", TOOL_FIXTURES)
 def test_dequantize_and_linear_on_the_gpu(converted, fixture):
-    path = converted(fixture)
-    cpu = iris.open(path)
-    sd = itorch.load(path)
-    checked = 0
-    for name, t in cpu.tensors.items():
-        if t.format != "int_group":
-            continue
-        check_tensor_on_gpu(torch, sd[name], t, name)
-        checked += 1
-    assert checked > 0
+    assert check_archive_on_gpu(torch, itorch, converted(fixture), "int_group") > 0
 
 
 def test_a_permutation_that_is_not_one_is_refused_at_upload(tmp_path):

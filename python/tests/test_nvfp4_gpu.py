@@ -10,28 +10,18 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device here; these run on the GPU machine (bench/gpu_run.sh)", allow_module_level=True)
 
-import iris_archive as iris  # noqa: E402
 from iris_archive import _native  # noqa: E402
 
 if _native.library() is None:
     pytest.skip(f"libiris not found: {_native.why_not()}", allow_module_level=True)
 
 import iris_archive.torch as itorch  # noqa: E402
-from gpu_checks import check_tensor_on_gpu  # noqa: E402
+from gpu_checks import check_archive_on_gpu  # noqa: E402
 
 CASES = [("llama-modelopt-nvfp4", ()), ("llama-ct-nvfp4a16", ()), ("moe-ct-nvfp4a16", ()), ("llama-bf16", ("--quant", "nvfp4"))]
 
 
 @pytest.mark.parametrize("fixture,options", CASES)
 def test_dequantize_and_linear_on_the_gpu(converted, fixture, options):
-    path = converted(fixture, *options)
-    cpu = iris.open(path)
-    sd = itorch.load(path)
-    checked = 0
-    for name, t in cpu.tensors.items():
-        if t.format != "nvfp4":
-            continue
-        # (the kernels apply the tensor scale to the sums: one rounding of each weight apart)
-        check_tensor_on_gpu(torch, sd[name], t, name, rows=(1, 3), weight_roundings=1)
-        checked += 1
-    assert checked >= 7
+    # (the kernels apply the tensor scale to the sums: one rounding of each weight apart)
+    assert check_archive_on_gpu(torch, itorch, converted(fixture, *options), "nvfp4", rows=(1, 3), weight_roundings=1) >= 7
